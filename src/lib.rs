@@ -1,0 +1,1 @@
+//! ofnode: native OpenFlow 1.3 node controller.

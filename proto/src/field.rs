@@ -274,11 +274,11 @@ pub static FIELDS: [FieldInfo; 40] = [
     row(Field::Ipv4Src, "nw_src", &["ip_src", "nw_src"], basic(11, 4, "OXM_OF_IPV4_SRC"), nxm0(7, 4, "NXM_OF_IP_SRC"), 4, true, P::Ipv4, F::Ipv4),
     row(Field::Ipv4Dst, "nw_dst", &["ip_dst", "nw_dst"], basic(12, 4, "OXM_OF_IPV4_DST"), nxm0(8, 4, "NXM_OF_IP_DST"), 4, true, P::Ipv4, F::Ipv4),
     FieldInfo { significant: 0x03, ..row(Field::IpFrag, "nw_frag", &["ip_frag", "nw_frag"], None, nxm1(26, 1, "NXM_NX_IP_FRAG"), 1, true, P::Ipv4, F::Frag) },
-    row(Field::IpProto, "nw_proto", &["ip_proto", "nw_proto"], basic(10, 1, "OXM_OF_IP_PROTO"), nxm0(6, 1, "NXM_OF_IP_PROTO"), 1, false, P::Ipv4, F::Decimal),
+    row(Field::IpProto, "nw_proto", &["nw_proto", "ip_proto"], basic(10, 1, "OXM_OF_IP_PROTO"), nxm0(6, 1, "NXM_OF_IP_PROTO"), 1, false, P::Ipv4, F::Decimal),
     row(Field::TcpSrc, "tp_src", &["tcp_src", "tp_src"], basic(13, 2, "OXM_OF_TCP_SRC"), nxm0(9, 2, "NXM_OF_TCP_SRC"), 2, true, P::Tcp, F::Decimal),
     row(Field::TcpDst, "tp_dst", &["tcp_dst", "tp_dst"], basic(14, 2, "OXM_OF_TCP_DST"), nxm0(10, 2, "NXM_OF_TCP_DST"), 2, true, P::Tcp, F::Decimal),
-    row(Field::UdpSrc, "tp_src", &["udp_src", "tp_src"], basic(15, 2, "OXM_OF_UDP_SRC"), nxm0(11, 2, "NXM_OF_UDP_SRC"), 2, true, P::Udp, F::Decimal),
-    row(Field::UdpDst, "tp_dst", &["udp_dst", "tp_dst"], basic(16, 2, "OXM_OF_UDP_DST"), nxm0(12, 2, "NXM_OF_UDP_DST"), 2, true, P::Udp, F::Decimal),
+    row(Field::UdpSrc, "tp_src", &["udp_src"], basic(15, 2, "OXM_OF_UDP_SRC"), nxm0(11, 2, "NXM_OF_UDP_SRC"), 2, true, P::Udp, F::Decimal),
+    row(Field::UdpDst, "tp_dst", &["udp_dst"], basic(16, 2, "OXM_OF_UDP_DST"), nxm0(12, 2, "NXM_OF_UDP_DST"), 2, true, P::Udp, F::Decimal),
     row(Field::IcmpType, "icmp_type", &["icmp_type"], basic(19, 1, "OXM_OF_ICMPV4_TYPE"), nxm0(13, 1, "NXM_OF_ICMP_TYPE"), 1, false, P::Icmpv4, F::Decimal),
     row(Field::IcmpCode, "icmp_code", &["icmp_code"], basic(20, 1, "OXM_OF_ICMPV4_CODE"), nxm0(14, 1, "NXM_OF_ICMP_CODE"), 1, false, P::Icmpv4, F::Decimal),
     row(Field::ArpOp, "arp_op", &["arp_op"], basic(21, 2, "OXM_OF_ARP_OP"), nxm0(15, 2, "NXM_OF_ARP_OP"), 2, false, P::Arp, F::Decimal),
@@ -309,7 +309,31 @@ pub static FIELDS: [FieldInfo; 40] = [
     row(Field::Metadata, "metadata", &["metadata"], basic(2, 8, "OXM_OF_METADATA"), None, 8, true, P::None, F::Hex),
 ];
 
+/// Fields OVS keeps in the same flow slot, told apart only by the packet type: `nw_src` is
+/// arp_spa in an ARP flow, `tp_dst` is udp_dst in a UDP flow. The text parser uses this to read
+/// a name the way ovs-ofctl does.
+pub const SHARED_STORAGE: [(Field, Field); 5] = [
+    (Field::Ipv4Src, Field::ArpSpa),
+    (Field::Ipv4Dst, Field::ArpTpa),
+    (Field::IpProto, Field::ArpOp),
+    (Field::TcpSrc, Field::UdpSrc),
+    (Field::TcpDst, Field::UdpDst),
+];
+
 impl Field {
+    /// The field sharing this one's flow slot, if any (see [`SHARED_STORAGE`]).
+    pub fn storage_sibling(self) -> Option<Field> {
+        SHARED_STORAGE.iter().find_map(|&(a, b)| {
+            if a == self {
+                Some(b)
+            } else if b == self {
+                Some(a)
+            } else {
+                None
+            }
+        })
+    }
+
     /// Register `n` (0..=15), or `None` when out of range.
     pub fn reg(n: u8) -> Option<Field> {
         (n < 16).then_some(Field::Reg(n))
@@ -339,7 +363,7 @@ impl Field {
     pub fn from_name(name: &str) -> Option<Field> {
         FIELDS
             .iter()
-            .find(|f| f.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+            .find(|f| f.names.contains(&name))
             .map(|f| f.field)
     }
 
@@ -361,12 +385,10 @@ impl Field {
             let by_id = [f.nxm, f.oxm]
                 .into_iter()
                 .flatten()
-                .find(|id| id.name.eq_ignore_ascii_case(name));
+                .find(|id| id.name == name);
             match by_id {
                 Some(id) => Some((f.field, id)),
-                None if f.names.iter().any(|n| n.eq_ignore_ascii_case(name)) => {
-                    Some((f.field, f.action_id()))
-                }
+                None if f.names.contains(&name) => Some((f.field, f.action_id())),
                 None => None,
             }
         })

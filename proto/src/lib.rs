@@ -18,6 +18,7 @@ mod oxm;
 mod packet;
 mod port;
 mod switch;
+pub mod text;
 mod wire;
 
 #[cfg(test)]
@@ -37,3 +38,4 @@ pub use oxm::*;
 pub use packet::*;
 pub use port::*;
 pub use switch::*;
+pub use text::{format_actions, format_flow, format_flow_mod, parse_flow, ParseError};

@@ -1,1 +1,31 @@
+//! Test harness: private Open vSwitch instances inside network namespaces.
+//!
+//! Every resource made here is owned by a guard whose `Drop` removes it, so a failing or panicking
+//! test leaves nothing behind. A test process that is killed outright cannot run its guards, so
+//! every run first reaps what dead runs left (`reap_stale`): their state directories live under
+//! [`STATE_ROOT`] and carry the owner's PID in their name.
 
+mod daemon;
+mod netns;
+mod ovs;
+mod process;
+
+pub use daemon::Daemon;
+pub use netns::{Netns, Veth};
+pub use ovs::{Ovs, OvsOptions};
+pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};
+
+/// Reaps what killed earlier runs left behind; once per process, before anything is created.
+pub fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(reap_stale);
+}
+
+/// A name unique across concurrent test processes and threads: `ofn<pid>x<n>`, at most 15 bytes
+/// so that it is also a valid interface name prefix.
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}x{n}", std::process::id())
+}

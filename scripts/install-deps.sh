@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what ofnode's tests, demo and benchmarks need on a fresh Debian machine (as root).
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+# Debian package -> a file that proves it is installed.
+declare -A NEED=(
+  [openvswitch-switch]=/usr/sbin/ovs-vswitchd
+  [openvswitch-common]=/usr/bin/ovs-ofctl
+  [iproute2]=/usr/sbin/ip
+  [ethtool]=/usr/sbin/ethtool
+  [iputils-ping]=/usr/bin/ping
+  [python3-os-ken]=/usr/bin/osken-manager
+  [procps]=/usr/bin/pgrep
+  [curl]=/usr/bin/curl
+)
+
+missing=()
+for pkg in "${!NEED[@]}"; do
+  [ -e "${NEED[$pkg]}" ] || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: need root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Debian package starts the system's own OVS on install; ofnode's tests never use it, they run
+# private instances. Nothing to do about it here.
+
+for comp in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
+done

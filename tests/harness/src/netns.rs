@@ -1,0 +1,98 @@
+//! Network namespaces and veth pairs owned by a test.
+
+use std::process::Command;
+
+use crate::process::{run, run_ok, CommandError};
+
+/// A network namespace this test created; deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates a namespace with a unique name (`<prefix><pid>x<n>`) and brings its loopback up.
+    pub fn new(prefix: &str) -> Result<Netns, CommandError> {
+        crate::init();
+        Netns::with_name(crate::unique_name(prefix))
+    }
+
+    /// Creates a namespace with exactly this name.
+    pub fn with_name(name: String) -> Result<Netns, CommandError> {
+        run_ok(Command::new("ip").args(["netns", "add", &name]))?;
+        let ns = Netns { name };
+        ns.exec_ok(&["ip", "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A command that runs inside this namespace (`ip netns exec NAME program …`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name, program]);
+        cmd
+    }
+
+    /// Runs `argv` inside the namespace and returns its stdout, or an error with its stderr.
+    pub fn exec_ok(&self, argv: &[&str]) -> Result<String, CommandError> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| CommandError::Other("empty command".into()))?;
+        run_ok(self.command(program).args(args))
+    }
+
+    /// Runs `argv` inside the namespace; true when it exited 0.
+    pub fn exec_status(&self, argv: &[&str]) -> bool {
+        let Some((program, args)) = argv.split_first() else {
+            return false;
+        };
+        run(self.command(program).args(args)).is_ok_and(|out| out.status.success())
+    }
+
+    /// The path of the namespace handle, for `setns(2)`.
+    pub fn path(&self) -> String {
+        format!("/run/netns/{}", self.name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
+    }
+}
+
+/// A veth pair whose ends live in the given namespaces; deleting one end deletes both, and
+/// deleting a namespace deletes the ends inside it, so dropping the pair after its namespaces is
+/// harmless.
+#[derive(Debug)]
+pub struct Veth {
+    pub a: String,
+    pub b: String,
+    netns_a: String,
+}
+
+impl Veth {
+    /// Creates `a` in namespace `ns_a` and `b` in namespace `ns_b`, both up.
+    pub fn new(a: &str, ns_a: &Netns, b: &str, ns_b: &Netns) -> Result<Veth, CommandError> {
+        ns_a.exec_ok(&[
+            "ip", "link", "add", a, "type", "veth", "peer", "name", b, "netns", &ns_b.name,
+        ])?;
+        let veth = Veth {
+            a: a.to_string(),
+            b: b.to_string(),
+            netns_a: ns_a.name.clone(),
+        };
+        ns_a.exec_ok(&["ip", "link", "set", a, "up"])?;
+        ns_b.exec_ok(&["ip", "link", "set", b, "up"])?;
+        Ok(veth)
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = run(Command::new("ip").args(["-n", &self.netns_a, "link", "del", &self.a]));
+    }
+}

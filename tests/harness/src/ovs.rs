@@ -1,0 +1,274 @@
+//! A private `ovsdb-server` + `ovs-vswitchd` (userspace `netdev` datapath) in a namespace.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::netns::Netns;
+use crate::process::{pid_alive, read_pidfile, run_ok, stop_process, CommandError, STATE_ROOT};
+
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+#[derive(Debug, Clone)]
+pub struct OvsOptions {
+    /// Prefix of the namespace name (at most 4 characters keeps names short).
+    pub prefix: String,
+    /// Start ovs-vswitchd too (an OVSDB-only test needs just ovsdb-server).
+    pub vswitchd: bool,
+}
+
+impl Default for OvsOptions {
+    fn default() -> Self {
+        OvsOptions {
+            prefix: "ofn".into(),
+            vswitchd: true,
+        }
+    }
+}
+
+/// A private Open vSwitch. Dropping it stops both daemons (by the PIDs in their pid files), then
+/// deletes the namespace and the state directory.
+#[derive(Debug)]
+pub struct Ovs {
+    dir: PathBuf,
+    // Declared after `dir`'s users; dropped explicitly in `Drop` after the daemons stop.
+    netns: Option<Netns>,
+}
+
+impl Ovs {
+    /// Starts ovsdb-server and ovs-vswitchd in a fresh namespace.
+    pub fn start() -> Result<Ovs, CommandError> {
+        Ovs::start_with(OvsOptions::default())
+    }
+
+    pub fn start_with(options: OvsOptions) -> Result<Ovs, CommandError> {
+        let netns = Netns::new(&options.prefix)?;
+        let dir =
+            PathBuf::from(STATE_ROOT).join(format!("{}-{}", std::process::id(), netns.name()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
+        let ovs = Ovs {
+            dir,
+            netns: Some(netns),
+        };
+        ovs.start_ovsdb(true)?;
+        if options.vswitchd {
+            ovs.start_vswitchd()?;
+        }
+        Ok(ovs)
+    }
+
+    pub fn netns(&self) -> &Netns {
+        self.netns.as_ref().expect("netns lives until drop")
+    }
+
+    /// The state directory (also ovs-vswitchd's OVS_RUNDIR).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn db_sock(&self) -> PathBuf {
+        self.dir.join("db.sock")
+    }
+
+    /// `unix:DIR/db.sock`, as OVS tools and ofnode take it.
+    pub fn db_target(&self) -> String {
+        format!("unix:{}", self.db_sock().display())
+    }
+
+    /// The bridge's OpenFlow management socket, `DIR/<bridge>.mgmt`.
+    pub fn mgmt_sock(&self, bridge: &str) -> PathBuf {
+        self.dir.join(format!("{bridge}.mgmt"))
+    }
+
+    pub fn mgmt_target(&self, bridge: &str) -> String {
+        format!("unix:{}", self.mgmt_sock(bridge).display())
+    }
+
+    fn pidfile(&self, daemon: &str) -> PathBuf {
+        self.dir.join(format!("{daemon}.pid"))
+    }
+
+    pub fn ovsdb_pid(&self) -> Option<u32> {
+        read_pidfile(&self.pidfile("ovsdb")).filter(|pid| pid_alive(*pid))
+    }
+
+    pub fn vswitchd_pid(&self) -> Option<u32> {
+        read_pidfile(&self.pidfile("vswitchd")).filter(|pid| pid_alive(*pid))
+    }
+
+    /// Starts ovsdb-server on the existing database (creating it first when `create`).
+    pub fn start_ovsdb(&self, create: bool) -> Result<(), CommandError> {
+        let db = self.dir.join("conf.db");
+        if create {
+            run_ok(
+                Command::new("ovsdb-tool")
+                    .arg("create")
+                    .arg(&db)
+                    .arg(SCHEMA),
+            )?;
+        }
+        let dir = self.dir.display();
+        run_ok(self.netns().command("ovsdb-server").args([
+            &db.display().to_string(),
+            &format!("--remote=punix:{dir}/db.sock"),
+            &format!("--pidfile={dir}/ovsdb.pid"),
+            &format!("--unixctl={dir}/ovsdb.ctl"),
+            &format!("--log-file={dir}/ovsdb.log"),
+            "--detach",
+        ]))?;
+        if create {
+            self.vsctl_no_wait(&["init"])?;
+        }
+        Ok(())
+    }
+
+    /// Starts ovs-vswitchd and waits until it has read the database (cur_cfg caught up).
+    pub fn start_vswitchd(&self) -> Result<(), CommandError> {
+        let dir = self.dir.display();
+        run_ok(
+            self.netns()
+                .command("env")
+                .arg(format!("OVS_RUNDIR={dir}"))
+                .arg("ovs-vswitchd")
+                .args([
+                    &format!("unix:{dir}/db.sock"),
+                    &format!("--pidfile={dir}/vswitchd.pid"),
+                    &format!("--unixctl={dir}/vswitchd.ctl"),
+                    &format!("--log-file={dir}/vswitchd.log"),
+                    "--detach",
+                ]),
+        )?;
+        self.wait_for_path(&self.dir.join("vswitchd.ctl"), Duration::from_secs(10))?;
+        // A change made without --no-wait returns only once ovs-vswitchd has applied it, which
+        // proves it is connected to the database and serving.
+        self.vsctl(&[
+            "--timeout=10",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "external_ids:harness=ready",
+        ])?;
+        Ok(())
+    }
+
+    /// Kills ovs-vswitchd with SIGKILL (a crash: flows are lost, OVSDB keeps ports).
+    pub fn kill_vswitchd(&self) {
+        self.kill_daemon("vswitchd", "ovs-vswitchd");
+    }
+
+    /// Kills ovsdb-server with SIGKILL.
+    pub fn kill_ovsdb(&self) {
+        self.kill_daemon("ovsdb", "ovsdb-server");
+    }
+
+    fn kill_daemon(&self, daemon: &str, comm: &str) {
+        if let Some(pid) = read_pidfile(&self.pidfile(daemon)) {
+            if crate::process::signal_if_ours(pid, comm, crate::process::SIGKILL) {
+                crate::process::wait_exit(pid, Duration::from_secs(5));
+            }
+        }
+        let _ = std::fs::remove_file(self.pidfile(daemon));
+    }
+
+    /// ovs-vsctl against this instance; waits for ovs-vswitchd to apply changes.
+    pub fn vsctl(&self, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-vsctl")
+                .arg(format!("--db={}", self.db_target()))
+                .args(args),
+        )
+    }
+
+    /// ovs-vsctl that does not wait for ovs-vswitchd.
+    pub fn vsctl_no_wait(&self, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-vsctl")
+                .arg(format!("--db={}", self.db_target()))
+                .arg("--no-wait")
+                .args(args),
+        )
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 CMD unix:DIR/<bridge>.mgmt ARGS…`.
+    pub fn ofctl(&self, cmd: &str, bridge: &str, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-ofctl")
+                .args(["-O", "OpenFlow13", cmd, &self.mgmt_target(bridge)])
+                .args(args),
+        )
+    }
+
+    /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
+    pub fn appctl(&self, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("vswitchd.ctl"))
+                .args(args),
+        )
+    }
+
+    /// Adds a bridge the way the seed's node does (netdev datapath, OpenFlow13, fail-mode secure)
+    /// and waits for its management socket.
+    pub fn add_bridge(&self, bridge: &str) -> Result<(), CommandError> {
+        self.vsctl(&[
+            "add-br",
+            bridge,
+            "--",
+            "set",
+            "bridge",
+            bridge,
+            "datapath_type=netdev",
+            "protocols=OpenFlow13",
+            "fail-mode=secure",
+        ])?;
+        self.wait_for_path(&self.mgmt_sock(bridge), Duration::from_secs(10))
+    }
+
+    /// The flows on `bridge` as `ovs-ofctl dump-flows --no-stats` prints them, one per line,
+    /// without the reply header lines.
+    pub fn dump_flows(&self, bridge: &str) -> Result<Vec<String>, CommandError> {
+        let text = self.ofctl("dump-flows", bridge, &["--no-stats"])?;
+        Ok(text
+            .lines()
+            .filter(|line| line.contains("actions="))
+            .map(|line| line.trim().to_string())
+            .collect())
+    }
+
+    /// Waits until a path exists (a socket a daemon creates).
+    pub fn wait_for_path(&self, path: &Path, timeout: Duration) -> Result<(), CommandError> {
+        let deadline = Instant::now() + timeout;
+        while !path.exists() {
+            if Instant::now() >= deadline {
+                return Err(CommandError::Other(format!(
+                    "{} did not appear within {timeout:?}",
+                    path.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    /// The tail of a daemon's log, for failure messages.
+    pub fn log_tail(&self, daemon: &str, lines: usize) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("{daemon}.log"))).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        for (daemon, comm) in [("vswitchd", "ovs-vswitchd"), ("ovsdb", "ovsdb-server")] {
+            if let Some(pid) = read_pidfile(&self.pidfile(daemon)) {
+                stop_process(pid, comm);
+            }
+        }
+        self.netns.take();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -3,7 +3,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ofnode_proto::{message_length, Message};
+use ofnode_proto::{message_length, Message, MultipartReply, MultipartReplyBody};
+
+fn has_fixed_strings(msg: &Message) -> bool {
+    matches!(
+        msg,
+        Message::PortStatus(_)
+            | Message::MultipartReply(MultipartReply {
+                body: MultipartReplyBody::PortDesc(_) | MultipartReplyBody::Desc(_),
+                ..
+            })
+    )
+}
 
 fuzz_target!(|data: &[u8]| {
     // Framing as a stream reader would do it, then the decoder on each frame.
@@ -15,7 +26,15 @@ fuzz_target!(|data: &[u8]| {
         let (frame, tail) = rest.split_at(len);
         if let Ok((xid, msg)) = Message::decode(frame) {
             let again = Message::decode(&msg.to_bytes(xid));
-            assert_eq!(again, Ok((xid, msg)), "re-encoding changed the message");
+            if has_fixed_strings(&msg) {
+                // Port names and switch descriptions are decoded lossily (invalid UTF-8) and
+                // truncated on encode; they must be stable after one round instead.
+                let (_, once) = again.expect("re-encoded message does not decode");
+                let twice = Message::decode(&once.to_bytes(xid));
+                assert_eq!(twice, Ok((xid, once)), "re-encoding is not stable");
+            } else {
+                assert_eq!(again, Ok((xid, msg)), "re-encoding changed the message");
+            }
         }
         rest = tail;
     }

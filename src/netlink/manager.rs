@@ -12,6 +12,7 @@ use super::addr_route::Route;
 use super::error::Result;
 use super::handle::Handle;
 use super::miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
+use super::neigh::NeighEntry;
 use super::types::{parse_ipv4, parse_ipv4_net, MacAddr};
 use super::vxlan::{EnsureOutcome, VxlanAttrs, VxlanDevice};
 
@@ -308,9 +309,13 @@ impl VxlanManager {
             .filter(|host| wanted.get(&host.host_ip) != Some(*host))
             .copied()
             .collect();
-        for host in stale {
-            self.retract(&host).await?;
-            installed.remove(&host.host_ip);
+        if !stale.is_empty() {
+            // One dump serves every retraction: neighbour entries are found by MAC.
+            let neighbours = self.device.handle().list_neigh(self.device.index()).await?;
+            for host in stale {
+                self.retract(&host, &neighbours).await?;
+                installed.remove(&host.host_ip);
+            }
         }
         let mut added = false;
         for host in wanted.values() {
@@ -350,13 +355,13 @@ impl VxlanManager {
 
     /// Removes what [`VxlanManager::program`] (or, in miss mode, the miss loop) installed for
     /// `host`; entries already gone are fine.
-    async fn retract(&self, host: &KnownHost) -> Result<()> {
+    async fn retract(&self, host: &KnownHost, neighbours: &[NeighEntry]) -> Result<()> {
         let handle = self.device.handle();
         let index = self.device.index();
         if self.mode == VxlanMode::Static {
             handle.delete_route(&host_route(host, index)).await?;
         }
-        for neighbour in handle.list_neigh(index).await? {
+        for neighbour in neighbours {
             if neighbour.mac == Some(host.vtep_mac) {
                 handle.del_l3(index, neighbour.ip).await?;
             }

@@ -50,8 +50,8 @@ impl FromStr for Target {
             .split_once(':')
             .ok_or_else(|| fail("no `TYPE:` prefix"))?;
         match kind {
-            "unix" => Ok(Target::Unix(parse_path(rest).map_err(|r| fail(r))?)),
-            "punix" => Ok(Target::PassiveUnix(parse_path(rest).map_err(|r| fail(r))?)),
+            "unix" => Ok(Target::Unix(parse_path(rest).map_err(fail)?)),
+            "punix" => Ok(Target::PassiveUnix(parse_path(rest).map_err(fail)?)),
             "tcp" => {
                 let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
                 Ok(Target::Tcp { host, port })

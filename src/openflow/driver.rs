@@ -35,7 +35,8 @@ pub(crate) struct Submit {
 pub(crate) enum Ended {
     /// It failed or the peer closed it.
     Lost(Error),
-    /// The switch dialled in again (passive mode); the new session replaces this one.
+    /// The same switch (same datapath id) dialled in again (passive mode, e.g. after a
+    /// restart); the new session replaces this one.
     Replaced(Established),
     /// Every `Switch` handle was dropped.
     Shutdown,
@@ -102,7 +103,15 @@ impl<'a> Driver<'a> {
                         return Ended::Lost(Error::io(format!("writing to {}", self.session.peer), error));
                     }
                 }
-                Some(session) = next_session(&mut newer) => return Ended::Replaced(session),
+                Some(session) = next_session(&mut newer) => {
+                    if session.datapath_id == self.session.datapath_id {
+                        return Ended::Replaced(session);
+                    }
+                    tracing::error!(peer = %session.peer,
+                        dpid = %format_args!("{:016x}", session.datapath_id),
+                        "dropping a second switch: this controller serves datapath {:016x}",
+                        self.session.datapath_id);
+                }
                 () = &mut timer => {
                     if let Err(error) = self.on_timer() {
                         return Ended::Lost(error);

@@ -80,7 +80,7 @@ async fn passive_unix_accepts_the_switch_after_set_controller() {
     let sock = ovs.dir().join("ofnode-ctl.sock");
     let cfg = config(&format!("punix:{}", sock.display()));
     let (switch, _events) = Switch::start(cfg);
-    ovs.wait_for_path(&sock, Duration::from_secs(5)).unwrap();
+    wait_for_path(&sock).await;
     ovs.vsctl(&["set-controller", "br0", &format!("unix:{}", sock.display())])
         .unwrap();
     let dpid = switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();

@@ -364,3 +364,29 @@ async fn dump_flows_honours_the_filter_and_send_checked_reports_errors() {
     switch.send_checked(Message::FlowMod(good)).await.unwrap();
     assert!(oracle_flows(&ovs).contains(&reg_flow_line(5, 1, 7, 7, 7)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_transaction_is_all_or_nothing_and_leaves_the_connection_usable() {
+    const N: u64 = 20_000;
+    let ovs = ovs_with_br0();
+    let (switch, _events) = connect_br0(&ovs).await;
+    let mut tx = switch.transaction();
+    for i in 0..N {
+        tx.add(reg_flow(0, 100, i, 1, 1));
+    }
+    // Give up almost at once: mid-stream, or (rarely) after the commit went out.
+    let outcome = tokio::time::timeout(Duration::from_millis(2), tx.commit()).await;
+    // The switch has processed whatever it got once a later barrier is answered; the bundle
+    // was discarded (or, if the commit had already left, applied whole).
+    switch.barrier().await.unwrap();
+    let mut tx = switch.transaction();
+    tx.add(reg_flow(1, 1, 1, 1, 1));
+    tx.commit().await.unwrap();
+    let flows = oracle_flows(&ovs);
+    let table0 = flows.iter().filter(|l| !l.starts_with("table=1,")).count() as u64;
+    assert!(
+        table0 == 0 || table0 == N,
+        "a cancelled transaction applied {table0} of {N} flows (outcome {outcome:?})"
+    );
+    assert!(flows.contains(&reg_flow_line(1, 1, 1, 1, 1)));
+}

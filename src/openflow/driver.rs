@@ -133,6 +133,7 @@ impl<'a> Driver<'a> {
             msg @ (Message::PortStatus(_) | Message::PacketIn(_)) => offer_async(self.events, msg),
             msg => match self.routes.deliver(xid, msg, frame.len()) {
                 Delivery::Delivered => {}
+                Delivery::FollowUp(bytes) => self.queue.push(bytes),
                 // The reply to our own keepalive probe needs no one.
                 Delivery::Unrouted(Message::EchoReply(_)) => {}
                 Delivery::Unrouted(msg) => offer_async(self.events, msg),

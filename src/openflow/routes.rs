@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use bytes::Bytes;
 use ofnode_proto::{Message, MultipartReply, OFPMPF_REPLY_MORE};
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,7 +32,19 @@ pub(crate) enum Route {
         first: u32,
         last: u32,
         tx: mpsc::Sender<(u32, Message)>,
+        gate: Option<Gate>,
     },
+}
+
+/// A decision the connection takes for a caller the moment a barrier is answered, saving the
+/// round trip to the caller's task: send `if_clean` when no error arrived in the range before
+/// the barrier reply (and the caller still waits), else `if_failed`. Used to commit a bundle
+/// only when every add was accepted, or discard it.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    pub(crate) barrier_xid: u32,
+    pub(crate) if_clean: Bytes,
+    pub(crate) if_failed: Bytes,
 }
 
 #[derive(Debug)]
@@ -48,6 +61,29 @@ enum Pending {
 struct RangeRoute {
     last: u32,
     tx: mpsc::Sender<(u32, Message)>,
+    gate: Option<Gate>,
+    /// An error arrived for some xid of the range.
+    failed: bool,
+}
+
+impl RangeRoute {
+    /// What the gate (if any) sends now that `msg` arrived for `xid`.
+    fn follow_up(&mut self, xid: u32, msg: &Message) -> Option<Bytes> {
+        if matches!(msg, Message::Error(_)) {
+            self.failed = true;
+        }
+        let opens = self
+            .gate
+            .as_ref()
+            .is_some_and(|gate| gate.barrier_xid == xid && matches!(msg, Message::BarrierReply));
+        if !opens {
+            return None;
+        }
+        let gate = self.gate.take()?;
+        // A caller that gave up gets its bundle discarded, not committed behind its back.
+        let clean = !self.failed && !self.tx.is_closed();
+        Some(if clean { gate.if_clean } else { gate.if_failed })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +97,8 @@ pub(crate) struct Routes {
 #[derive(Debug)]
 pub(crate) enum Delivery {
     Delivered,
+    /// Delivered, and a gate opened: these bytes go to the switch now.
+    FollowUp(Bytes),
     /// Nobody waits for this xid: an asynchronous message or a reply to a caller that gave up.
     Unrouted(Message),
 }
@@ -86,8 +124,19 @@ impl Routes {
                 };
                 self.single.insert(xid, pending);
             }
-            Route::Range { first, last, tx } => {
-                self.ranges.insert(first, RangeRoute { last, tx });
+            Route::Range {
+                first,
+                last,
+                tx,
+                gate,
+            } => {
+                let range = RangeRoute {
+                    last,
+                    tx,
+                    gate,
+                    failed: false,
+                };
+                self.ranges.insert(first, range);
             }
         }
     }
@@ -98,21 +147,24 @@ impl Routes {
             self.deliver_single(xid, msg, frame_len);
             return Delivery::Delivered;
         }
-        match self.range_for(xid) {
-            Some(range) => {
-                // Full only if the peer sent more than one message per xid; dropping the excess
-                // keeps memory bounded and the transaction still ends at its own xids.
-                if range.tx.try_send((xid, msg)).is_err() {
-                    tracing::warn!(xid, "dropping an extra message for a transaction");
-                }
-                Delivery::Delivered
-            }
-            None => Delivery::Unrouted(msg),
+        let Some(range) = self.range_for(xid) else {
+            return Delivery::Unrouted(msg);
+        };
+        let follow_up = range.follow_up(xid, &msg);
+        // Full only if the peer sent more than one message per xid; dropping the excess keeps
+        // memory bounded and the transaction still ends at its own xids. Closed: the caller
+        // gave up.
+        if let Err(mpsc::error::TrySendError::Full(_)) = range.tx.try_send((xid, msg)) {
+            tracing::warn!(xid, "dropping an extra message for a transaction");
+        }
+        match follow_up {
+            Some(bytes) => Delivery::FollowUp(bytes),
+            None => Delivery::Delivered,
         }
     }
 
-    fn range_for(&self, xid: u32) -> Option<&RangeRoute> {
-        let (_, range) = self.ranges.range(..=xid).next_back()?;
+    fn range_for(&mut self, xid: u32) -> Option<&mut RangeRoute> {
+        let (_, range) = self.ranges.range_mut(..=xid).next_back()?;
         (xid <= range.last).then_some(range)
     }
 
@@ -173,13 +225,15 @@ impl Routes {
         }
     }
 
-    /// Forgets routes whose callers have gone (timed out or cancelled).
+    /// Forgets routes whose callers have gone (timed out or cancelled) — except a range whose
+    /// gate has yet to discard its bundle.
     pub(crate) fn sweep(&mut self) {
         self.single.retain(|_, pending| match pending {
             Pending::Reply(tx) => !tx.is_closed(),
             Pending::Multipart { tx, .. } => !tx.is_closed(),
         });
-        self.ranges.retain(|_, range| !range.tx.is_closed());
+        self.ranges
+            .retain(|_, range| !range.tx.is_closed() || range.gate.is_some());
     }
 
     #[cfg(test)]
@@ -226,6 +280,7 @@ mod tests {
             first: 10,
             last: 12,
             tx,
+            gate: None,
         });
         for xid in [9, 10, 11, 12, 13] {
             let delivered = matches!(routes.deliver(xid, echo(b""), 8), Delivery::Delivered);
@@ -245,10 +300,79 @@ mod tests {
             first: 2,
             last: 3,
             tx,
+            gate: None,
         });
         routes.sweep();
         assert_eq!(routes.len(), 2);
         drop((rx, rx2));
+        routes.sweep();
+        assert_eq!(routes.len(), 0);
+    }
+
+    fn gated(routes: &mut Routes) -> mpsc::Receiver<(u32, Message)> {
+        let (tx, rx) = mpsc::channel(8);
+        let gate = Gate {
+            barrier_xid: 13,
+            if_clean: Bytes::from_static(b"commit"),
+            if_failed: Bytes::from_static(b"discard"),
+        };
+        routes.insert(Route::Range {
+            first: 10,
+            last: 15,
+            tx,
+            gate: Some(gate),
+        });
+        rx
+    }
+
+    fn error() -> Message {
+        Message::Error(ofnode_proto::ErrorMsg {
+            kind: ofnode_proto::ErrorKind::Standard {
+                err_type: 4,
+                code: 9,
+            },
+            data: Bytes::new(),
+        })
+    }
+
+    fn follow_up(delivery: Delivery) -> Option<Bytes> {
+        match delivery {
+            Delivery::FollowUp(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_gate_commits_when_nothing_failed_before_the_barrier() {
+        let mut routes = Routes::new(1 << 20);
+        let _rx = gated(&mut routes);
+        assert_eq!(follow_up(routes.deliver(10, echo(b""), 8)), None);
+        let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
+        assert_eq!(sent.as_deref(), Some(&b"commit"[..]));
+        // Opens once.
+        assert_eq!(
+            follow_up(routes.deliver(13, Message::BarrierReply, 8)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_gate_discards_after_an_error_or_when_the_caller_left() {
+        let mut routes = Routes::new(1 << 20);
+        let _rx = gated(&mut routes);
+        routes.deliver(11, error(), 8);
+        let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
+        assert_eq!(sent.as_deref(), Some(&b"discard"[..]));
+
+        let mut routes = Routes::new(1 << 20);
+        drop(gated(&mut routes));
+        routes.sweep();
+        let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
+        assert_eq!(
+            sent.as_deref(),
+            Some(&b"discard"[..]),
+            "kept by sweep until it fired"
+        );
         routes.sweep();
         assert_eq!(routes.len(), 0);
     }

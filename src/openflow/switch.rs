@@ -162,10 +162,11 @@ impl Switch {
             first,
             last: barrier,
             tx,
+            gate: None,
         };
         self.submit(epoch, Some(route), out.freeze()).await?;
         let deadline = self.inner.cfg.request_timeout;
-        let replies = tokio::time::timeout(deadline, collect_until(&mut rx, barrier))
+        let replies = tokio::time::timeout(deadline, collect_through(&mut rx, barrier))
             .await
             .map_err(|_| Error::timeout("a barrier reply", deadline))??;
         for (_, reply) in replies {
@@ -323,7 +324,7 @@ pub(crate) fn unexpected(wanted: &str, got: &Message) -> Error {
 }
 
 /// Receives routed messages until the one with `stop_xid` (inclusive).
-pub(crate) async fn collect_until(
+async fn collect_through(
     rx: &mut mpsc::Receiver<(u32, Message)>,
     stop_xid: u32,
 ) -> Result<Vec<(u32, Message)>> {

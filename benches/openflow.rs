@@ -6,7 +6,8 @@
 //!
 //! Knobs (environment): OFNODE_BENCH_POD_ITERS (ofnode and os-ken, default 2000),
 //! OFNODE_BENCH_OFCTL_ITERS (default 200), OFNODE_BENCH_BULK_FLOWS (default 100000),
-//! OFNODE_BENCH_BULK_RUNS (ofnode, default 3), OFNODE_BENCH_SKIP_OSKEN=1.
+//! OFNODE_BENCH_BULK_RUNS (ofnode, default 3), OFNODE_BENCH_SKIP_OSKEN=1,
+//! OFNODE_BENCH_RUNTIME=current (ofnode on a current-thread runtime instead of multi-thread).
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -176,10 +177,12 @@ struct OfnodeResult {
 }
 
 fn bench_ofnode(ovs: &Ovs, p: &Params, pod: &[FlowMod], bulk: &[FlowMod]) -> OfnodeResult {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let mut builder = if std::env::var("OFNODE_BENCH_RUNTIME").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = builder.enable_all().build().expect("tokio runtime");
     runtime.block_on(async {
         let mut cfg = SwitchConfig::from_target(&ovs.mgmt_target("br0")).expect("target");
         cfg.frag_mode = OFPC_FRAG_NX_MATCH;

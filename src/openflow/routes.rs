@@ -39,7 +39,9 @@ pub(crate) enum Route {
 /// A decision the connection takes for a caller the moment a barrier is answered, saving the
 /// round trip to the caller's task: send `if_clean` when no error arrived in the range before
 /// the barrier reply (and the caller still waits), else `if_failed`. Used to commit a bundle
-/// only when every add was accepted, or discard it.
+/// only when every add was accepted, or discard it. Until the gate opens, only errors reach the
+/// caller (acknowledgements such as the bundle OPEN reply and the barrier reply would only wake
+/// it for nothing).
 #[derive(Debug)]
 pub(crate) struct Gate {
     pub(crate) barrier_xid: u32,
@@ -150,7 +152,11 @@ impl Routes {
         let Some(range) = self.range_for(xid) else {
             return Delivery::Unrouted(msg);
         };
+        let gated = range.gate.is_some();
         let follow_up = range.follow_up(xid, &msg);
+        if gated && !matches!(msg, Message::Error(_)) {
+            return follow_up.map_or(Delivery::Delivered, Delivery::FollowUp);
+        }
         // Full only if the peer sent more than one message per xid; dropping the excess keeps
         // memory bounded and the transaction still ends at its own xids. Closed: the caller
         // gave up.
@@ -345,10 +351,14 @@ mod tests {
     #[test]
     fn a_gate_commits_when_nothing_failed_before_the_barrier() {
         let mut routes = Routes::new(1 << 20);
-        let _rx = gated(&mut routes);
+        let mut rx = gated(&mut routes);
         assert_eq!(follow_up(routes.deliver(10, echo(b""), 8)), None);
         let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
         assert_eq!(sent.as_deref(), Some(&b"commit"[..]));
+        // Acknowledgements before the gate opened did not wake the caller; what follows does.
+        assert!(rx.try_recv().is_err());
+        routes.deliver(14, echo(b"committed"), 8);
+        assert_eq!(rx.try_recv().unwrap(), (14, echo(b"committed")));
         // Opens once.
         assert_eq!(
             follow_up(routes.deliver(13, Message::BarrierReply, 8)),
@@ -359,10 +369,15 @@ mod tests {
     #[test]
     fn a_gate_discards_after_an_error_or_when_the_caller_left() {
         let mut routes = Routes::new(1 << 20);
-        let _rx = gated(&mut routes);
+        let mut rx = gated(&mut routes);
         routes.deliver(11, error(), 8);
         let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
         assert_eq!(sent.as_deref(), Some(&b"discard"[..]));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            (11, error()),
+            "errors reach the caller"
+        );
 
         let mut routes = Routes::new(1 << 20);
         drop(gated(&mut routes));

@@ -390,3 +390,46 @@ async fn a_cancelled_transaction_is_all_or_nothing_and_leaves_the_connection_usa
     );
     assert!(flows.contains(&reg_flow_line(1, 1, 1, 1, 1)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_pod_flows_as_text_land_and_dump_back_as_ovs_ofctl_prints_them() {
+    let ovs = ovs_with_br0();
+    let (switch, _events) = connect_br0(&ovs).await;
+    let note = "4e.8c.5e.2a.b3.f1.d7.c9.e0.a2.b4.c6.d8.f0.e1.a3.b5.c7.d9.e1.f3.a5.b7.c9.d1.e3.f5.a7.b9.c1.d3.e5";
+    let mut tx = switch.transaction();
+    for flow in [
+        format!("table=20, priority=100, in_port=3, arp, nw_src=10.128.0.5, arp_sha=0a:58:0a:80:00:05, actions=load:10->NXM_NX_REG0[], note:{note}, goto_table:21"),
+        "table=20, priority=100, in_port=3, ip, nw_src=10.128.0.5, actions=load:10->NXM_NX_REG0[], goto_table:21".into(),
+        "table=40, priority=100, arp, nw_dst=10.128.0.5, actions=output:3".into(),
+        "table=70, priority=100, ip, nw_dst=10.128.0.5, actions=load:10->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80".into(),
+    ] {
+        tx.add_text(&flow).unwrap();
+    }
+    tx.commit().await.unwrap();
+    let oracle = oracle_flows(&ovs);
+    assert_eq!(oracle.len(), 4);
+    assert!(
+        oracle.iter().any(|l| l.contains("arp_spa=10.128.0.5")),
+        "{oracle:?}"
+    );
+    let ours = sorted(
+        switch
+            .dump_flows_text(FlowStatsRequest::default())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(ours, oracle);
+
+    // The seed's cleanupPodFlows: four deletes by match in one transaction.
+    let mut tx = switch.transaction();
+    for flow in [
+        "ip, nw_dst=10.128.0.5",
+        "ip, nw_src=10.128.0.5",
+        "arp, nw_dst=10.128.0.5",
+        "arp, nw_src=10.128.0.5",
+    ] {
+        tx.delete_text(flow).unwrap();
+    }
+    tx.commit().await.unwrap();
+    assert!(oracle_flows(&ovs).is_empty());
+}

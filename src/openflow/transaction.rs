@@ -143,7 +143,7 @@ struct Commit {
     switch: Switch,
     /// Flow mods not yet encoded; moved into `adds` as they are.
     mods: Vec<FlowMod>,
-    /// The bundle adds sent, kept to name a failing flow.
+    /// The flow mods sent (as messages), kept to name a failing flow.
     adds: Vec<Message>,
     epoch: u64,
     bundle_id: u32,
@@ -231,13 +231,10 @@ impl Commit {
         let mut total = 0;
         let mods = std::mem::take(&mut self.mods);
         for (index, flow) in mods.into_iter().enumerate() {
-            let add = Message::BundleAdd(BundleAdd {
-                bundle_id: self.bundle_id,
-                flags: self.flags,
-                message: Box::new(Message::FlowMod(flow)),
-            });
-            add.encode(self.xids.add(index), &mut out);
-            self.adds.push(add);
+            let inner = Message::FlowMod(flow);
+            let xid = self.xids.add(index);
+            BundleAdd::encode_borrowed(self.bundle_id, self.flags, &inner, xid, &mut out);
+            self.adds.push(inner);
             if out.len() >= CHUNK_BYTES {
                 total += out.len();
                 let chunk = out.split().freeze();
@@ -339,13 +336,10 @@ async fn collect_until(
     }
 }
 
-/// The flow mod inside a bundle add, in `ovs-ofctl` syntax.
-fn flow_text(add: &Message) -> Option<String> {
-    match add {
-        Message::BundleAdd(BundleAdd { message, .. }) => match message.as_ref() {
-            Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
-            _ => None,
-        },
+/// A flow mod in `ovs-ofctl` syntax.
+fn flow_text(msg: &Message) -> Option<String> {
+    match msg {
+        Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
         _ => None,
     }
 }

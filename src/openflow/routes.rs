@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use ofnode_proto::{Message, MultipartReply, OFPMPF_REPLY_MORE};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::error::{Error, Result};
 
@@ -25,23 +25,24 @@ pub(crate) enum Route {
         xid: u32,
         tx: oneshot::Sender<Result<Vec<MultipartReply>>>,
     },
-    /// Every message whose xid falls in `first..=last` (a transaction: bundle control replies
-    /// and errors for individual bundle adds). The channel holds one slot per xid in the range,
-    /// so an honest switch never fills it.
+    /// The messages whose xids fall in `first..=last` (a transaction: bundle replies and errors
+    /// for individual bundle adds), handed over together once one with an xid in `stop`
+    /// arrives. At most one message per xid is kept, so memory is bounded by the range.
     Range {
         first: u32,
         last: u32,
-        tx: mpsc::Sender<(u32, Message)>,
+        stop: [u32; 2],
         gate: Option<Gate>,
+        tx: oneshot::Sender<Vec<(u32, Message)>>,
     },
 }
 
 /// A decision the connection takes for a caller the moment a barrier is answered, saving the
 /// round trip to the caller's task: send `if_clean` when no error arrived in the range before
 /// the barrier reply (and the caller still waits), else `if_failed`. Used to commit a bundle
-/// only when every add was accepted, or discard it. Until the gate opens, only errors reach the
-/// caller (acknowledgements such as the bundle OPEN reply and the barrier reply would only wake
-/// it for nothing).
+/// only when every add was accepted, or discard it. Only errors and the stop replies are kept
+/// for the caller of a gated range; acknowledgements (bundle OPEN reply, the barrier reply)
+/// tell it nothing.
 #[derive(Debug)]
 pub(crate) struct Gate {
     pub(crate) barrier_xid: u32,
@@ -62,10 +63,16 @@ enum Pending {
 #[derive(Debug)]
 struct RangeRoute {
     last: u32,
-    tx: mpsc::Sender<(u32, Message)>,
+    stop: [u32; 2],
     gate: Option<Gate>,
+    /// Had a gate: only errors and the stop replies are kept.
+    gated: bool,
     /// An error arrived for some xid of the range.
     failed: bool,
+    collected: Vec<(u32, Message)>,
+    /// Most messages kept: one per xid of the range.
+    capacity: usize,
+    tx: oneshot::Sender<Vec<(u32, Message)>>,
 }
 
 impl RangeRoute {
@@ -85,6 +92,15 @@ impl RangeRoute {
         // A caller that gave up gets its bundle discarded, not committed behind its back.
         let clean = !self.failed && !self.tx.is_closed();
         Some(if clean { gate.if_clean } else { gate.if_failed })
+    }
+
+    fn keep(&mut self, xid: u32, msg: Message) {
+        if self.collected.len() < self.capacity {
+            self.collected.push((xid, msg));
+        } else {
+            // Only a peer answering one xid several times gets here.
+            tracing::warn!(xid, "dropping an extra message for a transaction");
+        }
     }
 }
 
@@ -129,14 +145,19 @@ impl Routes {
             Route::Range {
                 first,
                 last,
-                tx,
+                stop,
                 gate,
+                tx,
             } => {
                 let range = RangeRoute {
                     last,
-                    tx,
+                    stop,
+                    gated: gate.is_some(),
                     gate,
                     failed: false,
+                    collected: Vec::new(),
+                    capacity: last.saturating_sub(first) as usize + 1,
+                    tx,
                 };
                 self.ranges.insert(first, range);
             }
@@ -149,29 +170,25 @@ impl Routes {
             self.deliver_single(xid, msg, frame_len);
             return Delivery::Delivered;
         }
-        let Some(range) = self.range_for(xid) else {
+        let Some((first, range)) = self.range_for(xid) else {
             return Delivery::Unrouted(msg);
         };
-        let gated = range.gate.is_some();
         let follow_up = range.follow_up(xid, &msg);
-        if gated && !matches!(msg, Message::Error(_)) {
-            return follow_up.map_or(Delivery::Delivered, Delivery::FollowUp);
+        let stops = range.stop.contains(&xid);
+        if !range.gated || stops || matches!(msg, Message::Error(_)) {
+            range.keep(xid, msg);
         }
-        // Full only if the peer sent more than one message per xid; dropping the excess keeps
-        // memory bounded and the transaction still ends at its own xids. Closed: the caller
-        // gave up.
-        if let Err(mpsc::error::TrySendError::Full(_)) = range.tx.try_send((xid, msg)) {
-            tracing::warn!(xid, "dropping an extra message for a transaction");
+        if stops {
+            if let Some(range) = self.ranges.remove(&first) {
+                let _ = range.tx.send(range.collected);
+            }
         }
-        match follow_up {
-            Some(bytes) => Delivery::FollowUp(bytes),
-            None => Delivery::Delivered,
-        }
+        follow_up.map_or(Delivery::Delivered, Delivery::FollowUp)
     }
 
-    fn range_for(&mut self, xid: u32) -> Option<&mut RangeRoute> {
-        let (_, range) = self.ranges.range_mut(..=xid).next_back()?;
-        (xid <= range.last).then_some(range)
+    fn range_for(&mut self, xid: u32) -> Option<(u32, &mut RangeRoute)> {
+        let (first, range) = self.ranges.range_mut(..=xid).next_back()?;
+        (xid <= range.last).then_some((*first, range))
     }
 
     fn deliver_single(&mut self, xid: u32, msg: Message, frame_len: usize) {
@@ -251,10 +268,47 @@ impl Routes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
+    use ofnode_proto::{ErrorKind, ErrorMsg};
 
     fn echo(data: &'static [u8]) -> Message {
         Message::EchoReply(Bytes::from_static(data))
+    }
+
+    fn error() -> Message {
+        Message::Error(ErrorMsg {
+            kind: ErrorKind::Standard {
+                err_type: 4,
+                code: 9,
+            },
+            data: Bytes::new(),
+        })
+    }
+
+    fn follow_up(delivery: Delivery) -> Option<Bytes> {
+        match delivery {
+            Delivery::FollowUp(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    fn range(routes: &mut Routes, gate: Option<Gate>) -> oneshot::Receiver<Vec<(u32, Message)>> {
+        let (tx, rx) = oneshot::channel();
+        routes.insert(Route::Range {
+            first: 10,
+            last: 15,
+            stop: [14, 15],
+            gate,
+            tx,
+        });
+        rx
+    }
+
+    fn gate() -> Option<Gate> {
+        Some(Gate {
+            barrier_xid: 13,
+            if_clean: Bytes::from_static(b"commit"),
+            if_failed: Bytes::from_static(b"discard"),
+        })
     }
 
     #[test]
@@ -279,108 +333,63 @@ mod tests {
     }
 
     #[test]
-    fn a_range_collects_every_xid_inside_it() {
+    fn a_range_collects_its_xids_until_a_stop_xid() {
         let mut routes = Routes::new(1 << 20);
-        let (tx, mut rx) = mpsc::channel(8);
-        routes.insert(Route::Range {
-            first: 10,
-            last: 12,
-            tx,
-            gate: None,
-        });
-        for xid in [9, 10, 11, 12, 13] {
-            let delivered = matches!(routes.deliver(xid, echo(b""), 8), Delivery::Delivered);
-            assert_eq!(delivered, (10..=12).contains(&xid), "xid {xid}");
+        let mut rx = range(&mut routes, None);
+        for xid in [9, 10, 12, 16] {
+            let routed = !matches!(routes.deliver(xid, echo(b""), 8), Delivery::Unrouted(_));
+            assert_eq!(routed, (10..=15).contains(&xid), "xid {xid}");
         }
-        let got: Vec<u32> = std::iter::from_fn(|| rx.try_recv().ok().map(|(x, _)| x)).collect();
-        assert_eq!(got, vec![10, 11, 12]);
+        assert!(rx.try_recv().is_err(), "not complete before a stop xid");
+        routes.deliver(15, echo(b"end"), 8);
+        let got: Vec<u32> = rx.try_recv().unwrap().into_iter().map(|(x, _)| x).collect();
+        assert_eq!(got, vec![10, 12, 15]);
+        assert_eq!(routes.len(), 0, "a completed range is forgotten");
     }
 
     #[test]
-    fn sweep_forgets_abandoned_callers() {
+    fn a_range_keeps_at_most_one_message_per_xid() {
         let mut routes = Routes::new(1 << 20);
-        let (tx, rx) = oneshot::channel();
-        routes.insert(Route::Reply { xid: 1, tx });
-        let (tx, rx2) = mpsc::channel(1);
-        routes.insert(Route::Range {
-            first: 2,
-            last: 3,
-            tx,
-            gate: None,
-        });
-        routes.sweep();
-        assert_eq!(routes.len(), 2);
-        drop((rx, rx2));
-        routes.sweep();
-        assert_eq!(routes.len(), 0);
-    }
-
-    fn gated(routes: &mut Routes) -> mpsc::Receiver<(u32, Message)> {
-        let (tx, rx) = mpsc::channel(8);
-        let gate = Gate {
-            barrier_xid: 13,
-            if_clean: Bytes::from_static(b"commit"),
-            if_failed: Bytes::from_static(b"discard"),
-        };
-        routes.insert(Route::Range {
-            first: 10,
-            last: 15,
-            tx,
-            gate: Some(gate),
-        });
-        rx
-    }
-
-    fn error() -> Message {
-        Message::Error(ofnode_proto::ErrorMsg {
-            kind: ofnode_proto::ErrorKind::Standard {
-                err_type: 4,
-                code: 9,
-            },
-            data: Bytes::new(),
-        })
-    }
-
-    fn follow_up(delivery: Delivery) -> Option<Bytes> {
-        match delivery {
-            Delivery::FollowUp(bytes) => Some(bytes),
-            _ => None,
+        let mut rx = range(&mut routes, None);
+        for _ in 0..100 {
+            routes.deliver(11, error(), 8);
         }
+        routes.deliver(14, echo(b""), 8);
+        assert_eq!(rx.try_recv().unwrap().len(), 6);
     }
 
     #[test]
     fn a_gate_commits_when_nothing_failed_before_the_barrier() {
         let mut routes = Routes::new(1 << 20);
-        let mut rx = gated(&mut routes);
-        assert_eq!(follow_up(routes.deliver(10, echo(b""), 8)), None);
+        let mut rx = range(&mut routes, gate());
+        assert_eq!(follow_up(routes.deliver(10, echo(b"open"), 8)), None);
         let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
         assert_eq!(sent.as_deref(), Some(&b"commit"[..]));
-        // Acknowledgements before the gate opened did not wake the caller; what follows does.
-        assert!(rx.try_recv().is_err());
-        routes.deliver(14, echo(b"committed"), 8);
-        assert_eq!(rx.try_recv().unwrap(), (14, echo(b"committed")));
         // Opens once.
         assert_eq!(
             follow_up(routes.deliver(13, Message::BarrierReply, 8)),
             None
         );
+        routes.deliver(14, echo(b"committed"), 8);
+        // Acknowledgements before the gate opened are not handed over.
+        assert_eq!(rx.try_recv().unwrap(), vec![(14, echo(b"committed"))]);
     }
 
     #[test]
     fn a_gate_discards_after_an_error_or_when_the_caller_left() {
         let mut routes = Routes::new(1 << 20);
-        let mut rx = gated(&mut routes);
+        let mut rx = range(&mut routes, gate());
         routes.deliver(11, error(), 8);
         let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
         assert_eq!(sent.as_deref(), Some(&b"discard"[..]));
+        routes.deliver(15, echo(b"discarded"), 8);
         assert_eq!(
             rx.try_recv().unwrap(),
-            (11, error()),
-            "errors reach the caller"
+            vec![(11, error()), (15, echo(b"discarded"))]
         );
 
         let mut routes = Routes::new(1 << 20);
-        drop(gated(&mut routes));
+        drop(range(&mut routes, gate()));
         routes.sweep();
         let sent = follow_up(routes.deliver(13, Message::BarrierReply, 8));
         assert_eq!(
@@ -390,5 +399,70 @@ mod tests {
         );
         routes.sweep();
         assert_eq!(routes.len(), 0);
+    }
+
+    #[test]
+    fn sweep_forgets_abandoned_callers() {
+        let mut routes = Routes::new(1 << 20);
+        let (tx, rx) = oneshot::channel();
+        routes.insert(Route::Reply { xid: 1, tx });
+        let rx2 = range(&mut routes, None);
+        routes.sweep();
+        assert_eq!(routes.len(), 2);
+        drop((rx, rx2));
+        routes.sweep();
+        assert_eq!(routes.len(), 0);
+    }
+}
+
+#[cfg(test)]
+mod multipart_tests {
+    use super::*;
+    use ofnode_proto::MultipartReplyBody;
+
+    fn part(more: bool) -> Message {
+        Message::MultipartReply(MultipartReply {
+            flags: if more { OFPMPF_REPLY_MORE } else { 0 },
+            body: MultipartReplyBody::Flow(Vec::new()),
+        })
+    }
+
+    #[test]
+    fn parts_are_reassembled_across_the_more_flag() {
+        let mut routes = Routes::new(1 << 20);
+        let (tx, mut rx) = oneshot::channel();
+        routes.insert(Route::Multipart { xid: 3, tx });
+        routes.deliver(3, part(true), 100);
+        routes.deliver(3, part(true), 100);
+        assert!(rx.try_recv().is_err(), "incomplete");
+        routes.deliver(3, part(false), 100);
+        assert_eq!(rx.try_recv().unwrap().unwrap().len(), 3);
+        assert_eq!(routes.len(), 0);
+    }
+
+    #[test]
+    fn a_reply_beyond_the_bound_fails_instead_of_growing() {
+        let mut routes = Routes::new(250);
+        let (tx, mut rx) = oneshot::channel();
+        routes.insert(Route::Multipart { xid: 3, tx });
+        routes.deliver(3, part(true), 100);
+        routes.deliver(3, part(true), 100);
+        routes.deliver(3, part(true), 100);
+        let result = rx.try_recv().unwrap();
+        assert!(
+            matches!(result, Err(Error::ReplyTooLarge { max: 250 })),
+            "{result:?}"
+        );
+        assert_eq!(routes.len(), 0);
+    }
+
+    #[test]
+    fn an_error_or_a_wrong_message_ends_the_multipart_request() {
+        let mut routes = Routes::new(1 << 20);
+        let (tx, mut rx) = oneshot::channel();
+        routes.insert(Route::Multipart { xid: 3, tx });
+        routes.deliver(3, part(true), 100);
+        routes.deliver(3, Message::BarrierReply, 8);
+        assert!(matches!(rx.try_recv().unwrap(), Err(Error::Protocol(_))));
     }
 }

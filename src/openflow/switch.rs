@@ -157,18 +157,16 @@ impl Switch {
         let mut out = BytesMut::new();
         msg.encode(first, &mut out);
         Message::BarrierRequest.encode(barrier, &mut out);
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, rx) = oneshot::channel();
         let route = Route::Range {
             first,
             last: barrier,
-            tx,
+            stop: [barrier, barrier],
             gate: None,
+            tx,
         };
         self.submit(epoch, Some(route), out.freeze()).await?;
-        let deadline = self.inner.cfg.request_timeout;
-        let replies = tokio::time::timeout(deadline, collect_through(&mut rx, barrier))
-            .await
-            .map_err(|_| Error::timeout("a barrier reply", deadline))??;
+        let replies = self.await_reply(rx, "a barrier reply").await?;
         for (_, reply) in replies {
             if let Message::Error(error) = reply {
                 return Err(Error::Switch { flow: None, error });
@@ -321,19 +319,4 @@ pub(crate) fn unexpected(wanted: &str, got: &Message) -> Error {
         "expected {wanted}, got message type {}",
         got.msg_type()
     ))
-}
-
-/// Receives routed messages until the one with `stop_xid` (inclusive).
-async fn collect_through(
-    rx: &mut mpsc::Receiver<(u32, Message)>,
-    stop_xid: u32,
-) -> Result<Vec<(u32, Message)>> {
-    let mut got = Vec::new();
-    loop {
-        let (xid, msg) = rx.recv().await.ok_or(Error::Disconnected)?;
-        got.push((xid, msg));
-        if xid == stop_xid {
-            return Ok(got);
-        }
-    }
 }

@@ -21,7 +21,7 @@ use ofnode_proto::{
     text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, ErrorMsg, FlowMod, FlowModCommand,
     Message,
 };
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::error::{Error, Result};
@@ -149,7 +149,7 @@ struct Commit {
     bundle_id: u32,
     flags: BundleFlags,
     xids: Xids,
-    replies: mpsc::Receiver<(u32, Message)>,
+    replies: Option<oneshot::Receiver<Vec<(u32, Message)>>>,
     /// The route, until the first chunk registers it.
     route: Option<Route>,
     /// Discards the bundle if the commit future is dropped before the barrier went out (after
@@ -179,13 +179,13 @@ impl Commit {
             if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest)),
             if_failed: discard.clone(),
         };
-        // One slot per xid in the block: the switch sends at most one message per xid.
-        let (route_tx, replies) = mpsc::channel(mods.len() + Xids::EXTRA);
+        let (route_tx, replies) = oneshot::channel();
         let route = Route::Range {
             first: xids.open,
             last: xids.discard(),
-            tx: route_tx,
+            stop: [xids.commit(), xids.discard()],
             gate: Some(gate),
+            tx: route_tx,
         };
         let guard = DiscardGuard {
             switch: switch.clone(),
@@ -201,7 +201,7 @@ impl Commit {
             bundle_id,
             flags,
             xids,
-            replies,
+            replies: Some(replies),
             route: Some(route),
             guard,
         })
@@ -257,12 +257,12 @@ impl Commit {
     async fn await_outcome(&mut self) -> Result<()> {
         let deadline = self.switch.config().request_timeout;
         let (commit, discard) = (self.xids.commit(), self.xids.discard());
-        let replies = tokio::time::timeout(
-            deadline,
-            collect_until(&mut self.replies, &[commit, discard]),
-        )
-        .await
-        .map_err(|_| Error::timeout("the bundle COMMIT reply", deadline))??;
+        let replies = self.replies.take().ok_or(Error::Disconnected)?;
+        let replies = match tokio::time::timeout(deadline, replies).await {
+            Ok(Ok(replies)) => replies,
+            Ok(Err(_)) => return Err(Error::Disconnected),
+            Err(_) => return Err(Error::timeout("the bundle COMMIT reply", deadline)),
+        };
         let mut flow_failure = None;
         let mut rejected = 0usize;
         let mut final_error = None;
@@ -319,21 +319,6 @@ fn bundle_control(bundle_id: u32, ctrl_type: BundleCtrlType, flags: BundleFlags)
         flags,
         properties: Default::default(),
     })
-}
-
-/// Receives routed messages until one whose xid is in `stop` (inclusive).
-async fn collect_until(
-    rx: &mut mpsc::Receiver<(u32, Message)>,
-    stop: &[u32],
-) -> Result<Vec<(u32, Message)>> {
-    let mut got = Vec::new();
-    loop {
-        let (xid, msg) = rx.recv().await.ok_or(Error::Disconnected)?;
-        got.push((xid, msg));
-        if stop.contains(&xid) {
-            return Ok(got);
-        }
-    }
 }
 
 /// A flow mod in `ovs-ofctl` syntax.

@@ -24,7 +24,7 @@ from os_ken.controller.handler import MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.ofproto import nicira_ext, ofproto_v1_3
 
-REPLY_TIMEOUT_S = 60
+REPLY_TIMEOUT_S = 600
 
 
 def load_config():
@@ -99,6 +99,9 @@ class BundleBench(app_manager.OSKenApp):
         vnid, port = bulk["vnid"], bulk["ofport"]
         flows = []
         for i in range(bulk["flows"]):
+            if i % 1000 == 0:
+                # Let os-ken's own green threads (echo replies, socket reads) run.
+                hub.sleep(0)
             actions = [p.NXActionRegLoad(nicira_ext.ofs_nbits(0, 31), "reg1", vnid),
                        p.NXActionRegLoad(nicira_ext.ofs_nbits(0, 31), "reg2", port)]
             inst = [p.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions),

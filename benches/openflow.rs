@@ -283,13 +283,18 @@ fn ofctl_bundle(ovs: &Ovs, file: &Path, names: bool) {
         cmd.arg("--no-names");
     }
     // `br0` resolves to OVS_RUNDIR/br0.mgmt, as on a node.
-    let status = cmd
+    let out = cmd
         .env("OVS_RUNDIR", ovs.dir())
         .args(["-O", "OpenFlow13", "bundle", "br0"])
         .arg(file)
-        .status()
+        .output()
         .expect("run ovs-ofctl");
-    assert!(status.success(), "ovs-ofctl bundle failed");
+    // Its stderr (e.g. coverage counters after a long poll interval) is shown only on failure.
+    assert!(
+        out.status.success(),
+        "ovs-ofctl bundle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn bench_ofctl(ovs: &Ovs, p: &Params, pod: &[String], bulk: &[String], names: bool) -> OfctlResult {
@@ -373,7 +378,17 @@ fn bench_osken(ovs: &Ovs, p: &Params) -> Result<OskenResult, String> {
     let controller = format!("tcp:127.0.0.1:{OSKEN_PORT}");
     let setup = ovs
         .vsctl(&["set-controller", "br0", &controller])
-        .and_then(|_| ovs.vsctl(&["set", "controller", "br0", "max_backoff=1000"]));
+        .and_then(|_| {
+            // Retry quickly until osken-manager listens; no inactivity probe, which a Python
+            // controller busy building 100k flow objects might not answer in time.
+            ovs.vsctl(&[
+                "set",
+                "controller",
+                "br0",
+                "max_backoff=1000",
+                "inactivity_probe=0",
+            ])
+        });
     // The pod phase writes nothing to measure on the switch side; sample vswitchd CPU around
     // the whole run and attribute it to the bulk bundle after subtracting nothing (an upper bound).
     let vs = vswitchd_cpu(ovs);

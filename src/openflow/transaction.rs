@@ -224,7 +224,9 @@ impl Commit {
     /// OPEN, every add, BARRIER — streamed in chunks, the route registered with the first chunk
     /// so no reply can arrive before it.
     async fn send_bundle(&mut self) -> Result<usize> {
-        let mut out = BytesMut::with_capacity(CHUNK_BYTES);
+        // A pod-sized transaction needs far less than a chunk.
+        let estimate = 64 + self.mods.len() * 256;
+        let mut out = BytesMut::with_capacity(estimate.min(CHUNK_BYTES));
         bundle_control(self.bundle_id, BundleCtrlType::OpenRequest, self.flags)
             .encode(self.xids.open, &mut out);
         self.guard.armed = true;

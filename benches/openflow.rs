@@ -460,6 +460,7 @@ fn ratio(peer: Duration, ours: Duration) -> String {
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is expected.
     let p = Params::from_env();
+    eprintln!("host load average at the start: {}", load_average());
     let ovs = Ovs::start().expect("private OVS");
     ovs.add_bridge("br0").expect("br0");
     let pod_texts = pod_flow_texts();
@@ -595,6 +596,10 @@ fn main() {
         println!("pod flows installed by {name} vs ofnode: {verdict}");
     }
     println!(
+        "host load average (1/5/15 min) at the end: {}",
+        load_average()
+    );
+    println!(
         "targets: pod median <= 0.200 ms: {}, pod p99 <= 0.500 ms: {}, bulk <= 1.1 s: {}",
         verdict(ofnode.pod.median <= Duration::from_micros(200)),
         verdict(ofnode.pod.p99 <= Duration::from_micros(500)),
@@ -608,6 +613,13 @@ fn verdict(ok: bool) -> &'static str {
     } else {
         "MISSED"
     }
+}
+
+/// Other work on the machine inflates every number above; say how busy it was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn ovs_version() -> String {

@@ -290,3 +290,67 @@ async fn echo_requests_are_answered_and_a_silent_peer_is_declared_dead() {
     assert!(reason.contains("echo reply"), "{reason}");
     peer.expect_closed().await;
 }
+
+/// Backpressure: a switch that stops reading makes callers wait at the bounded queue; memory
+/// does not grow with what they try to send. Time is paused, so "still waiting" is decided when
+/// every task is blocked, not after some wall-clock delay.
+#[tokio::test(start_paused = true)]
+async fn a_switch_that_stops_reading_blocks_senders_instead_of_buffering_without_bound() {
+    const ATTEMPTS: usize = 10_000;
+    const PAYLOAD: usize = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fake.mgmt");
+    let listener = UnixListener::bind(&path).unwrap();
+    let mut cfg = config(&format!("unix:{}", path.display()));
+    cfg.max_queue = 2;
+    cfg.max_write_buffer = 64 * 1024;
+    cfg.echo_interval = Duration::from_secs(24 * 3600);
+    let (switch, _events) = Switch::start(cfg);
+    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
+    peer.act_as_switch(9).await;
+    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+
+    // From here the peer reads nothing.
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sender = tokio::spawn({
+        let (switch, sent) = (switch.clone(), sent.clone());
+        async move {
+            let payload = Bytes::from(vec![0x5a; PAYLOAD]);
+            for _ in 0..ATTEMPTS {
+                switch
+                    .send(Message::EchoRequest(payload.clone()))
+                    .await
+                    .unwrap();
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // Paused clock: this returns once every task is blocked.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let accepted = sent.load(Ordering::Relaxed);
+    assert!(
+        !sender.is_finished(),
+        "all {ATTEMPTS} sends completed against a stalled peer"
+    );
+    // Kernel socket buffers + the write queue + the command queue: a few megabytes at most.
+    assert!(
+        accepted * PAYLOAD < 16 << 20,
+        "{accepted} messages of {PAYLOAD} bytes accepted while the peer read nothing"
+    );
+
+    // Once the peer reads again, everything flows.
+    let drain = tokio::spawn(async move {
+        let mut echoes = 0;
+        while let Some((_, msg)) = peer.recv().await {
+            if matches!(msg, Message::EchoRequest(_)) {
+                echoes += 1;
+                if echoes == ATTEMPTS {
+                    break;
+                }
+            }
+        }
+        echoes
+    });
+    sender.await.unwrap();
+    assert_eq!(drain.await.unwrap(), ATTEMPTS);
+}

@@ -6,7 +6,7 @@
 //!    and a BARRIER, written back to back. OVS rejects a bad flow mod when it is *added*, with an
 //!    error carrying that add's xid, but keeps the bundle open without it — so the barrier reply
 //!    must be seen before deciding: committing blindly would apply the other flows.
-//! 2. The connection task itself (a [`Gate`] on the transaction's route) sends COMMIT
+//! 2. The connection task itself (a gate on the transaction's route) sends COMMIT
 //!    (atomic | ordered) as soon as the barrier is answered with no error before it, else
 //!    DISCARD. A flow that fails only at commit time makes OVS report an error with that flow's
 //!    add xid, then fail the commit; OVS rolls back everything.

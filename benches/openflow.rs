@@ -124,9 +124,13 @@ fn own_cpu() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// CPU time ovs-vswitchd (all threads) has used, from /proc/PID/stat.
+/// CPU time ovs-vswitchd (all threads) has used.
 fn vswitchd_cpu(ovs: &Ovs) -> Duration {
-    let pid = ovs.vswitchd_pid().expect("ovs-vswitchd runs");
+    process_cpu(ovs.vswitchd_pid().expect("ovs-vswitchd runs"))
+}
+
+/// CPU time (all threads) of process `pid`, from /proc/PID/stat.
+fn process_cpu(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let after = stat.rsplit_once(')').expect("stat format").1;
@@ -170,6 +174,7 @@ fn pod_tables(ovs: &Ovs) -> Vec<String> {
 struct OfnodeResult {
     pod: Latency,
     pod_cpu_per_flow_mod: Duration,
+    pod_vswitchd_cpu: Duration,
     bulk: Vec<Duration>,
     bulk_cpu_per_flow_mod: Duration,
     bulk_vswitchd_cpu: Duration,
@@ -196,11 +201,12 @@ fn bench_ofnode(ovs: &Ovs, p: &Params, pod: &[FlowMod], bulk: &[FlowMod]) -> Ofn
         // that blocks on the runtime.
         let measure = tokio::spawn(pod_loop(
             switch.clone(),
+            ovs.vswitchd_pid().expect("ovs-vswitchd runs"),
             pod.to_vec(),
             p.pod_warmup,
             p.pod_iters,
         ));
-        let (samples, pod_cpu) = measure.await.expect("pod task");
+        let (samples, pod_cpu, pod_vswitchd_cpu) = measure.await.expect("pod task");
         let pod_flows = pod_tables(ovs);
 
         let mut bulk_times = Vec::new();
@@ -227,6 +233,7 @@ fn bench_ofnode(ovs: &Ovs, p: &Params, pod: &[FlowMod], bulk: &[FlowMod]) -> Ofn
         OfnodeResult {
             pod: latency(samples),
             pod_cpu_per_flow_mod: pod_cpu / (p.pod_iters * pod.len()) as u32,
+            pod_vswitchd_cpu: pod_vswitchd_cpu / p.pod_iters as u32,
             bulk: bulk_times,
             bulk_cpu_per_flow_mod: bulk_cpu / runs / bulk.len() as u32,
             bulk_vswitchd_cpu: vs_cpu / runs,
@@ -235,14 +242,15 @@ fn bench_ofnode(ovs: &Ovs, p: &Params, pod: &[FlowMod], bulk: &[FlowMod]) -> Ofn
     })
 }
 
-/// Warm-up, then `iters` timed pod transactions one after another; returns their latencies and
-/// the process CPU time they took.
+/// Warm-up, then `iters` timed pod transactions one after another; returns their latencies,
+/// the CPU time this process spent on them and the CPU time ovs-vswitchd spent meanwhile.
 async fn pod_loop(
     switch: Switch,
+    vswitchd_pid: u32,
     pod: Vec<FlowMod>,
     warmup: usize,
     iters: usize,
-) -> (Vec<Duration>, Duration) {
+) -> (Vec<Duration>, Duration, Duration) {
     let commit = || async {
         let mut tx = switch.transaction();
         for flow in &pod {
@@ -254,19 +262,24 @@ async fn pod_loop(
         commit().await;
     }
     let mut samples = Vec::with_capacity(iters);
-    let cpu = own_cpu();
+    let (cpu, switch_cpu) = (own_cpu(), process_cpu(vswitchd_pid));
     for _ in 0..iters {
         let start = Instant::now();
         commit().await;
         samples.push(start.elapsed());
     }
-    (samples, own_cpu() - cpu)
+    (
+        samples,
+        own_cpu() - cpu,
+        process_cpu(vswitchd_pid) - switch_cpu,
+    )
 }
 
 // ---------- (2) ovs-ofctl bundle ----------
 
 struct OfctlResult {
     pod: Latency,
+    pod_vswitchd_cpu: Duration,
     bulk: Duration,
     bulk_vswitchd_cpu: Duration,
     pod_flows: Vec<String>,
@@ -306,6 +319,7 @@ fn bench_ofctl(ovs: &Ovs, p: &Params, pod: &[String], bulk: &[String], names: bo
     for _ in 0..p.ofctl_iters.min(20) {
         ofctl_bundle(ovs, &pod_file, names);
     }
+    let vs = vswitchd_cpu(ovs);
     let samples = (0..p.ofctl_iters)
         .map(|_| {
             let start = Instant::now();
@@ -313,6 +327,7 @@ fn bench_ofctl(ovs: &Ovs, p: &Params, pod: &[String], bulk: &[String], names: bo
             start.elapsed()
         })
         .collect();
+    let pod_vswitchd_cpu = (vswitchd_cpu(ovs) - vs) / p.ofctl_iters.max(1) as u32;
     let pod_flows = pod_tables(ovs);
     clear_flows(ovs);
     let vs = vswitchd_cpu(ovs);
@@ -327,6 +342,7 @@ fn bench_ofctl(ovs: &Ovs, p: &Params, pod: &[String], bulk: &[String], names: bo
     );
     OfctlResult {
         pod: latency(samples),
+        pod_vswitchd_cpu,
         bulk: elapsed,
         bulk_vswitchd_cpu,
         pod_flows,
@@ -579,7 +595,15 @@ fn main() {
         ofnode.pod_cpu_per_flow_mod.as_secs_f64() * 1e6,
         ofnode.bulk_cpu_per_flow_mod.as_secs_f64() * 1e6
     );
-    println!("vswitchd CPU: during the bulk bundle (os-ken: whole run incl. pod phase)");
+    println!(
+        "vswitchd CPU column: during the bulk bundle (os-ken: its whole run, pod phase included)"
+    );
+    println!(
+        "vswitchd CPU per pod transaction: {:.1} us under ofnode, {:.1} us under ovs-ofctl, {:.1} us under ovs-ofctl --no-names",
+        ofnode.pod_vswitchd_cpu.as_secs_f64() * 1e6,
+        ofctl.pod_vswitchd_cpu.as_secs_f64() * 1e6,
+        ofctl_nn.pod_vswitchd_cpu.as_secs_f64() * 1e6
+    );
     let mut same = vec![
         ("ovs-ofctl", &ofctl.pod_flows),
         ("ovs-ofctl --no-names", &ofctl_nn.pod_flows),

@@ -41,7 +41,9 @@ struct Inner {
 impl Switch {
     /// Starts connecting (or listening) in the background. Must be called within a tokio
     /// runtime. Events (connected, disconnected, port status, packet-in, errors for
-    /// fire-and-forget messages) arrive on the returned channel; drain it or drop it.
+    /// fire-and-forget messages) arrive on the returned channel; drain it or drop it. Data
+    /// events are dropped when it is full, but Connected/Disconnected wait for room: a receiver
+    /// that is kept and never read stalls the next (re)connect.
     ///
     /// A passive target that cannot be bound is reported as a `Disconnected` event and retried
     /// with backoff.

@@ -1,3 +1,7 @@
 //! The node controller: the seed ovsController's operations, natively.
 
+pub mod egress;
+pub mod flows;
+pub mod state;
+pub mod store;
 pub mod types;

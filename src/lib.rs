@@ -1,1 +1,3 @@
 //! ofnode: native OpenFlow 1.3 node controller.
+
+pub mod ovsdb;

@@ -10,6 +10,7 @@ use super::codec::DEFAULT_MAX_MESSAGE;
 use super::error::{Error, Result};
 use super::monitor::{table_spec, Cache};
 use super::rpc::{self, Call, Shared, Status, Target};
+use super::schema::Schema;
 use super::txn::{parse_results, Condition, Mutation, Mutator, OpError, OpResult, Operation};
 use super::types::{Datum, Row, Uuid};
 
@@ -141,6 +142,11 @@ impl Client {
     /// Runs `f` on the cache (never across an await).
     pub fn with_cache<R>(&self, f: impl FnOnce(&Cache) -> R) -> R {
         self.inner.shared.read_cache(f)
+    }
+
+    /// The schema of the database, as read at the start of the current session.
+    pub fn schema(&self) -> Arc<Schema> {
+        self.inner.shared.schema()
     }
 
     /// A copy of the whole cache.
@@ -330,7 +336,8 @@ impl Client {
         })
     }
 
-    /// Sets columns of one record (`set TABLE RECORD COL=VALUE…`), whole values.
+    /// Sets columns of one record (`set TABLE RECORD COL=VALUE…`), whole values. An empty
+    /// value clears the column, whether it holds a set or a map.
     pub async fn set_columns(
         &self,
         table: &str,
@@ -350,8 +357,14 @@ impl Client {
         self.update_record(table, record, row).await
     }
 
-    async fn update_record(&self, table: &str, record: &str, row: Row) -> Result<()> {
+    async fn update_record(&self, table: &str, record: &str, mut row: Row) -> Result<()> {
         let (canonical, conditions) = record_conditions(table, record)?;
+        let schema = self.schema();
+        for (column, datum) in row.iter_mut() {
+            if datum.is_empty() {
+                *datum = schema.empty_value(&canonical, column);
+            }
+        }
         let update = Operation::Update {
             table: canonical.clone(),
             conditions,

@@ -10,6 +10,7 @@
 
 pub mod codec;
 pub mod monitor;
+pub mod schema;
 pub mod txn;
 pub mod types;
 
@@ -24,4 +25,5 @@ pub use error::{Error, Result};
 pub use monitor::Cache;
 pub use ops::{BridgeSpec, PortSpec};
 pub use rpc::{Status, Target};
+pub use schema::Schema;
 pub use types::{Atom, Datum, Row, Uuid};

@@ -339,11 +339,14 @@ fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Result<Plan> {
                     "port {name} exists but does not hold exactly one interface named {name}"
                 )));
             }
+            // `name` is immutable in OVSDB: even an update to the same value is refused.
+            let mut changes = iface.clone();
+            changes.remove("name");
             plan.touch_one(
                 Operation::Update {
                     table: "Interface".into(),
                     conditions: vec![named(name)],
-                    row: iface.clone(),
+                    row: changes,
                 },
                 "Interface",
                 name,

@@ -26,6 +26,7 @@ use super::client::ClientOptions;
 use super::codec::{CodecError, Decoder, Message};
 use super::error::{Error, Result};
 use super::monitor::{monitor_params, parse_table_updates, Cache};
+use super::schema::Schema;
 
 /// Where ovsdb-server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +104,7 @@ pub struct Status {
 
 pub(crate) struct Shared {
     pub cache: RwLock<Cache>,
+    pub schema: RwLock<Arc<Schema>>,
     pub status: watch::Sender<Status>,
 }
 
@@ -110,6 +112,7 @@ impl Shared {
     pub fn new() -> Shared {
         Shared {
             cache: RwLock::new(Cache::default()),
+            schema: RwLock::new(Arc::new(Schema::default())),
             status: watch::Sender::new(Status::default()),
         }
     }
@@ -119,6 +122,17 @@ impl Shared {
     pub fn read_cache<R>(&self, f: impl FnOnce(&Cache) -> R) -> R {
         let guard = self.cache.read().unwrap_or_else(|e| e.into_inner());
         f(&guard)
+    }
+
+    pub fn schema(&self) -> Arc<Schema> {
+        self.schema
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_schema(&self, schema: Schema) {
+        *self.schema.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(schema);
     }
 
     fn write_cache(&self, f: impl FnOnce(&mut Cache)) {
@@ -257,8 +271,9 @@ impl tokio_util::codec::Encoder<Message> for RpcCodec {
 
 type Conn = Framed<Box<dyn Transport>, RpcCodec>;
 
-/// The id of the monitor request; callers' requests count up from 1.
-const MONITOR_REQUEST_ID: u64 = 0;
+/// Ids of the requests a session starts with; callers' requests have numeric ids.
+const SCHEMA_REQUEST_ID: &str = "ofnode-schema";
+const MONITOR_REQUEST_ID: &str = "ofnode-monitor";
 /// Our inactivity probe's id; its reply matters only as "the server is alive".
 const PROBE_ID: &str = "ofnode-probe";
 const MONITOR_ID: &str = "ofnode";
@@ -286,7 +301,7 @@ impl<'a> Session<'a> {
             opts,
             shared,
             pending: HashMap::new(),
-            next_id: MONITOR_REQUEST_ID + 1,
+            next_id: 1,
             established: false,
             last_heard: Instant::now(),
             probe_sent: None,
@@ -332,7 +347,7 @@ impl<'a> Session<'a> {
             })?;
         let mut conn: Conn =
             Framed::new(stream, RpcCodec(Decoder::new(self.opts.max_message_size)));
-        self.start_monitor(&mut conn).await?;
+        self.start_session(&mut conn).await?;
         self.established = true;
         self.shared.status.send_modify(|status| {
             status.connected = true;
@@ -346,31 +361,48 @@ impl<'a> Session<'a> {
         self.serve(&mut conn, calls).await
     }
 
-    /// Sends the monitor request and replaces the cache with its reply.
-    async fn start_monitor(&mut self, conn: &mut Conn) -> Result<()> {
-        let params = monitor_params(&self.opts.database, MONITOR_ID);
-        self.send(conn, request(json!(MONITOR_REQUEST_ID), "monitor", params))
+    /// Reads the schema and starts the monitor (both requests sent at once), then replaces the
+    /// cache with the monitor's initial rows.
+    async fn start_session(&mut self, conn: &mut Conn) -> Result<()> {
+        let database = Value::String(self.opts.database.clone());
+        let monitor = monitor_params(&self.opts.database, MONITOR_ID);
+        self.send(
+            conn,
+            request(json!(SCHEMA_REQUEST_ID), "get_schema", json!([database])),
+        )
+        .await?;
+        self.send(conn, request(json!(MONITOR_REQUEST_ID), "monitor", monitor))
             .await?;
         let deadline = Instant::now() + self.opts.request_timeout;
-        loop {
+        let (mut schema, mut initial) = (None, None);
+        while schema.is_none() || initial.is_none() {
             let message = timeout_at_or(deadline, conn.next(), || Error::Timeout {
-                what: "the initial monitor reply".into(),
+                what: "the replies to get_schema and monitor".into(),
                 after: self.opts.request_timeout,
             })
             .await?;
-            let message = self.received(message)?;
-            match message {
-                Message::Response { id, result, error } if id == json!(MONITOR_REQUEST_ID) => {
+            match self.received(message)? {
+                Message::Response { id, result, error } if id == SCHEMA_REQUEST_ID => {
+                    if !error.is_null() {
+                        return Err(server_error("get_schema", &error));
+                    }
+                    schema = Some(Schema::from_json(&result)?);
+                }
+                Message::Response { id, result, error } if id == MONITOR_REQUEST_ID => {
                     if !error.is_null() {
                         return Err(server_error("monitor", &error));
                     }
-                    let cache = Cache::from_initial(&parse_table_updates(&result)?);
-                    self.shared.write_cache(|cached| *cached = cache);
-                    return Ok(());
+                    initial = Some(parse_table_updates(&result)?);
                 }
                 other => self.handle(conn, other).await?,
             }
         }
+        if let (Some(schema), Some(initial)) = (schema, initial) {
+            self.shared.set_schema(schema);
+            let cache = Cache::from_initial(&initial);
+            self.shared.write_cache(|cached| *cached = cache);
+        }
+        Ok(())
     }
 
     async fn serve(&mut self, conn: &mut Conn, calls: &mut mpsc::Receiver<Call>) -> Result<()> {

@@ -2,3 +2,4 @@
 
 pub mod openflow;
 pub mod sdn;
+pub mod ovsdb;

@@ -1,5 +1,6 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
+pub mod netlink;
 pub mod openflow;
-pub mod sdn;
 pub mod ovsdb;
+pub mod sdn;

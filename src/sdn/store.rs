@@ -99,11 +99,11 @@ impl Store {
         Ok((store, state))
     }
 
-    /// Appends one batch of changes and syncs it to disk. `state` is the state after the
-    /// changes; it is written as a snapshot when the journal has grown long.
-    pub fn append(&mut self, changes: &[Change], state: &NodeState) -> Result<(), StateError> {
+    /// Appends one batch of changes and syncs it to disk. True when the journal has grown long
+    /// enough that the caller should write a snapshot.
+    pub fn append(&mut self, changes: &[Change]) -> Result<bool, StateError> {
         if changes.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let path = self.dir.join(JOURNAL);
         let record = Record {
@@ -119,10 +119,7 @@ impl Store {
         self.journal.sync_data().map_err(io_err(&path))?;
         self.seq += 1;
         self.lines_since_snapshot += 1;
-        if self.lines_since_snapshot >= SNAPSHOT_EVERY {
-            self.snapshot(state)?;
-        }
-        Ok(())
+        Ok(self.lines_since_snapshot >= SNAPSHOT_EVERY)
     }
 
     /// Writes `state` as the snapshot (atomically) and empties the journal.
@@ -271,7 +268,7 @@ mod tests {
         for last in 2..6 {
             let change = pod_change(last);
             state.apply(change.clone());
-            store.append(&[change], &state).unwrap();
+            store.append(&[change]).unwrap();
         }
         drop(store);
         let (_, loaded) = Store::open(&dir).unwrap();
@@ -285,11 +282,11 @@ mod tests {
         let (mut store, mut state) = Store::open(&dir).unwrap();
         let first = pod_change(2);
         state.apply(first.clone());
-        store.append(&[first], &state).unwrap();
+        store.append(&[first]).unwrap();
         store.snapshot(&state).unwrap();
         let second = pod_change(3);
         state.apply(second.clone());
-        store.append(&[second], &state).unwrap();
+        store.append(&[second]).unwrap();
         drop(store);
         // A crash in the middle of the next write leaves half a line.
         let mut journal = OpenOptions::new()
@@ -303,7 +300,7 @@ mod tests {
         // The torn tail is gone, so the next record is readable.
         let third = pod_change(4);
         state.apply(third.clone());
-        store.append(&[third], &state).unwrap();
+        store.append(&[third]).unwrap();
         drop(store);
         assert_eq!(Store::open(&dir).unwrap().1, state);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -85,6 +85,10 @@ fn build_resolver(config: &DnsConfig) -> Result<TokioResolver, String> {
     }
     opts.use_hosts_file = ResolveHosts::Always;
     opts.timeout = config.timeout;
+    // The node asks again when an answer expires: the resolver's cache must not hold a
+    // "no such name" longer than that, nor an answer longer than the longest refresh.
+    opts.negative_max_ttl = Some(config.min_refresh);
+    opts.positive_max_ttl = Some(config.max_refresh);
     let provider = TokioConnectionProvider::default();
     Ok(
         hickory_resolver::Resolver::builder_with_config(resolver_config, provider)

@@ -771,6 +771,12 @@ impl Node {
         Ok(self.inner.switch.dump_flows_text(filter).await?)
     }
 
+    /// Stops the node: operations already queued finish, later ones fail with
+    /// `Error::Shutdown`, and the connections close once the writer has stopped.
+    pub async fn shutdown(&self) {
+        let _ = self.submit(Op::Shutdown).await;
+    }
+
     /// Makes the switch's table equal to the desired one now (the node also does this by itself
     /// at every connect); `force` re-installs the whole table.
     pub async fn resync(&self, force: bool) -> Result<(), Error> {

@@ -65,6 +65,8 @@ pub enum Op {
     Setup(SetupRequest),
     /// Make the switch's table equal to the desired one; `force` re-installs it whole.
     Resync { force: bool },
+    /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
+    Shutdown,
 }
 
 pub struct Request {
@@ -172,10 +174,14 @@ impl Writer {
                     let result = self.resync(force).await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
+                Op::Shutdown => {
+                    let _ = first.reply.send(Ok(Output::None));
+                    break;
+                }
             }
             self.publish();
         }
-        tracing::debug!("node writer stopped: every Node handle is gone");
+        tracing::debug!("node writer stopped");
     }
 
     async fn next_request(&mut self) -> Option<Request> {

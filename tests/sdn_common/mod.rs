@@ -172,12 +172,25 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start() -> Fixture {
+        Fixture::start_with(|_| {}).await
+    }
+
+    /// Started with the test's changes to the configuration.
+    pub async fn start_with(change: impl FnOnce(&mut NodeConfig)) -> Fixture {
         let ovs = Ovs::start().expect("start private OVS");
         let state = tempfile::tempdir().expect("state dir");
-        let node = Node::start(node_config(&ovs, state.path()))
-            .await
-            .expect("start node");
+        let mut cfg = node_config(&ovs, state.path());
+        change(&mut cfg);
+        let node = Node::start(cfg).await.expect("start node");
         Fixture { ovs, state, node }
+    }
+
+    /// Stops the node and starts a new one on the same OVS and state directory (an ofnode
+    /// restart).
+    pub async fn restart_node(&mut self) {
+        self.node.shutdown().await;
+        let cfg = node_config(&self.ovs, self.state.path());
+        self.node = Node::start(cfg).await.expect("restart node");
     }
 
     /// Started and set up in `mode`, with the table checked against the seed's.

@@ -265,7 +265,7 @@ async fn dns_names_resolve_and_follow_changes() {
     let dns = FakeDns::start().await;
     dns.set("allowed.ofnode.test", &["198.51.100.7", "198.51.100.8"]);
     let server = dns.addr;
-    let f = Fixture::start_with(|cfg| {
+    let f = Fixture::start_with(|_, cfg| {
         cfg.dns.nameservers = Some(vec![server]);
         cfg.dns.min_refresh = Duration::from_secs(1);
     })

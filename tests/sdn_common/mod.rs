@@ -172,15 +172,15 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start() -> Fixture {
-        Fixture::start_with(|_| {}).await
+        Fixture::start_with(|_, _| {}).await
     }
 
     /// Started with the test's changes to the configuration.
-    pub async fn start_with(change: impl FnOnce(&mut NodeConfig)) -> Fixture {
+    pub async fn start_with(change: impl FnOnce(&Ovs, &mut NodeConfig)) -> Fixture {
         let ovs = Ovs::start().expect("start private OVS");
         let state = tempfile::tempdir().expect("state dir");
         let mut cfg = node_config(&ovs, state.path());
-        change(&mut cfg);
+        change(&ovs, &mut cfg);
         let node = Node::start(cfg).await.expect("start node");
         Fixture { ovs, state, node }
     }

@@ -4,7 +4,6 @@
 use super::egress::egress_flows;
 use super::flows;
 use super::state::{Entity, NodeState};
-use super::types::SetupRequest;
 
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
 pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
@@ -46,24 +45,24 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&vnid)
             .map(|entry| egress_flows(vnid, entry).0)
             .unwrap_or_default(),
-        Entity::Everything => all_flows(state, setup),
+        Entity::Base => {
+            let mut out = flows::base_flows(setup);
+            out.push(flows::version_flow(setup.mode));
+            out
+        }
+        Entity::Everything => all_entities(state)
+            .flat_map(|entity| entity_flows(state, entity))
+            .collect(),
     }
 }
 
-fn all_flows(state: &NodeState, setup: &SetupRequest) -> Vec<String> {
-    let mut out = flows::base_flows(setup);
-    let entities = state
-        .pods
-        .keys()
-        .map(|ip| Entity::Pod(*ip))
+/// Every entity of the state that contributes flows, setup's first.
+pub fn all_entities(state: &NodeState) -> impl Iterator<Item = Entity> + '_ {
+    std::iter::once(Entity::Base)
+        .chain(state.pods.keys().map(|ip| Entity::Pod(*ip)))
         .chain(state.host_subnets.keys().map(|s| Entity::HostSubnet(*s)))
         .chain(state.services.keys().map(|ip| Entity::Service(*ip)))
         .chain(state.multicast.keys().map(|v| Entity::Multicast(*v)))
         .chain(std::iter::once(Entity::VxlanMulticast))
-        .chain(state.egress.keys().map(|v| Entity::Egress(*v)));
-    for entity in entities {
-        out.extend(entity_flows(state, entity));
-    }
-    out.push(flows::version_flow(setup.mode));
-    out
+        .chain(state.egress.keys().map(|v| Entity::Egress(*v)))
 }

@@ -114,6 +114,8 @@ pub enum Change {
 /// What a [`Change`] touches; the flow table uses it to find the flows to recompute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entity {
+    /// Setup's flows: the base tables, the policy mode's table 80 flows, the version note.
+    Base,
     Pod(Ipv4Addr),
     HostSubnet(Cidr),
     Service(Ipv4Addr),

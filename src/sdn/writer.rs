@@ -17,13 +17,13 @@ use ofnode_proto::{Action, Field, FlowStatsRequest, Instruction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::config::SetupOutcome;
-use super::desired::entity_flows;
+use super::desired::{all_entities, entity_flows};
 use super::error::Error;
 use super::flows::{version_note, VERSION_TABLE};
 use super::metrics::Metrics;
 use super::state::{Change, Entity, NodeState, Pod};
 use super::store::Store;
-use super::table::{self, Diff, FlowBody, FlowKey, FlowTable};
+use super::table::{self, Diff, Flow, FlowTable};
 use super::types::SetupRequest;
 use crate::openflow::Switch;
 
@@ -121,11 +121,27 @@ fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-fn parse_all(flows: &[String]) -> Result<Vec<(FlowKey, FlowBody)>, Error> {
+fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
     flows
         .iter()
         .map(|f| table::parse_flow(f).map_err(|e| flow_error(f, e)))
         .collect()
+}
+
+/// The desired table of `state`, built entity by entity (never all flow texts at once).
+pub fn build_table(state: &NodeState) -> Result<FlowTable, Error> {
+    let mut flows = Vec::new();
+    for entity in all_entities(state) {
+        flows.extend(parse_all(&entity_flows(state, entity))?);
+    }
+    Ok(FlowTable::from_flows(flows))
+}
+
+fn decode_error(e: ofnode_proto::DecodeError) -> Error {
+    Error::Flow {
+        flow: "<stored flow>".into(),
+        reason: e.to_string(),
+    }
 }
 
 impl Writer {
@@ -138,11 +154,7 @@ impl Writer {
         requests: mpsc::Receiver<Request>,
         max_batch: usize,
     ) -> Result<Writer, Error> {
-        let mut table = FlowTable::default();
-        for (key, body) in parse_all(&entity_flows(&state, Entity::Everything))? {
-            table.insert(key, body);
-        }
-        table.commit_batch();
+        let table = build_table(&state)?;
         let writer = Writer {
             state,
             table,
@@ -240,9 +252,15 @@ impl Writer {
     }
 
     /// Applies one change to the state and the table, or (on error) to neither. Returns the
-    /// change that undoes it.
+    /// change that undoes it. Whole-state changes go through `run_setup`, which swaps tables.
     fn apply_change(&mut self, change: Change) -> Result<Change, Error> {
         let entity = change.entity();
+        if entity == Entity::Everything {
+            return Err(Error::Flow {
+                flow: "<whole state>".into(),
+                reason: "a whole-state change inside a batch".into(),
+            });
+        }
         let old = parse_all(&entity_flows(&self.state, entity))?;
         let undo = self.state.apply(change);
         let new = match parse_all(&entity_flows(&self.state, entity)) {
@@ -252,11 +270,11 @@ impl Writer {
                 return Err(e);
             }
         };
-        for (key, _) in &old {
-            self.table.remove(key);
+        for flow in &old {
+            self.table.remove(flow);
         }
-        for (key, body) in new {
-            self.table.insert(key, body);
+        for flow in new {
+            self.table.insert(flow);
         }
         Ok(undo)
     }
@@ -299,8 +317,7 @@ impl Writer {
             answers.push((request.reply, request.started, result));
         }
         let diff = self.table.diff();
-        let outcome = self.commit(diff, false).await;
-        let outcome = match outcome {
+        let outcome = match self.commit_diff(&diff).await {
             Ok(()) => self.persist(journal).await,
             Err(e) => Err(e),
         };
@@ -323,18 +340,32 @@ impl Writer {
         }
     }
 
-    /// Sends `diff` as one bundle (after deleting everything first when `full`).
-    async fn commit(&mut self, diff: Diff, full: bool) -> Result<(), Error> {
-        if diff.is_empty() && !full {
+    /// Sends `diff` as one bundle.
+    async fn commit_diff(&mut self, diff: &Diff) -> Result<(), Error> {
+        if diff.is_empty() {
             return Ok(());
         }
         let mut tx = self.switch.transaction();
-        if full {
-            tx.delete(table::delete_all());
-        }
-        for fm in diff.flow_mods() {
+        for fm in diff.flow_mods().map_err(decode_error)? {
             tx.push(fm);
         }
+        self.commit(tx).await
+    }
+
+    /// Deletes every flow and adds the whole desired table, in one bundle, version note last.
+    async fn install_all(&mut self) -> Result<(), Error> {
+        let mut tx = self.switch.transaction();
+        tx.delete(table::delete_all());
+        for flow in self.table.all_flows() {
+            tx.push(flow.to_add().map_err(decode_error)?);
+        }
+        self.commit(tx).await?;
+        Metrics::inc(&self.metrics.full_reinstalls);
+        self.in_sync = true;
+        Ok(())
+    }
+
+    async fn commit(&mut self, tx: crate::openflow::Transaction) -> Result<(), Error> {
         let flow_mods = tx.len() as u64;
         let started = Instant::now();
         let result = tx.commit().await;
@@ -433,44 +464,28 @@ impl Writer {
                 (SetupOutcome::Rebuilt, Some(state), dropped)
             }
         };
-        let mut undo = Vec::new();
-        let mut journal = Vec::new();
-        if let Some(state) = new_state {
-            let change = Change::Replace {
-                state: Box::new(state),
-            };
-            self.apply_plan(std::slice::from_ref(&change), &mut undo)?;
-            journal.push(change);
-        }
+        let Some(new_state) = new_state else {
+            self.install_all().await?;
+            return Ok(Output::Setup(outcome, dropped));
+        };
+        // The whole state changes: build its table beside the old one, and keep both until the
+        // switch and the journal have the new one.
+        let new_table = build_table(&new_state)?;
+        let old_table = std::mem::replace(&mut self.table, new_table);
+        let old_state = std::mem::replace(&mut self.state, new_state.clone());
+        let journal = vec![Change::Replace {
+            state: Box::new(new_state),
+        }];
         let result = match self.install_all().await {
             Ok(()) => self.persist(journal).await,
             Err(e) => Err(e),
         };
-        match result {
-            Ok(()) => {
-                self.table.commit_batch();
-                Ok(Output::Setup(outcome, dropped))
-            }
-            Err(e) => {
-                self.table.rollback();
-                while let Some(u) = undo.pop() {
-                    self.state.apply(u);
-                }
-                Err(e)
-            }
+        if let Err(e) = result {
+            self.table = old_table;
+            self.state = old_state;
+            return Err(e);
         }
-    }
-
-    /// Deletes every flow and adds the whole desired table, in one bundle.
-    async fn install_all(&mut self) -> Result<(), Error> {
-        let diff = Diff {
-            deletes: Vec::new(),
-            adds: self.table.all_adds(),
-        };
-        self.commit(diff, true).await?;
-        Metrics::inc(&self.metrics.full_reinstalls);
-        self.in_sync = true;
-        Ok(())
+        Ok(Output::Setup(outcome, dropped))
     }
 
     /// Makes the switch's table equal to the desired one: the whole table when the version
@@ -498,7 +513,7 @@ impl Writer {
                 adds = diff.adds.len(),
                 "repairing the switch's flow table"
             );
-            self.commit(diff, false).await?;
+            self.commit_diff(&diff).await?;
             Metrics::inc(&self.metrics.repairs);
         }
         self.in_sync = true;

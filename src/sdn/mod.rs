@@ -29,6 +29,8 @@ pub use metrics::{Histogram, Metrics};
 pub use node::Node;
 pub use state::{EgressState, LocalMulticast, NodeState, Pod};
 pub use types::{
-    Cidr, EgressNetworkPolicy, EgressRule, EgressRuleType, HostSubnet, IfName, InvalidInput,
-    MacAddr, Mode, PodAdd, Protocol, SandboxId, Service, ServicePort, SetupRequest, Vnid,
+    Cidr, EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, EgressSet, HostSubnet,
+    HostSubnetDel, IfName, InvalidInput, MacAddr, Mode, MulticastLocalSet, MulticastVxlanSet,
+    PodAdd, PodBandwidth, PodDel, PodUpdate, Protocol, SandboxId, Service, ServiceDel, ServicePort,
+    SetupRequest, Vnid,
 };

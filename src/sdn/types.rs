@@ -610,6 +610,76 @@ pub struct Service {
     pub ports: Vec<ServicePort>,
 }
 
+/// `pod update`: move the pod with this sandbox id to another VNID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodUpdate {
+    pub sandbox: SandboxId,
+    pub vnid: Vnid,
+}
+
+/// `pod del`: detach the pod with this veth and IP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodDel {
+    pub veth: IfName,
+    pub ip: Ipv4Addr,
+}
+
+/// `pod bandwidth`: limits in bits per second; absent means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodBandwidth {
+    pub veth: IfName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_bps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_bps: Option<u64>,
+}
+
+/// `hostsubnet del`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSubnetDel {
+    pub host_ip: Ipv4Addr,
+    pub subnet: Cidr,
+}
+
+/// `service del`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceDel {
+    pub ip: Ipv4Addr,
+}
+
+/// `multicast local`: enable (delivering to `ofports`) or disable a VNID's local multicast.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastLocalSet {
+    pub vnid: Vnid,
+    pub enabled: bool,
+    #[serde(default)]
+    pub ofports: Vec<u16>,
+}
+
+/// `multicast vxlan`: the nodes multicast goes to over VXLAN.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastVxlanSet {
+    #[serde(default)]
+    pub remotes: Vec<Ipv4Addr>,
+}
+
+/// `egress set`: a VNID's namespaces and its egress policies (none removes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSet {
+    pub vnid: Vnid,
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub policies: Vec<EgressNetworkPolicy>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

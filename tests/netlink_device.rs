@@ -9,7 +9,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 
 use netlink_common::{fdb_entry, lladdr_of, single_node, Node, IP_A, PORT, UNDERLAY_A, VNI, VX};
-use ofnode::netlink::{EnsureOutcome, Error, KnownHost, MacAddr, Route, VxlanAttrs};
+use ofnode::netlink::{
+    EnsureOutcome, Error, KnownHost, MacAddr, Route, VxlanAttrs, VxlanMode, VxlanSettings,
+};
 
 /// A tracing writer that keeps what was logged, to check the reason a device was recreated.
 #[derive(Clone, Default)]
@@ -471,4 +473,29 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     );
     let err = handle.link_index("nosuchlink").await.unwrap_err();
     assert_eq!(err.to_string(), "link \"nosuchlink\" does not exist");
+}
+
+#[tokio::test]
+async fn settings_resolve_the_underlay_device_by_name() {
+    let node = single_node();
+    let handle = node.handle();
+    let settings: VxlanSettings = serde_json::from_value(serde_json::json!({
+        "address": "10.128.0.1/14",
+        "vtep_device": UNDERLAY_A,
+        "vtep_addr": "192.0.2.1",
+        "port": 4789,
+        "mode": "miss",
+    }))
+    .unwrap();
+    let options = settings.to_options(&handle).await.unwrap();
+    assert_eq!(options.attrs.vtep_index, Some(node.ifindex(UNDERLAY_A)));
+    assert_eq!(options.attrs.name, "ofnode.1");
+    assert_eq!(options.mode, VxlanMode::Miss);
+
+    let missing = VxlanSettings {
+        vtep_device: Some("nosuchdev".into()),
+        ..settings
+    };
+    let err = missing.to_options(&handle).await.unwrap_err();
+    assert_eq!(err.to_string(), "link \"nosuchdev\" does not exist");
 }

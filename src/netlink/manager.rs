@@ -12,6 +12,7 @@ use super::addr_route::Route;
 use super::error::Result;
 use super::handle::Handle;
 use super::miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
+use super::neigh::NeighEntry;
 use super::types::{parse_ipv4, parse_ipv4_net, MacAddr};
 use super::vxlan::{EnsureOutcome, VxlanAttrs, VxlanDevice};
 
@@ -68,6 +69,96 @@ pub struct VxlanManagerOptions {
     pub address: Ipv4Net,
     pub mode: VxlanMode,
     pub miss: MissOptions,
+}
+
+/// The optional VXLAN section of the daemon's configuration (serde: any format), e.g. in JSON
+/// `{"address": "10.128.0.1/14", "vtep_device": "eth0", "vtep_addr": "192.0.2.1",
+///   "port": 4789, "mode": "miss"}`. Turned into [`VxlanManagerOptions`] by
+/// [`VxlanSettings::to_options`], which looks the underlay device up.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VxlanSettings {
+    /// The device name; `ofnode.<vni>` when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "default_vni")]
+    pub vni: u32,
+    /// This node's overlay address with the cluster prefix length (see
+    /// [`VxlanManagerOptions::address`]).
+    pub address: Ipv4Net,
+    /// The underlay device the tunnel sends through.
+    #[serde(default)]
+    pub vtep_device: Option<String>,
+    /// This node's underlay address (the VTEP).
+    #[serde(default)]
+    pub vtep_addr: Option<Ipv4Addr>,
+    /// The UDP port; the kernel's default (8472) when absent.
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub mode: VxlanMode,
+    #[serde(default = "yes")]
+    pub learning: bool,
+    #[serde(default = "yes")]
+    pub proxy: bool,
+    #[serde(default = "yes")]
+    pub l2miss: bool,
+    #[serde(default)]
+    pub l3miss: bool,
+    /// Miss mode: the queue between socket and handler (see [`MissOptions`]).
+    #[serde(default)]
+    pub miss_queue: Option<usize>,
+    /// Miss mode: SO_RCVBUF of the miss socket.
+    #[serde(default)]
+    pub miss_rcvbuf: Option<usize>,
+}
+
+fn default_vni() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl VxlanSettings {
+    /// The device name: the configured one or `ofnode.<vni>` (at most 15 bytes for any VNI).
+    pub fn device_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("ofnode.{}", self.vni))
+    }
+
+    /// Validates the settings and resolves the underlay device through `handle`.
+    pub async fn to_options(&self, handle: &Handle) -> Result<VxlanManagerOptions> {
+        let vtep_index = match &self.vtep_device {
+            Some(device) => Some(handle.link_index(device).await?),
+            None => None,
+        };
+        let attrs = VxlanAttrs {
+            vni: self.vni,
+            name: self.device_name(),
+            vtep_index,
+            vtep_addr: self.vtep_addr,
+            port: self.port,
+            learning: self.learning,
+            proxy: self.proxy,
+            l2miss: self.l2miss,
+            l3miss: self.l3miss,
+            group: None,
+        };
+        attrs.validate()?;
+        let defaults = MissOptions::default();
+        Ok(VxlanManagerOptions {
+            attrs,
+            address: self.address,
+            mode: self.mode,
+            miss: MissOptions {
+                queue: self.miss_queue.unwrap_or(defaults.queue),
+                rcvbuf: self.miss_rcvbuf.or(defaults.rcvbuf),
+            },
+        })
+    }
 }
 
 /// What `ofnode status` shows about the VXLAN device.
@@ -218,9 +309,13 @@ impl VxlanManager {
             .filter(|host| wanted.get(&host.host_ip) != Some(*host))
             .copied()
             .collect();
-        for host in stale {
-            self.retract(&host).await?;
-            installed.remove(&host.host_ip);
+        if !stale.is_empty() {
+            // One dump serves every retraction: neighbour entries are found by MAC.
+            let neighbours = self.device.handle().list_neigh(self.device.index()).await?;
+            for host in stale {
+                self.retract(&host, &neighbours).await?;
+                installed.remove(&host.host_ip);
+            }
         }
         let mut added = false;
         for host in wanted.values() {
@@ -260,13 +355,13 @@ impl VxlanManager {
 
     /// Removes what [`VxlanManager::program`] (or, in miss mode, the miss loop) installed for
     /// `host`; entries already gone are fine.
-    async fn retract(&self, host: &KnownHost) -> Result<()> {
+    async fn retract(&self, host: &KnownHost, neighbours: &[NeighEntry]) -> Result<()> {
         let handle = self.device.handle();
         let index = self.device.index();
         if self.mode == VxlanMode::Static {
             handle.delete_route(&host_route(host, index)).await?;
         }
-        for neighbour in handle.list_neigh(index).await? {
+        for neighbour in neighbours {
             if neighbour.mac == Some(host.vtep_mac) {
                 handle.del_l3(index, neighbour.ip).await?;
             }
@@ -410,6 +505,32 @@ mod tests {
             answer_from(&hosts, &Miss::L2(MacAddr([2, 0, 0, 0, 0, 9]))),
             None
         );
+    }
+
+    #[test]
+    fn settings_parse_with_seed_defaults() {
+        let settings: VxlanSettings =
+            serde_json::from_str(r#"{"address": "10.128.0.1/14", "vtep_addr": "192.0.2.1"}"#)
+                .unwrap();
+        assert_eq!(settings.device_name(), "ofnode.1");
+        assert_eq!(settings.mode, VxlanMode::Static);
+        assert!(settings.learning && settings.proxy && settings.l2miss && !settings.l3miss);
+        assert_eq!(settings.port, None);
+        let err = serde_json::from_str::<VxlanSettings>(
+            r#"{"address": "10.128.0.1/14", "vtep_addr": "2001:db8::1"}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("invalid"), "{err}");
+        let err = serde_json::from_str::<VxlanSettings>(
+            r#"{"address": "10.128.0.1/14", "mdoe": "miss"}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field `mdoe`"), "{err}");
+        let max = VxlanSettings {
+            vni: crate::netlink::MAX_VNI,
+            ..settings
+        };
+        assert!(max.device_name().len() <= 15);
     }
 
     #[test]

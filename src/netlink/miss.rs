@@ -265,7 +265,9 @@ async fn read_misses(
                 bump(&counters.overruns);
                 tracing::warn!(
                     link_index,
-                    "neighbour notifications overran the socket buffer; resynchronising from the kernel's tables"
+                    overruns = counters.overruns.load(Ordering::Relaxed),
+                    "neighbour notifications overran the socket buffer (ENOBUFS); \
+                     resynchronising from the kernel's tables"
                 );
                 shared.resync.notify_one();
             }

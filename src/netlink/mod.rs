@@ -33,7 +33,8 @@ pub use error::{Error, Result};
 pub use handle::{Handle, Link};
 pub use ipnet::Ipv4Net;
 pub use manager::{
-    overlay_address, KnownHost, VxlanManager, VxlanManagerOptions, VxlanMode, VxlanStatus,
+    overlay_address, KnownHost, VxlanManager, VxlanManagerOptions, VxlanMode, VxlanSettings,
+    VxlanStatus,
 };
 pub use miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
 pub use neigh::{FdbEntry, NeighEntry, NudState};

@@ -4,10 +4,9 @@
 #![allow(dead_code)]
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 
 use ofnode::netlink::{Handle, MacAddr, VxlanAttrs};
-use ofnode_harness::{Netns, Veth, STATE_ROOT};
+use ofnode_harness::{Netns, Veth};
 use serde_json::Value;
 
 /// The VXLAN device name every test uses (each namespace has its own).
@@ -18,11 +17,10 @@ pub const UNDERLAY_B: &str = "ulb";
 pub const VNI: u32 = 42;
 pub const PORT: u16 = 4789;
 
-/// A namespace made by the test, registered with the harness's reaper (a state directory named
-/// `<pid>-<netns>`) so that even a killed test run has it deleted by the next run.
+/// A namespace made by the test (the harness registers it with its reaper, so even a killed test
+/// run has it deleted by the next run).
 pub struct Node {
     pub ns: Netns,
-    reaper_entry: PathBuf,
     pub underlay: &'static str,
     pub underlay_ip: Ipv4Addr,
 }
@@ -30,12 +28,8 @@ pub struct Node {
 impl Node {
     fn new(underlay: &'static str, underlay_ip: Ipv4Addr) -> Node {
         let ns = Netns::new("ofnl").expect("create namespace");
-        let reaper_entry =
-            PathBuf::from(STATE_ROOT).join(format!("{}-{}", std::process::id(), ns.name()));
-        std::fs::create_dir_all(&reaper_entry).expect("register namespace with the reaper");
         Node {
             ns,
-            reaper_entry,
             underlay,
             underlay_ip,
         }
@@ -117,12 +111,6 @@ impl Node {
                 .join()
                 .expect("namespace thread")
         })
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.reaper_entry);
     }
 }
 

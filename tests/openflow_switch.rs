@@ -80,7 +80,7 @@ async fn passive_unix_accepts_the_switch_after_set_controller() {
     let sock = ovs.dir().join("ofnode-ctl.sock");
     let cfg = config(&format!("punix:{}", sock.display()));
     let (switch, _events) = Switch::start(cfg);
-    ovs.wait_for_path(&sock, Duration::from_secs(5)).unwrap();
+    wait_for_path(&sock).await;
     ovs.vsctl(&["set-controller", "br0", &format!("unix:{}", sock.display())])
         .unwrap();
     let dpid = switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
@@ -363,4 +363,73 @@ async fn dump_flows_honours_the_filter_and_send_checked_reports_errors() {
     good.instructions = vec![Instruction::ApplyActions(vec![Action::output(7)])];
     switch.send_checked(Message::FlowMod(good)).await.unwrap();
     assert!(oracle_flows(&ovs).contains(&reg_flow_line(5, 1, 7, 7, 7)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_transaction_is_all_or_nothing_and_leaves_the_connection_usable() {
+    const N: u64 = 20_000;
+    let ovs = ovs_with_br0();
+    let (switch, _events) = connect_br0(&ovs).await;
+    let mut tx = switch.transaction();
+    for i in 0..N {
+        tx.add(reg_flow(0, 100, i, 1, 1));
+    }
+    // Give up almost at once: mid-stream, or (rarely) after the commit went out.
+    let outcome = tokio::time::timeout(Duration::from_millis(2), tx.commit()).await;
+    // The switch has processed whatever it got once a later barrier is answered; the bundle
+    // was discarded (or, if the commit had already left, applied whole).
+    switch.barrier().await.unwrap();
+    let mut tx = switch.transaction();
+    tx.add(reg_flow(1, 1, 1, 1, 1));
+    tx.commit().await.unwrap();
+    let flows = oracle_flows(&ovs);
+    let table0 = flows.iter().filter(|l| !l.starts_with("table=1,")).count() as u64;
+    assert!(
+        table0 == 0 || table0 == N,
+        "a cancelled transaction applied {table0} of {N} flows (outcome {outcome:?})"
+    );
+    assert!(flows.contains(&reg_flow_line(1, 1, 1, 1, 1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_pod_flows_as_text_land_and_dump_back_as_ovs_ofctl_prints_them() {
+    let ovs = ovs_with_br0();
+    let (switch, _events) = connect_br0(&ovs).await;
+    let note = "4e.8c.5e.2a.b3.f1.d7.c9.e0.a2.b4.c6.d8.f0.e1.a3.b5.c7.d9.e1.f3.a5.b7.c9.d1.e3.f5.a7.b9.c1.d3.e5";
+    let mut tx = switch.transaction();
+    for flow in [
+        format!("table=20, priority=100, in_port=3, arp, nw_src=10.128.0.5, arp_sha=0a:58:0a:80:00:05, actions=load:10->NXM_NX_REG0[], note:{note}, goto_table:21"),
+        "table=20, priority=100, in_port=3, ip, nw_src=10.128.0.5, actions=load:10->NXM_NX_REG0[], goto_table:21".into(),
+        "table=40, priority=100, arp, nw_dst=10.128.0.5, actions=output:3".into(),
+        "table=70, priority=100, ip, nw_dst=10.128.0.5, actions=load:10->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80".into(),
+    ] {
+        tx.add_text(&flow).unwrap();
+    }
+    tx.commit().await.unwrap();
+    let oracle = oracle_flows(&ovs);
+    assert_eq!(oracle.len(), 4);
+    assert!(
+        oracle.iter().any(|l| l.contains("arp_spa=10.128.0.5")),
+        "{oracle:?}"
+    );
+    let ours = sorted(
+        switch
+            .dump_flows_text(FlowStatsRequest::default())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(ours, oracle);
+
+    // The seed's cleanupPodFlows: four deletes by match in one transaction.
+    let mut tx = switch.transaction();
+    for flow in [
+        "ip, nw_dst=10.128.0.5",
+        "ip, nw_src=10.128.0.5",
+        "arp, nw_dst=10.128.0.5",
+        "arp, nw_src=10.128.0.5",
+    ] {
+        tx.delete_text(flow).unwrap();
+    }
+    tx.commit().await.unwrap();
+    assert!(oracle_flows(&ovs).is_empty());
 }

@@ -82,8 +82,10 @@ impl<'a> Driver<'a> {
         tokio::pin!(timer);
         loop {
             let room = self.queue.len() < self.cfg.max_write_buffer;
+            // Unbiased: a flood in one direction (packet-ins, a huge dump) cannot starve the
+            // other. Commands already queued are taken together in `on_submit`, so they still
+            // leave in one write.
             tokio::select! {
-                biased;
                 frame = self.session.reader.next() => match frame {
                     Some(Ok(frame)) => {
                         if let Err(error) = self.on_frame(frame) {
@@ -133,6 +135,7 @@ impl<'a> Driver<'a> {
             msg @ (Message::PortStatus(_) | Message::PacketIn(_)) => offer_async(self.events, msg),
             msg => match self.routes.deliver(xid, msg, frame.len()) {
                 Delivery::Delivered => {}
+                Delivery::FollowUp(bytes) => self.queue.push(bytes),
                 // The reply to our own keepalive probe needs no one.
                 Delivery::Unrouted(Message::EchoReply(_)) => {}
                 Delivery::Unrouted(msg) => offer_async(self.events, msg),

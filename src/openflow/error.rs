@@ -49,11 +49,17 @@ pub enum Error {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Target(#[from] TargetError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// A socket error and what we were doing when it happened.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct IoError {
+    pub context: String,
+    #[source]
+    pub source: std::io::Error,
 }
 
 fn describe_switch_error(flow: &Option<String>, error: &ErrorMsg) -> String {
@@ -65,10 +71,10 @@ fn describe_switch_error(flow: &Option<String>, error: &ErrorMsg) -> String {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io {
+        Error::Io(IoError {
             context: context.into(),
             source,
-        }
+        })
     }
 
     pub(crate) fn timeout(what: impl Into<String>, after: Duration) -> Error {

@@ -31,7 +31,7 @@ mod writeq;
 mod xid;
 
 pub use config::SwitchConfig;
-pub use error::{Error, Result};
+pub use error::{Error, IoError, Result};
 pub use event::SwitchEvent;
 pub use switch::Switch;
 pub use target::{Target, TargetError};

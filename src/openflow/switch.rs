@@ -41,7 +41,9 @@ struct Inner {
 impl Switch {
     /// Starts connecting (or listening) in the background. Must be called within a tokio
     /// runtime. Events (connected, disconnected, port status, packet-in, errors for
-    /// fire-and-forget messages) arrive on the returned channel; drain it or drop it.
+    /// fire-and-forget messages) arrive on the returned channel; drain it or drop it. Data
+    /// events are dropped when it is full, but Connected/Disconnected wait for room: a receiver
+    /// that is kept and never read stalls the next (re)connect.
     ///
     /// A passive target that cannot be bound is reported as a `Disconnected` event and retried
     /// with backoff.
@@ -157,17 +159,16 @@ impl Switch {
         let mut out = BytesMut::new();
         msg.encode(first, &mut out);
         Message::BarrierRequest.encode(barrier, &mut out);
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, rx) = oneshot::channel();
         let route = Route::Range {
             first,
             last: barrier,
+            stop: [barrier, barrier],
+            gate: None,
             tx,
         };
         self.submit(epoch, Some(route), out.freeze()).await?;
-        let deadline = self.inner.cfg.request_timeout;
-        let replies = tokio::time::timeout(deadline, collect_until(&mut rx, barrier))
-            .await
-            .map_err(|_| Error::timeout("a barrier reply", deadline))??;
+        let replies = self.await_reply(rx, "a barrier reply").await?;
         for (_, reply) in replies {
             if let Message::Error(error) = reply {
                 return Err(Error::Switch { flow: None, error });
@@ -320,19 +321,4 @@ pub(crate) fn unexpected(wanted: &str, got: &Message) -> Error {
         "expected {wanted}, got message type {}",
         got.msg_type()
     ))
-}
-
-/// Receives routed messages until the one with `stop_xid` (inclusive).
-pub(crate) async fn collect_until(
-    rx: &mut mpsc::Receiver<(u32, Message)>,
-    stop_xid: u32,
-) -> Result<Vec<(u32, Message)>> {
-    let mut got = Vec::new();
-    loop {
-        let (xid, msg) = rx.recv().await.ok_or(Error::Disconnected)?;
-        got.push((xid, msg));
-        if xid == stop_xid {
-            return Ok(got);
-        }
-    }
 }

@@ -1,14 +1,15 @@
 //! Atomic transactions: a batch of flow mods applied all together or not at all, through one
 //! ONF bundle (OpenFlow 1.3 extension EXT-230).
 //!
-//! Wire sequence, in two round trips:
+//! Wire sequence, in two round trips to the switch and none back to the caller in between:
 //! 1. OPEN, one BUNDLE_ADD per flow mod (each with its own xid, which the inner flow mod repeats)
 //!    and a BARRIER, written back to back. OVS rejects a bad flow mod when it is *added*, with an
 //!    error carrying that add's xid, but keeps the bundle open without it — so the barrier reply
-//!    is awaited before deciding: committing blindly would apply the other flows.
-//! 2. COMMIT (atomic | ordered) if nothing failed, else DISCARD. A flow that fails only at
-//!    commit time makes OVS report an error with that flow's add xid, then fail the commit; it
-//!    rolls back everything.
+//!    must be seen before deciding: committing blindly would apply the other flows.
+//! 2. The connection task itself (a gate on the transaction's route) sends COMMIT
+//!    (atomic | ordered) as soon as the barrier is answered with no error before it, else
+//!    DISCARD. A flow that fails only at commit time makes OVS report an error with that flow's
+//!    add xid, then fail the commit; OVS rolls back everything.
 //!
 //! The error names the failing flow in `ovs-ofctl` syntax and carries OVS's error. A transaction
 //! larger than `max_bundle_msgs` is refused, never split.
@@ -17,14 +18,15 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use ofnode_proto::{
-    text, BundleAdd, BundleControl, BundleCtrlType, ErrorMsg, FlowMod, FlowModCommand, Message,
+    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, ErrorMsg, FlowMod, FlowModCommand,
+    Message,
 };
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::error::{Error, Result};
-use super::routes::Route;
-use super::switch::{collect_until, Switch};
+use super::routes::{Gate, Route};
+use super::switch::{encode, Switch};
 
 /// Frames of one transaction are handed to the connection in chunks of about this size, so a
 /// huge transaction streams through the bounded queue instead of being copied whole.
@@ -141,15 +143,17 @@ struct Commit {
     switch: Switch,
     /// Flow mods not yet encoded; moved into `adds` as they are.
     mods: Vec<FlowMod>,
-    /// The bundle adds sent, kept to name a failing flow.
+    /// The flow mods sent (as messages), kept to name a failing flow.
     adds: Vec<Message>,
     epoch: u64,
     bundle_id: u32,
+    flags: BundleFlags,
     xids: Xids,
-    replies: mpsc::Receiver<(u32, Message)>,
-    /// The route's sender, until the first chunk registers it.
-    route_tx: Option<mpsc::Sender<(u32, Message)>>,
-    /// Discards the bundle if the commit future is dropped halfway (timeout, cancellation).
+    replies: Option<oneshot::Receiver<Vec<(u32, Message)>>>,
+    /// The route, until the first chunk registers it.
+    route: Option<Route>,
+    /// Discards the bundle if the commit future is dropped before the barrier went out (after
+    /// that, the gate discards it for a caller that left).
     guard: DiscardGuard,
 }
 
@@ -157,7 +161,8 @@ impl Commit {
     fn start(tx: Transaction) -> Result<Commit> {
         let Transaction { switch, mods } = tx;
         let epoch = switch.epoch()?;
-        // Bounded by max_bundle_msgs, which the caller checked; u32 is ample for any sane limit.
+        let flags = switch.config().bundle_flags;
+        // Bounded by max_bundle_msgs, which the caller checked.
         let count = u32::try_from(mods.len() + Xids::EXTRA).map_err(|_| Error::BundleTooLarge {
             flows: mods.len(),
             max: switch.config().max_bundle_msgs,
@@ -167,13 +172,25 @@ impl Commit {
             flows: mods.len(),
         };
         let bundle_id = switch.next_bundle_id();
-        // One slot per xid in the block: the switch sends at most one message per xid.
-        let (route_tx, replies) = mpsc::channel(mods.len() + Xids::EXTRA);
+        let control = |ctrl_type| bundle_control(bundle_id, ctrl_type, flags);
+        let discard = encode(xids.discard(), &control(BundleCtrlType::DiscardRequest));
+        let gate = Gate {
+            barrier_xid: xids.barrier(),
+            if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest)),
+            if_failed: discard.clone(),
+        };
+        let (route_tx, replies) = oneshot::channel();
+        let route = Route::Range {
+            first: xids.open,
+            last: xids.discard(),
+            stop: [xids.commit(), xids.discard()],
+            gate: Some(gate),
+            tx: route_tx,
+        };
         let guard = DiscardGuard {
             switch: switch.clone(),
             epoch,
-            bundle_id,
-            xid: xids.discard(),
+            frames: discard,
             armed: false,
         };
         Ok(Commit {
@@ -182,9 +199,10 @@ impl Commit {
             mods,
             epoch,
             bundle_id,
+            flags,
             xids,
-            replies,
-            route_tx: Some(route_tx),
+            replies: Some(replies),
+            route: Some(route),
             guard,
         })
     }
@@ -194,14 +212,7 @@ impl Commit {
         tracing::Span::current().record("bundle_id", self.bundle_id);
         let bytes = self.send_bundle().await?;
         tracing::Span::current().record("bytes", bytes);
-        let staged = self.await_staged().await?;
-        let result = match staged {
-            Some(failure) => {
-                self.discard().await;
-                Err(failure)
-            }
-            None => self.commit().await,
-        };
+        let result = self.await_outcome().await;
         tracing::debug!(
             latency_us = started.elapsed().as_micros() as u64,
             ok = result.is_ok(),
@@ -210,141 +221,86 @@ impl Commit {
         result
     }
 
-    fn control(&self, ctrl_type: BundleCtrlType) -> Message {
-        Message::BundleControl(BundleControl {
-            bundle_id: self.bundle_id,
-            ctrl_type,
-            flags: self.switch.config().bundle_flags,
-            properties: Default::default(),
-        })
-    }
-
-    /// Phase 1: OPEN, every add, BARRIER — streamed in chunks, the route registered with the
-    /// first chunk so no reply can arrive before it.
+    /// OPEN, every add, BARRIER — streamed in chunks, the route registered with the first chunk
+    /// so no reply can arrive before it.
     async fn send_bundle(&mut self) -> Result<usize> {
-        let mut route = self.route_tx.take().map(|tx| Route::Range {
-            first: self.xids.open,
-            last: self.xids.discard(),
-            tx,
-        });
-        let mut out = BytesMut::with_capacity(CHUNK_BYTES);
-        self.control(BundleCtrlType::OpenRequest)
+        // A pod-sized transaction needs far less than a chunk.
+        let estimate = 64 + self.mods.len() * 256;
+        let mut out = BytesMut::with_capacity(estimate.min(CHUNK_BYTES));
+        bundle_control(self.bundle_id, BundleCtrlType::OpenRequest, self.flags)
             .encode(self.xids.open, &mut out);
         self.guard.armed = true;
         let mut total = 0;
-        let flags = self.switch.config().bundle_flags;
         let mods = std::mem::take(&mut self.mods);
         for (index, flow) in mods.into_iter().enumerate() {
-            let add = Message::BundleAdd(BundleAdd {
-                bundle_id: self.bundle_id,
-                flags,
-                message: Box::new(Message::FlowMod(flow)),
-            });
-            add.encode(self.xids.add(index), &mut out);
-            self.adds.push(add);
+            let inner = Message::FlowMod(flow);
+            let xid = self.xids.add(index);
+            BundleAdd::encode_borrowed(self.bundle_id, self.flags, &inner, xid, &mut out);
+            self.adds.push(inner);
             if out.len() >= CHUNK_BYTES {
                 total += out.len();
                 let chunk = out.split().freeze();
-                self.switch.submit(self.epoch, route.take(), chunk).await?;
+                self.switch
+                    .submit(self.epoch, self.route.take(), chunk)
+                    .await?;
             }
         }
         Message::BarrierRequest.encode(self.xids.barrier(), &mut out);
         total += out.len();
         self.switch
-            .submit(self.epoch, route.take(), out.freeze())
+            .submit(self.epoch, self.route.take(), out.freeze())
             .await?;
+        // From here on the gate commits or discards.
+        self.guard.armed = false;
         Ok(total)
     }
 
-    /// Waits for the barrier; returns the first failure (open refused, or a flow rejected).
-    async fn await_staged(&mut self) -> Result<Option<Error>> {
-        let barrier = self.xids.barrier();
-        let replies = self.collect(barrier, "the bundle's barrier reply").await?;
-        let mut failure = None;
+    /// Waits for the COMMIT or DISCARD answer the gate provoked and explains the outcome.
+    async fn await_outcome(&mut self) -> Result<()> {
+        let deadline = self.switch.config().request_timeout;
+        let (commit, discard) = (self.xids.commit(), self.xids.discard());
+        let replies = self.replies.take().ok_or(Error::Disconnected)?;
+        let replies = match tokio::time::timeout(deadline, replies).await {
+            Ok(Ok(replies)) => replies,
+            Ok(Err(_)) => return Err(Error::Disconnected),
+            Err(_) => return Err(Error::timeout("the bundle COMMIT reply", deadline)),
+        };
+        let mut flow_failure = None;
         let mut rejected = 0usize;
-        let mut opened = false;
+        let mut final_error = None;
         for (xid, msg) in replies {
             match msg {
                 Message::BundleControl(reply)
-                    if xid == self.xids.open && reply.ctrl_type == BundleCtrlType::OpenReply =>
+                    if xid == commit && reply.ctrl_type == BundleCtrlType::CommitReply =>
                 {
-                    opened = true;
+                    return Ok(());
+                }
+                Message::Error(error) if xid == commit || xid == discard => {
+                    final_error = Some(error);
                 }
                 Message::Error(error) => {
                     rejected += 1;
-                    failure.get_or_insert_with(|| self.switch_error(xid, error));
+                    flow_failure.get_or_insert_with(|| self.switch_error(xid, error));
                 }
-                Message::BarrierReply if xid == barrier => {}
-                other => tracing::warn!(
-                    xid,
-                    msg_type = other.msg_type(),
-                    "unexpected reply in bundle"
-                ),
+                _ => {}
             }
         }
         if rejected > 1 {
-            tracing::warn!(rejected, "switch rejected several flows of the transaction");
+            tracing::warn!(
+                rejected,
+                "switch rejected several messages of the transaction"
+            );
         }
-        if failure.is_none() && !opened {
-            failure = Some(Error::Protocol(
-                "switch answered the barrier but not the bundle OPEN".into(),
-            ));
+        // A flow's own error says more than the commit's OFPBFC_MSG_FAILED.
+        if let Some(failure) = flow_failure {
+            return Err(failure);
         }
-        Ok(failure)
-    }
-
-    /// Phase 2: COMMIT; an error names the flow OVS reported, if any.
-    async fn commit(&mut self) -> Result<()> {
-        let commit = self.control(BundleCtrlType::CommitRequest);
-        let frames = super::switch::encode(self.xids.commit(), &commit);
-        self.switch.submit(self.epoch, None, frames).await?;
-        let replies = self
-            .collect(self.xids.commit(), "the bundle COMMIT reply")
-            .await?;
-        // OVS discards the bundle whatever the outcome: nothing left to clean up.
-        self.guard.armed = false;
-        let mut flow_error = None;
-        for (xid, msg) in replies {
-            match msg {
-                Message::BundleControl(reply)
-                    if xid == self.xids.commit()
-                        && reply.ctrl_type == BundleCtrlType::CommitReply =>
-                {
-                    return Ok(())
-                }
-                Message::Error(error) if xid == self.xids.commit() => {
-                    return Err(flow_error.unwrap_or(Error::Switch { flow: None, error }));
-                }
-                Message::Error(error) => {
-                    flow_error.get_or_insert_with(|| self.switch_error(xid, error));
-                }
-                other => tracing::warn!(
-                    xid,
-                    msg_type = other.msg_type(),
-                    "unexpected reply to COMMIT"
-                ),
-            }
+        match final_error {
+            Some(error) => Err(Error::Switch { flow: None, error }),
+            None => Err(Error::Protocol(
+                "bundle was discarded although the switch reported no error".into(),
+            )),
         }
-        Err(Error::Protocol("bundle COMMIT got no reply".into()))
-    }
-
-    /// DISCARD after a failed phase 1; its own failure (e.g. the open had failed) is moot.
-    async fn discard(&mut self) {
-        let discard = self.control(BundleCtrlType::DiscardRequest);
-        let frames = super::switch::encode(self.xids.discard(), &discard);
-        if self.switch.submit(self.epoch, None, frames).await.is_ok() {
-            self.guard.armed = false;
-            let _ = self
-                .collect(self.xids.discard(), "the bundle DISCARD reply")
-                .await;
-        }
-    }
-
-    async fn collect(&mut self, stop_xid: u32, what: &str) -> Result<Vec<(u32, Message)>> {
-        let deadline = self.switch.config().request_timeout;
-        tokio::time::timeout(deadline, collect_until(&mut self.replies, stop_xid))
-            .await
-            .map_err(|_| Error::timeout(what, deadline))?
     }
 
     /// The error for `xid`, naming its flow when it is one of ours.
@@ -358,13 +314,19 @@ impl Commit {
     }
 }
 
-/// The flow mod inside a bundle add, in `ovs-ofctl` syntax.
-fn flow_text(add: &Message) -> Option<String> {
-    match add {
-        Message::BundleAdd(BundleAdd { message, .. }) => match message.as_ref() {
-            Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
-            _ => None,
-        },
+fn bundle_control(bundle_id: u32, ctrl_type: BundleCtrlType, flags: BundleFlags) -> Message {
+    Message::BundleControl(BundleControl {
+        bundle_id,
+        ctrl_type,
+        flags,
+        properties: Default::default(),
+    })
+}
+
+/// A flow mod in `ovs-ofctl` syntax.
+fn flow_text(msg: &Message) -> Option<String> {
+    match msg {
+        Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
         _ => None,
     }
 }
@@ -372,23 +334,14 @@ fn flow_text(add: &Message) -> Option<String> {
 struct DiscardGuard {
     switch: Switch,
     epoch: u64,
-    bundle_id: u32,
-    xid: u32,
+    frames: bytes::Bytes,
     armed: bool,
 }
 
 impl Drop for DiscardGuard {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if self.armed {
+            self.switch.try_submit(self.epoch, self.frames.clone());
         }
-        let discard = Message::BundleControl(BundleControl {
-            bundle_id: self.bundle_id,
-            ctrl_type: BundleCtrlType::DiscardRequest,
-            flags: self.switch.config().bundle_flags,
-            properties: Default::default(),
-        });
-        self.switch
-            .try_submit(self.epoch, super::switch::encode(self.xid, &discard));
     }
 }

@@ -3,6 +3,7 @@
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -97,10 +98,11 @@ impl Listener {
             }
             Listener::Unix { listener, path } => {
                 let (stream, _) = listener.accept().await?;
-                Ok((
-                    Stream::Unix(stream),
-                    format!("unix peer on {}", path.display()),
-                ))
+                // Unix peers have no address; number them so log lines can be told apart.
+                static PEERS: AtomicU64 = AtomicU64::new(0);
+                let n = PEERS.fetch_add(1, Ordering::Relaxed);
+                let peer = format!("unix#{n} on {}", path.display());
+                Ok((Stream::Unix(stream), peer))
             }
         }
     }

@@ -178,3 +178,105 @@ pub fn tcp_listener_in_netns(netns_path: &str) -> std::net::TcpListener {
     .join()
     .expect("netns thread")
 }
+
+/// A scripted peer on a unix socket: plays the switch (or a misbehaving client) in tests.
+pub struct FakePeer {
+    pub stream: tokio::net::UnixStream,
+    buffer: bytes::BytesMut,
+}
+
+impl FakePeer {
+    pub fn new(stream: tokio::net::UnixStream) -> FakePeer {
+        FakePeer {
+            stream,
+            buffer: bytes::BytesMut::new(),
+        }
+    }
+
+    pub async fn connect(path: &std::path::Path) -> FakePeer {
+        FakePeer::new(
+            tokio::net::UnixStream::connect(path)
+                .await
+                .expect("connect"),
+        )
+    }
+
+    pub async fn send(&mut self, xid: u32, msg: &ofnode_proto::Message) {
+        use tokio::io::AsyncWriteExt;
+        self.stream
+            .write_all(&msg.to_bytes(xid))
+            .await
+            .expect("send");
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.stream.write_all(bytes).await.expect("send raw");
+    }
+
+    /// The next whole message, or `None` when the other side closed the connection.
+    pub async fn recv(&mut self) -> Option<(u32, ofnode_proto::Message)> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some(len) = ofnode_proto::message_length(&self.buffer) {
+                if self.buffer.len() >= len {
+                    let frame = self.buffer.split_to(len);
+                    return Some(ofnode_proto::Message::decode(&frame).expect("valid message"));
+                }
+            }
+            match self.stream.read_buf(&mut self.buffer).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Reads until the other side closes (bounded by CONNECT_TIMEOUT): proves we were dropped.
+    pub async fn expect_closed(&mut self) {
+        let closed = async { while self.recv().await.is_some() {} };
+        tokio::time::timeout(CONNECT_TIMEOUT, closed)
+            .await
+            .expect("the peer is disconnected");
+    }
+
+    /// Answers ofnode's handshake as a switch with this datapath id would.
+    pub async fn act_as_switch(&mut self, datapath_id: u64) {
+        use ofnode_proto::{Hello, Message, SwitchFeatures};
+        let (_, hello) = self.recv().await.expect("HELLO from ofnode");
+        assert!(matches!(hello, Message::Hello(_)), "{hello:?}");
+        self.send(1, &Message::Hello(Hello::default())).await;
+        let mut config = None;
+        loop {
+            let (xid, msg) = self.recv().await.expect("handshake request");
+            match msg {
+                Message::FeaturesRequest => {
+                    let features = SwitchFeatures {
+                        datapath_id,
+                        n_tables: 254,
+                        ..SwitchFeatures::default()
+                    };
+                    self.send(xid, &Message::FeaturesReply(features)).await;
+                }
+                Message::SetConfig(wanted) => config = Some(wanted),
+                Message::GetConfigRequest => {
+                    let reply = config.expect("SET_CONFIG before GET_CONFIG");
+                    self.send(xid, &Message::GetConfigReply(reply)).await;
+                    return;
+                }
+                other => panic!("unexpected handshake message {other:?}"),
+            }
+        }
+    }
+}
+
+/// Waits (without blocking the runtime) until `path` exists.
+pub async fn wait_for_path(path: &std::path::Path) {
+    let wait = async {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("{} did not appear", path.display()));
+}

@@ -159,7 +159,7 @@ impl Client {
         self.with_cache(|cache| cache.ofport(iface))
     }
 
-    fn disconnected(&self) -> Error {
+    pub(crate) fn disconnected(&self) -> Error {
         let reason = self
             .inner
             .shared
@@ -173,6 +173,9 @@ impl Client {
 
     /// Sends one JSON-RPC request and returns its `result`.
     pub async fn call(&self, method: &'static str, params: Value) -> Result<Value> {
+        // A caller that retries in a tight loop while disconnected would otherwise never yield
+        // and could starve the connection task that is trying to reconnect.
+        tokio::task::consume_budget().await;
         if !self.connected() {
             return Err(self.disconnected());
         }

@@ -119,6 +119,10 @@ impl Client {
         wait: bool,
         plan: impl Fn(&Cache) -> Result<Option<Plan>>,
     ) -> Result<()> {
+        // A plan made from the cache of a dead session would rest on stale rows.
+        if !self.connected() {
+            return Err(self.disconnected());
+        }
         for attempt in 1..=MAX_ATTEMPTS {
             let Some(plan) = self.with_cache(&plan)? else {
                 return Ok(());

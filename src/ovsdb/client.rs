@@ -282,6 +282,7 @@ impl Client {
     /// with `Disconnected`: the caller cannot know what the new session has seen.
     pub async fn wait_for_cfg(&self, cfg: i64) -> Result<()> {
         let mut status = self.watch();
+        let mut cache_version = self.inner.shared.cache_version.subscribe();
         let generation = status.borrow().generation;
         let after = self.inner.opts.reconfigure_timeout;
         let deadline = tokio::time::Instant::now() + after;
@@ -292,12 +293,18 @@ impl Client {
                     return Err(self.disconnected());
                 }
             }
+            cache_version.borrow_and_update();
             let cur = self.with_cache(Cache::cur_cfg);
             if cur.is_some_and(|cur| cur >= cfg) {
                 return Ok(());
             }
-            let changed = tokio::time::timeout_at(deadline, status.changed()).await;
-            match changed {
+            let changed = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    changed = status.changed() => changed,
+                    changed = cache_version.changed() => changed,
+                }
+            });
+            match changed.await {
                 Err(_) => {
                     return Err(Error::Timeout {
                         what: format!(

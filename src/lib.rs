@@ -1,3 +1,5 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
+pub mod netlink;
 pub mod ovsdb;
+pub mod sdn;

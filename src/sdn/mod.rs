@@ -1,0 +1,3 @@
+//! The node controller: the seed ovsController's operations, natively.
+
+pub mod types;

@@ -159,7 +159,7 @@ impl Client {
         self.with_cache(|cache| cache.ofport(iface))
     }
 
-    fn disconnected(&self) -> Error {
+    pub(crate) fn disconnected(&self) -> Error {
         let reason = self
             .inner
             .shared
@@ -173,6 +173,9 @@ impl Client {
 
     /// Sends one JSON-RPC request and returns its `result`.
     pub async fn call(&self, method: &'static str, params: Value) -> Result<Value> {
+        // A caller that retries in a tight loop while disconnected would otherwise never yield
+        // and could starve the connection task that is trying to reconnect.
+        tokio::task::consume_budget().await;
         if !self.connected() {
             return Err(self.disconnected());
         }
@@ -279,6 +282,7 @@ impl Client {
     /// with `Disconnected`: the caller cannot know what the new session has seen.
     pub async fn wait_for_cfg(&self, cfg: i64) -> Result<()> {
         let mut status = self.watch();
+        let mut cache_version = self.inner.shared.cache_version.subscribe();
         let generation = status.borrow().generation;
         let after = self.inner.opts.reconfigure_timeout;
         let deadline = tokio::time::Instant::now() + after;
@@ -289,12 +293,18 @@ impl Client {
                     return Err(self.disconnected());
                 }
             }
+            cache_version.borrow_and_update();
             let cur = self.with_cache(Cache::cur_cfg);
             if cur.is_some_and(|cur| cur >= cfg) {
                 return Ok(());
             }
-            let changed = tokio::time::timeout_at(deadline, status.changed()).await;
-            match changed {
+            let changed = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    changed = status.changed() => changed,
+                    changed = cache_version.changed() => changed,
+                }
+            });
+            match changed.await {
                 Err(_) => {
                     return Err(Error::Timeout {
                         what: format!(

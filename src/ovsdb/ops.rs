@@ -119,6 +119,10 @@ impl Client {
         wait: bool,
         plan: impl Fn(&Cache) -> Result<Option<Plan>>,
     ) -> Result<()> {
+        // A plan made from the cache of a dead session would rest on stale rows.
+        if !self.connected() {
+            return Err(self.disconnected());
+        }
         for attempt in 1..=MAX_ATTEMPTS {
             let Some(plan) = self.with_cache(&plan)? else {
                 return Ok(());
@@ -164,17 +168,11 @@ impl Client {
                 Datum::atom(spec.datapath_type.as_deref().unwrap_or("")),
             ),
         ]);
-        let created = std::sync::atomic::AtomicBool::new(false);
         self.execute(self.waits(), |cache| {
-            let plan = plan_bridge(cache, &spec.name, &wanted);
-            created.store(
-                plan.as_ref().is_some_and(|p| p.guard.is_some()),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            Ok(plan)
+            Ok(plan_bridge(cache, &spec.name, &wanted))
         })
         .await?;
-        if created.into_inner() && self.waits() {
+        if self.waits() {
             // The bridge's own interface shows whether ovs-vswitchd could create the bridge.
             self.with_cache(|cache| check_interface(cache, &spec.name, None))?;
         }

@@ -96,8 +96,6 @@ pub struct Status {
     pub connected: bool,
     /// Counts sessions: it grows by one each time a (re)connection has its monitor in place.
     pub generation: u64,
-    /// Counts monitor updates applied to the cache.
-    pub updates: u64,
     /// Why the last session ended.
     pub last_error: Option<String>,
 }
@@ -106,6 +104,8 @@ pub(crate) struct Shared {
     pub cache: RwLock<Cache>,
     pub schema: RwLock<Arc<Schema>>,
     pub status: watch::Sender<Status>,
+    /// Counts changes of the cache (monitor updates, or a rebuild), for waiters on a column.
+    pub cache_version: watch::Sender<u64>,
 }
 
 impl Shared {
@@ -114,6 +114,7 @@ impl Shared {
             cache: RwLock::new(Cache::default()),
             schema: RwLock::new(Arc::new(Schema::default())),
             status: watch::Sender::new(Status::default()),
+            cache_version: watch::Sender::new(0),
         }
     }
 
@@ -133,6 +134,10 @@ impl Shared {
 
     fn set_schema(&self, schema: Schema) {
         *self.schema.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(schema);
+    }
+
+    fn cache_changed(&self) {
+        self.cache_version.send_modify(|version| *version += 1);
     }
 
     fn write_cache(&self, f: impl FnOnce(&mut Cache)) {
@@ -352,7 +357,6 @@ impl<'a> Session<'a> {
         self.shared.status.send_modify(|status| {
             status.connected = true;
             status.generation += 1;
-            status.updates += 1;
         });
         tracing::info!(target = %self.target, "connected to ovsdb-server, cache loaded");
         if let Some(first) = first.take() {
@@ -401,6 +405,7 @@ impl<'a> Session<'a> {
             self.shared.set_schema(schema);
             let cache = Cache::from_initial(&initial);
             self.shared.write_cache(|cached| *cached = cache);
+            self.shared.cache_changed();
         }
         Ok(())
     }
@@ -471,7 +476,7 @@ impl<'a> Session<'a> {
                 })?;
                 let updates = parse_table_updates(updates)?;
                 self.shared.write_cache(|cache| cache.apply(&updates));
-                self.shared.status.send_modify(|status| status.updates += 1);
+                self.shared.cache_changed();
                 Ok(())
             }
             Message::Notification { .. } => Ok(()),

@@ -2,4 +2,5 @@
 
 pub mod netlink;
 pub mod openflow;
+pub mod ovsdb;
 pub mod sdn;

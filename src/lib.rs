@@ -1,3 +1,6 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
+pub mod api;
+pub mod cli;
+pub mod daemon;
 pub mod sdn;

@@ -1,13 +1,11 @@
 //! `ofnode run`: configuration, logging, the node controller and its control socket.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
 use serde::Deserialize;
 use tracing::{error, info};
 
-use crate::api::metrics::ApiMetrics;
 use crate::api::server::{self, ApiOptions};
 use crate::sdn::{Node, NodeConfig};
 
@@ -126,22 +124,21 @@ impl Settings {
         Ok(Settings {
             node: NodeConfig {
                 bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
-                ovsdb: args
-                    .ovsdb
-                    .or(file.ovsdb)
-                    .unwrap_or_else(|| DEFAULT_OVSDB.into()),
-                openflow: args
-                    .openflow
-                    .or(file.openflow)
-                    .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
-                state_dir: args
-                    .state_dir
-                    .or(file.state_dir)
-                    .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
                 datapath_type: args.datapath_type.or(file.datapath_type),
                 mtu,
                 manage_host_network: !args.no_host_network
                     && file.manage_host_network.unwrap_or(true),
+                ..NodeConfig::new(
+                    args.ovsdb
+                        .or(file.ovsdb)
+                        .unwrap_or_else(|| DEFAULT_OVSDB.into()),
+                    args.openflow
+                        .or(file.openflow)
+                        .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
+                    args.state_dir
+                        .or(file.state_dir)
+                        .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+                )
             },
             api: ApiOptions {
                 socket: args.api.or(file.api).unwrap_or(defaults.socket),
@@ -166,9 +163,8 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     // Bind first: a second daemon on the same socket must fail before it touches the switch.
     let listener = server::bind(&settings.api).await?;
     let node = Node::start(settings.node).await?;
-    let metrics = Arc::new(ApiMetrics::new());
     info!(api = %settings.api.socket.display(), "control API listening");
-    let result = server::serve(listener, node, &settings.api, metrics, shutdown_signal()).await;
+    let result = server::serve(listener, node, &settings.api, shutdown_signal()).await;
     let _ = std::fs::remove_file(&settings.api.socket);
     if let Err(err) = &result {
         error!("{err}");

@@ -3,4 +3,7 @@
 pub mod api;
 pub mod cli;
 pub mod daemon;
+pub mod netlink;
+pub mod openflow;
+pub mod ovsdb;
 pub mod sdn;

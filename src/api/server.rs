@@ -5,19 +5,16 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
 
-use super::metrics::ApiMetrics;
 use super::wire::{self, ErrorBody};
 use crate::sdn::{self, HostSubnet, Node, PodAdd, Service, SetupRequest};
 
@@ -61,7 +58,6 @@ pub enum ServeError {
 
 struct AppState {
     node: Node,
-    metrics: Arc<ApiMetrics>,
 }
 
 type Shared = State<Arc<AppState>>;
@@ -110,18 +106,17 @@ pub async fn serve(
     listener: UnixListener,
     node: Node,
     options: &ApiOptions,
-    metrics: Arc<ApiMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let app = router(node, metrics, options.max_body);
+    let app = router(node, options.max_body);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)
 }
 
-fn router(node: Node, metrics: Arc<ApiMetrics>, max_body: usize) -> Router {
-    let state = Arc::new(AppState { node, metrics });
+fn router(node: Node, max_body: usize) -> Router {
+    let state = Arc::new(AppState { node });
     Router::new()
         .route("/v1/setup", post(setup))
         .route("/v1/status", get(status))
@@ -140,28 +135,8 @@ fn router(node: Node, metrics: Arc<ApiMetrics>, max_body: usize) -> Router {
         .route("/v1/flows", get(dump_flows))
         .route("/metrics", get(render_metrics))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
-}
-
-/// Counts every request and its latency by endpoint and status.
-async fn observe(State(state): Shared, request: Request, next: Next) -> Response {
-    let endpoint = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
-    let method = request.method().as_str().to_string();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    state.metrics.observe_request(
-        &method,
-        &endpoint,
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    response
 }
 
 /// The API's error response: a status and `{"error": "…"}`.
@@ -329,11 +304,11 @@ async fn dump_flows(
 }
 
 async fn render_metrics(State(s): Shared) -> Response {
-    let text = s.metrics.render(&s.node);
+    let text = s.node.metrics().render(&s.node.status());
     (
         [(
             header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            "text/plain; version=0.0.4; charset=utf-8",
         )],
         text,
     )

@@ -5,10 +5,12 @@
 //! every run first reaps what dead runs left (`reap_stale`): their state directories live under
 //! [`STATE_ROOT`] and carry the owner's PID in their name.
 
+mod daemon;
 mod netns;
 mod ovs;
 mod process;
 
+pub use daemon::Daemon;
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

@@ -1,0 +1,177 @@
+//! An `ofnode run` daemon started by a test inside an OVS namespace; killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::ovs::Ovs;
+use crate::process::{pid_alive, CommandError};
+
+/// A running `ofnode run`. Its log goes to `<state dir>/ofnode.log`.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Option<Child>,
+    binary: PathBuf,
+    args: Vec<String>,
+    netns: String,
+    pub api: PathBuf,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `binary run` in `ovs`'s namespace against its OVSDB, passive OpenFlow on
+    /// 127.0.0.1:6653 of that namespace, with the API socket and state under `ovs.dir()/ofnode`.
+    /// `extra` is appended to the command line (e.g. `--mtu 1400`).
+    pub fn start(ovs: &Ovs, binary: &Path, extra: &[&str]) -> Result<Daemon, CommandError> {
+        let root = ovs.dir().join("ofnode");
+        let state_dir = root.join("state");
+        std::fs::create_dir_all(&state_dir)
+            .map_err(|e| CommandError::Other(format!("create {}: {e}", state_dir.display())))?;
+        let api = root.join("ofnode.sock");
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--ovsdb".into(),
+            ovs.db_target(),
+            "--openflow".into(),
+            "ptcp:6653:127.0.0.1".into(),
+            "--api".into(),
+            api.display().to_string(),
+            "--state-dir".into(),
+            state_dir.display().to_string(),
+            "--datapath-type".into(),
+            "netdev".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut daemon = Daemon {
+            child: None,
+            binary: binary.to_path_buf(),
+            args,
+            netns: ovs.netns().name().to_string(),
+            api,
+            log: root.join("ofnode.log"),
+            state_dir,
+        };
+        daemon.spawn()?;
+        Ok(daemon)
+    }
+
+    /// (Re)starts the process with the same arguments and waits for its API socket to answer.
+    pub fn spawn(&mut self) -> Result<(), CommandError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| CommandError::Other(format!("open {}: {e}", self.log.display())))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| CommandError::Other(format!("dup log: {e}")))?;
+        let _ = std::fs::remove_file(&self.api);
+        // `ip netns exec` execs the program after entering the namespace: the child's PID is
+        // the daemon's own.
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.netns])
+            .arg(&self.binary)
+            .args(&self.args)
+            .env(
+                "OFNODE_LOG",
+                std::env::var("OFNODE_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|source| CommandError::Spawn {
+                command: format!("ip netns exec {} {}", self.netns, self.binary.display()),
+                source,
+            })?;
+        // Record the PID where the stale-state reaper looks for it.
+        if let Some(root) = self.api.parent() {
+            let _ = std::fs::write(root.join("ofnode.pid"), child.id().to_string());
+        }
+        self.child = Some(child);
+        self.wait_api(Duration::from_secs(15))
+    }
+
+    fn wait_api(&mut self, timeout: Duration) -> Result<(), CommandError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if std::os::unix::net::UnixStream::connect(&self.api).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(CommandError::Other(format!(
+                        "ofnode exited ({status}) before its API came up; log:\n{}",
+                        self.log_tail(30)
+                    )));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(CommandError::Other(format!(
+                    "ofnode API {} not up within {timeout:?}; log:\n{}",
+                    self.api.display(),
+                    self.log_tail(30)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .filter(|pid| pid_alive(*pid))
+    }
+
+    /// SIGKILL, as a crash: no shutdown path runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait: the orderly stop.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) has no memory-safety preconditions; the PID is our own child's,
+            // not yet reaped, so it cannot have been recycled.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Runs the CLI (`binary ARGS… --api SOCK`) and returns its stdout, or its stderr as error.
+    pub fn cli(&self, args: &[&str]) -> Result<String, CommandError> {
+        crate::process::run_ok(
+            Command::new(&self.binary)
+                .args(args)
+                .arg("--api")
+                .arg(&self.api),
+        )
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

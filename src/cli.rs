@@ -365,7 +365,7 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
                 namespaces,
                 policies,
             };
-            ok(client(&api).send(Method::POST, "/v1/egress", &req).await?);
+            act(&api, Method::POST, "/v1/egress", &req).await?;
         }
         Command::Vnids(VnidsCommand::Unused { api }) => {
             let reply: wire::UnusedVnids = client(&api).get("/v1/vnids/unused").await?;
@@ -409,13 +409,11 @@ async fn run_pod(cmd: PodCommand) -> Result<(), CliError> {
         }
         PodCommand::Update { sandbox, vnid, api } => {
             let req = wire::PodUpdate { sandbox, vnid };
-            ok(client(&api)
-                .send(Method::POST, "/v1/pods/update", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/pods/update", &req).await?;
         }
         PodCommand::Del { veth, ip, api } => {
             let req = wire::PodDel { veth, ip };
-            ok(client(&api).send(Method::DELETE, "/v1/pods", &req).await?);
+            act(&api, Method::DELETE, "/v1/pods", &req).await?;
         }
         PodCommand::Bandwidth {
             veth,
@@ -428,9 +426,7 @@ async fn run_pod(cmd: PodCommand) -> Result<(), CliError> {
                 ingress_bps: ingress,
                 egress_bps: egress,
             };
-            ok(client(&api)
-                .send(Method::POST, "/v1/pods/bandwidth", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/pods/bandwidth", &req).await?;
         }
     }
     Ok(())
@@ -451,9 +447,7 @@ async fn run_hostsubnet(cmd: HostSubnetCommand) -> Result<(), CliError> {
                 fixed_vnid,
                 vtep_mac,
             };
-            ok(client(&api)
-                .send(Method::POST, "/v1/hostsubnets", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/hostsubnets", &req).await?;
         }
         HostSubnetCommand::Del {
             host_ip,
@@ -461,9 +455,7 @@ async fn run_hostsubnet(cmd: HostSubnetCommand) -> Result<(), CliError> {
             api,
         } => {
             let req = wire::HostSubnetDel { host_ip, subnet };
-            ok(client(&api)
-                .send(Method::DELETE, "/v1/hostsubnets", &req)
-                .await?);
+            act(&api, Method::DELETE, "/v1/hostsubnets", &req).await?;
         }
     }
     Ok(())
@@ -478,15 +470,11 @@ async fn run_service(cmd: ServiceCommand) -> Result<(), CliError> {
             api,
         } => {
             let req = Service { ip, vnid, ports };
-            ok(client(&api)
-                .send(Method::POST, "/v1/services", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/services", &req).await?;
         }
         ServiceCommand::Del { ip, api } => {
             let req = wire::ServiceDel { ip };
-            ok(client(&api)
-                .send(Method::DELETE, "/v1/services", &req)
-                .await?);
+            act(&api, Method::DELETE, "/v1/services", &req).await?;
         }
     }
     Ok(())
@@ -506,15 +494,11 @@ async fn run_multicast(cmd: MulticastCommand) -> Result<(), CliError> {
                 enabled: enable,
                 ofports,
             };
-            ok(client(&api)
-                .send(Method::POST, "/v1/multicast/local", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/multicast/local", &req).await?;
         }
         MulticastCommand::Vxlan { remotes, api } => {
             let req = wire::MulticastVxlan { remotes };
-            ok(client(&api)
-                .send(Method::POST, "/v1/multicast/vxlan", &req)
-                .await?);
+            act(&api, Method::POST, "/v1/multicast/vxlan", &req).await?;
         }
     }
     Ok(())
@@ -524,8 +508,16 @@ fn client(api: &ApiArg) -> Client {
     Client::new(&api.api)
 }
 
-/// Successful operations without a result print nothing, as ovs-ofctl and ovs-vsctl do.
-fn ok(_: wire::Ok) {}
+/// An operation without a result: success prints nothing, as ovs-ofctl and ovs-vsctl do.
+async fn act<B: serde::Serialize>(
+    api: &ApiArg,
+    method: Method,
+    path: &str,
+    body: &B,
+) -> Result<(), CliError> {
+    let _: wire::Ok = client(api).send(method, path, body).await?;
+    Ok(())
+}
 
 fn print_status(status: &serde_json::Value, json: bool) {
     if json {

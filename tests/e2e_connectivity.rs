@@ -15,6 +15,7 @@ fn start(nodes: usize, mode: Mode) -> Cluster {
         nodes,
         mode,
         control: Control::from_env(env!("CARGO_BIN_EXE_ofnode")),
+        echo: false,
     })
     .unwrap()
 }

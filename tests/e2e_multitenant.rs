@@ -12,6 +12,7 @@ fn start(nodes: usize) -> Cluster {
         nodes,
         mode: Mode::Multitenant,
         control: Control::from_env(env!("CARGO_BIN_EXE_ofnode")),
+        echo: false,
     })
     .unwrap()
 }

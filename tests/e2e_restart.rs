@@ -24,6 +24,7 @@ fn ping_across_nodes_recovers_after_ovs_vswitchd_restarts() {
         nodes: 2,
         mode: Mode::Subnet,
         control,
+        echo: false,
     })
     .unwrap();
     let a = cluster.add_pod(0, 0).unwrap();

@@ -97,6 +97,8 @@ pub struct ClusterOptions {
     pub nodes: usize,
     pub mode: Mode,
     pub control: Control,
+    /// Print every ofnode CLI command before running it, as an operator would type it.
+    pub echo: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +140,7 @@ pub struct Node {
     ovs: Ovs,
     next_pod: AtomicU8,
     has_external: std::sync::atomic::AtomicBool,
+    echo: bool,
 }
 
 impl Node {
@@ -174,6 +177,9 @@ impl Node {
         let daemon = self.daemon.as_ref().ok_or_else(|| {
             ClusterError::Invalid(format!("node {} runs no ofnode daemon", self.index))
         })?;
+        if self.echo {
+            println!("  [node {}] $ ofnode {}", self.index, args.join(" "));
+        }
         daemon.cli(args).context(|| {
             format!(
                 "node {}: ofnode {}\n--- ofnode log ---\n{}",
@@ -273,6 +279,7 @@ pub struct PortPackets {
 pub struct Cluster {
     pub mode: Mode,
     control: Control,
+    echo: bool,
     // Field order is drop order: nodes, then the underlay links and namespace.
     nodes: Vec<Node>,
     _underlay_links: Vec<Veth>,
@@ -297,6 +304,7 @@ impl Cluster {
         let mut cluster = Cluster {
             mode: options.mode,
             control: options.control,
+            echo: options.echo,
             nodes: Vec::new(),
             _underlay_links: Vec::new(),
             underlay,
@@ -357,6 +365,7 @@ impl Cluster {
             ovs,
             next_pod: AtomicU8::new(0),
             has_external: Default::default(),
+            echo: self.echo,
         };
         let link = self.attach_underlay(&node)?;
         let node = match &self.control {

@@ -22,6 +22,7 @@ fn seed_flow_cluster_carries_packets_and_a_panic_leaves_nothing_behind() {
             nodes: 2,
             mode: Mode::Subnet,
             control: Control::SeedFlows,
+            echo: false,
         })
         .unwrap();
         let a = cluster.add_pod(0, 0).unwrap();

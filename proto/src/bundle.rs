@@ -1,0 +1,159 @@
+//! ONF EXT-230 bundles for OpenFlow 1.3: experimenter messages ONFT_BUNDLE_CONTROL (2300) and
+//! ONFT_BUNDLE_ADD_MESSAGE (2301) of experimenter 0x4F4E4600, with the OpenFlow 1.4 bodies.
+
+use std::ops::{BitAnd, BitOr};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::wire::{put_zeros, Reader};
+use crate::{DecodeError, Message};
+
+pub const ONF_EXPERIMENTER_ID: u32 = 0x4f4e_4600;
+pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
+pub const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
+
+/// Bundle flags (OFPBF_*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct BundleFlags(pub u16);
+
+impl BundleFlags {
+    pub const NONE: BundleFlags = BundleFlags(0);
+    pub const ATOMIC: BundleFlags = BundleFlags(1);
+    pub const ORDERED: BundleFlags = BundleFlags(2);
+
+    pub fn contains(self, other: BundleFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for BundleFlags {
+    type Output = BundleFlags;
+    fn bitor(self, rhs: BundleFlags) -> BundleFlags {
+        BundleFlags(self.0 | rhs.0)
+    }
+}
+
+impl BitAnd for BundleFlags {
+    type Output = BundleFlags;
+    fn bitand(self, rhs: BundleFlags) -> BundleFlags {
+        BundleFlags(self.0 & rhs.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BundleCtrlType {
+    OpenRequest,
+    OpenReply,
+    CloseRequest,
+    CloseReply,
+    CommitRequest,
+    CommitReply,
+    DiscardRequest,
+    DiscardReply,
+}
+
+/// The control types in wire order (OFPBCT_* values are the indexes).
+const CTRL_TYPES: [BundleCtrlType; 8] = [
+    BundleCtrlType::OpenRequest,
+    BundleCtrlType::OpenReply,
+    BundleCtrlType::CloseRequest,
+    BundleCtrlType::CloseReply,
+    BundleCtrlType::CommitRequest,
+    BundleCtrlType::CommitReply,
+    BundleCtrlType::DiscardRequest,
+    BundleCtrlType::DiscardReply,
+];
+
+impl BundleCtrlType {
+    pub fn to_u16(self) -> u16 {
+        CTRL_TYPES.iter().position(|t| *t == self).unwrap_or(0) as u16
+    }
+
+    pub fn from_u16(v: u16) -> Option<Self> {
+        CTRL_TYPES.get(usize::from(v)).copied()
+    }
+
+    /// The reply a switch sends to this request (`None` for replies).
+    pub fn reply(self) -> Option<BundleCtrlType> {
+        let v = self.to_u16();
+        (v % 2 == 0).then(|| CTRL_TYPES[usize::from(v) + 1])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BundleControl {
+    pub bundle_id: u32,
+    pub ctrl_type: BundleCtrlType,
+    pub flags: BundleFlags,
+    /// Bundle properties, raw (none are needed for OVS).
+    pub properties: Bytes,
+}
+
+impl BundleControl {
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        out.put_u32(ONF_EXPERIMENTER_ID);
+        out.put_u32(ONFT_BUNDLE_CONTROL);
+        out.put_u32(self.bundle_id);
+        out.put_u16(self.ctrl_type.to_u16());
+        out.put_u16(self.flags.0);
+        out.put_slice(&self.properties);
+    }
+
+    /// Decodes the body after the experimenter id and type.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let bundle_id = r.u32()?;
+        let raw_type = r.u16()?;
+        let ctrl_type = BundleCtrlType::from_u16(raw_type).ok_or(DecodeError::BadValue {
+            what: "bundle control type",
+            value: u64::from(raw_type),
+        })?;
+        Ok(BundleControl {
+            bundle_id,
+            ctrl_type,
+            flags: BundleFlags(r.u16()?),
+            properties: Bytes::copy_from_slice(r.rest()),
+        })
+    }
+}
+
+/// Adds `message` to bundle `bundle_id`. On the wire the inner message carries the add
+/// message's own xid, as OVS requires; bytes after the inner message (properties) are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BundleAdd {
+    pub bundle_id: u32,
+    pub flags: BundleFlags,
+    pub message: Box<Message>,
+}
+
+impl BundleAdd {
+    pub(crate) fn encode(&self, xid: u32, out: &mut BytesMut) {
+        out.put_u32(ONF_EXPERIMENTER_ID);
+        out.put_u32(ONFT_BUNDLE_ADD_MESSAGE);
+        out.put_u32(self.bundle_id);
+        put_zeros(out, 2);
+        out.put_u16(self.flags.0);
+        self.message.encode(xid, out);
+    }
+
+    /// Decodes the body after the experimenter id and type; `xid` is the outer message's.
+    pub(crate) fn decode(r: &mut Reader<'_>, xid: u32) -> Result<Self, DecodeError> {
+        let bundle_id = r.u32()?;
+        r.skip(2)?;
+        let flags = BundleFlags(r.u16()?);
+        let inner = crate::Header::parse(r.peek_rest())?;
+        let frame = r.take(usize::from(inner.length))?;
+        r.rest();
+        let (inner_xid, message) = crate::message::decode_inner(frame)?;
+        if inner_xid != xid {
+            return Err(DecodeError::BundleXidMismatch {
+                outer: xid,
+                inner: inner_xid,
+            });
+        }
+        Ok(BundleAdd {
+            bundle_id,
+            flags,
+            message: Box::new(message),
+        })
+    }
+}

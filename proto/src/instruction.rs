@@ -1,0 +1,153 @@
+//! OpenFlow 1.3 instructions.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::action::{decode_actions, encode_actions, Action};
+use crate::wire::{put_zeros, LengthSlot, Reader};
+use crate::DecodeError;
+
+pub const OFPIT_GOTO_TABLE: u16 = 1;
+pub const OFPIT_WRITE_METADATA: u16 = 2;
+pub const OFPIT_WRITE_ACTIONS: u16 = 3;
+pub const OFPIT_APPLY_ACTIONS: u16 = 4;
+pub const OFPIT_CLEAR_ACTIONS: u16 = 5;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Instruction {
+    GotoTable(u8),
+    ApplyActions(Vec<Action>),
+    WriteActions(Vec<Action>),
+    ClearActions,
+    /// Any other instruction (meter, write_metadata, experimenter), header included.
+    Unknown(Vec<u8>),
+}
+
+impl Instruction {
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Instruction::GotoTable(table) => {
+                out.put_u16(OFPIT_GOTO_TABLE);
+                out.put_u16(8);
+                out.put_u8(*table);
+                put_zeros(out, 3);
+            }
+            Instruction::ApplyActions(actions) => {
+                encode_with_actions(OFPIT_APPLY_ACTIONS, actions, out)
+            }
+            Instruction::WriteActions(actions) => {
+                encode_with_actions(OFPIT_WRITE_ACTIONS, actions, out)
+            }
+            Instruction::ClearActions => {
+                out.put_u16(OFPIT_CLEAR_ACTIONS);
+                out.put_u16(8);
+                put_zeros(out, 4);
+            }
+            Instruction::Unknown(raw) => out.put_slice(raw),
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Instruction, DecodeError> {
+        let mut head = Reader::new(r.peek_rest(), "instruction header");
+        let inst_type = head.u16()?;
+        let len = usize::from(head.u16()?);
+        if len < 8 || len % 8 != 0 {
+            return Err(DecodeError::BadLength {
+                what: "instruction",
+                length: len,
+                reason: "must be a non-zero multiple of 8",
+            });
+        }
+        let raw = r.take(len)?;
+        let mut body = Reader::new(&raw[4..], "instruction");
+        Ok(match inst_type {
+            OFPIT_GOTO_TABLE => Instruction::GotoTable(body.u8()?),
+            OFPIT_APPLY_ACTIONS => {
+                body.skip(4)?;
+                Instruction::ApplyActions(decode_actions(&mut body)?)
+            }
+            OFPIT_WRITE_ACTIONS => {
+                body.skip(4)?;
+                Instruction::WriteActions(decode_actions(&mut body)?)
+            }
+            OFPIT_CLEAR_ACTIONS => Instruction::ClearActions,
+            _ => Instruction::Unknown(raw.to_vec()),
+        })
+    }
+}
+
+fn encode_with_actions(inst_type: u16, actions: &[Action], out: &mut BytesMut) {
+    let slot = LengthSlot::new(out, 2);
+    out.put_u16(inst_type);
+    out.put_u16(0);
+    put_zeros(out, 4);
+    encode_actions(actions, out);
+    slot.finish(out, false);
+}
+
+pub fn encode_instructions(instructions: &[Instruction], out: &mut BytesMut) {
+    for inst in instructions {
+        inst.encode(out);
+    }
+}
+
+pub(crate) fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, DecodeError> {
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        out.push(Instruction::decode(r)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::{Field, FieldRange};
+    use crate::test_util::hex;
+
+    #[test]
+    fn apply_then_goto_from_ovs() {
+        // actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10 (ovs-ofctl 3.1)
+        let bytes =
+            hex("0004002000000000ffff00180000232000060020000000000001200800010004000100080a000000");
+        let decoded = decode_instructions(&mut Reader::new(&bytes, "t")).unwrap();
+        assert_eq!(
+            decoded,
+            vec![
+                Instruction::ApplyActions(vec![Action::RegMove {
+                    src: FieldRange::bits(Field::TunId, 0, 31),
+                    dst: FieldRange::whole(Field::Reg(0)),
+                }]),
+                Instruction::GotoTable(10),
+            ]
+        );
+        let mut out = BytesMut::new();
+        encode_instructions(&decoded, &mut out);
+        assert_eq!(&out[..], &bytes[..]);
+    }
+
+    #[test]
+    fn write_and_clear_actions_decode() {
+        let bytes = hex("0003001800000000000000100000000200000000000000000005000800000000");
+        let decoded = decode_instructions(&mut Reader::new(&bytes, "t")).unwrap();
+        assert_eq!(
+            decoded,
+            vec![
+                Instruction::WriteActions(vec![Action::output(2)]),
+                Instruction::ClearActions
+            ]
+        );
+        let mut out = BytesMut::new();
+        encode_instructions(&decoded, &mut out);
+        assert_eq!(&out[..], &bytes[..]);
+    }
+
+    #[test]
+    fn rejects_truncated() {
+        for bad in ["0001", "00010008", "000100100a000000", "0004000400000000"] {
+            assert!(
+                decode_instructions(&mut Reader::new(&hex(bad), "t")).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! OFPT_MULTIPART_REQUEST / OFPT_MULTIPART_REPLY: flow stats, port descriptions, switch
+//! description; other kinds are carried as raw bodies.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::instruction::{decode_instructions, encode_instructions, Instruction};
+use crate::oxm::Match;
+use crate::port::{Port, OFP_PORT_LEN};
+use crate::wire::{put_fixed_str, put_zeros, LengthSlot, Reader};
+use crate::{DecodeError, OFPG_ANY, OFPP_ANY, OFPTT_ALL};
+
+pub const OFPMP_DESC: u16 = 0;
+pub const OFPMP_FLOW: u16 = 1;
+pub const OFPMP_PORT_DESC: u16 = 13;
+
+/// Set in a reply's flags when more parts of the same reply follow.
+pub const OFPMPF_REPLY_MORE: u16 = 1;
+/// Set in a request's flags when more parts of the same request follow.
+pub const OFPMPF_REQ_MORE: u16 = 1;
+
+/// Flow stats request (OFPMP_FLOW): the flows of `table_id` (OFPTT_ALL for all) that match
+/// `match_` non-strictly and whose cookie equals `cookie` under `cookie_mask`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowStatsRequest {
+    pub table_id: u8,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub match_: Match,
+}
+
+impl Default for FlowStatsRequest {
+    /// Every flow of every table, as `ovs-ofctl dump-flows` asks.
+    fn default() -> Self {
+        FlowStatsRequest {
+            table_id: OFPTT_ALL,
+            out_port: OFPP_ANY,
+            out_group: OFPG_ANY,
+            cookie: 0,
+            cookie_mask: 0,
+            match_: Match::new(),
+        }
+    }
+}
+
+impl FlowStatsRequest {
+    fn encode(&self, out: &mut BytesMut) {
+        out.put_u8(self.table_id);
+        put_zeros(out, 3);
+        out.put_u32(self.out_port);
+        out.put_u32(self.out_group);
+        put_zeros(out, 4);
+        out.put_u64(self.cookie);
+        out.put_u64(self.cookie_mask);
+        self.match_.encode(out);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let table_id = r.u8()?;
+        r.skip(3)?;
+        let out_port = r.u32()?;
+        let out_group = r.u32()?;
+        r.skip(4)?;
+        Ok(FlowStatsRequest {
+            table_id,
+            out_port,
+            out_group,
+            cookie: r.u64()?,
+            cookie_mask: r.u64()?,
+            match_: Match::decode(r)?,
+        })
+    }
+}
+
+/// A multipart request. Kinds this crate does not interpret — and interpreted kinds sent with
+/// non-zero flags — are `Other`, kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MultipartRequest {
+    Flow(FlowStatsRequest),
+    PortDesc,
+    Desc,
+    Other {
+        mp_type: u16,
+        flags: u16,
+        body: Bytes,
+    },
+}
+
+impl MultipartRequest {
+    pub fn mp_type(&self) -> u16 {
+        match self {
+            MultipartRequest::Flow(_) => OFPMP_FLOW,
+            MultipartRequest::PortDesc => OFPMP_PORT_DESC,
+            MultipartRequest::Desc => OFPMP_DESC,
+            MultipartRequest::Other { mp_type, .. } => *mp_type,
+        }
+    }
+
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        out.put_u16(self.mp_type());
+        let flags = match self {
+            MultipartRequest::Other { flags, .. } => *flags,
+            _ => 0,
+        };
+        out.put_u16(flags);
+        put_zeros(out, 4);
+        match self {
+            MultipartRequest::Flow(req) => req.encode(out),
+            MultipartRequest::PortDesc | MultipartRequest::Desc => {}
+            MultipartRequest::Other { body, .. } => out.put_slice(body),
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mp_type = r.u16()?;
+        let flags = r.u16()?;
+        r.skip(4)?;
+        if flags != 0 {
+            let body = Bytes::copy_from_slice(r.rest());
+            return Ok(MultipartRequest::Other {
+                mp_type,
+                flags,
+                body,
+            });
+        }
+        let req = match mp_type {
+            OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r)?),
+            OFPMP_PORT_DESC => MultipartRequest::PortDesc,
+            OFPMP_DESC => MultipartRequest::Desc,
+            _ => MultipartRequest::Other {
+                mp_type,
+                flags,
+                body: Bytes::copy_from_slice(r.rest()),
+            },
+        };
+        Ok(req)
+    }
+}
+
+/// One flow of a flow stats reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowStats {
+    pub table_id: u8,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub priority: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub flags: u16,
+    pub cookie: u64,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub match_: Match,
+    pub instructions: Vec<Instruction>,
+}
+
+impl FlowStats {
+    pub fn encode(&self, out: &mut BytesMut) {
+        let slot = LengthSlot::new(out, 0);
+        out.put_u16(0);
+        out.put_u8(self.table_id);
+        put_zeros(out, 1);
+        out.put_u32(self.duration_sec);
+        out.put_u32(self.duration_nsec);
+        out.put_u16(self.priority);
+        out.put_u16(self.idle_timeout);
+        out.put_u16(self.hard_timeout);
+        out.put_u16(self.flags);
+        put_zeros(out, 4);
+        out.put_u64(self.cookie);
+        out.put_u64(self.packet_count);
+        out.put_u64(self.byte_count);
+        self.match_.encode(out);
+        encode_instructions(&self.instructions, out);
+        slot.finish(out, false);
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut peek = Reader::new(r.peek_rest(), "flow stats");
+        let length = usize::from(peek.u16()?);
+        if length < 56 {
+            return Err(DecodeError::BadLength {
+                what: "flow stats entry",
+                length,
+                reason: "shorter than its fixed part and empty match (56 bytes)",
+            });
+        }
+        let mut e = r.sub(length, "flow stats entry")?;
+        e.skip(2)?;
+        let table_id = e.u8()?;
+        e.skip(1)?;
+        let duration_sec = e.u32()?;
+        let duration_nsec = e.u32()?;
+        let priority = e.u16()?;
+        let idle_timeout = e.u16()?;
+        let hard_timeout = e.u16()?;
+        let flags = e.u16()?;
+        e.skip(4)?;
+        Ok(FlowStats {
+            table_id,
+            duration_sec,
+            duration_nsec,
+            priority,
+            idle_timeout,
+            hard_timeout,
+            flags,
+            cookie: e.u64()?,
+            packet_count: e.u64()?,
+            byte_count: e.u64()?,
+            match_: Match::decode(&mut e)?,
+            instructions: decode_instructions(&mut e)?,
+        })
+    }
+}
+
+/// The switch description (OFPMP_DESC reply).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Desc {
+    pub mfr_desc: String,
+    pub hw_desc: String,
+    pub sw_desc: String,
+    pub serial_num: String,
+    pub dp_desc: String,
+}
+
+const DESC_STR_LEN: usize = 256;
+const SERIAL_NUM_LEN: usize = 32;
+
+impl Desc {
+    fn encode(&self, out: &mut BytesMut) {
+        put_fixed_str(out, &self.mfr_desc, DESC_STR_LEN);
+        put_fixed_str(out, &self.hw_desc, DESC_STR_LEN);
+        put_fixed_str(out, &self.sw_desc, DESC_STR_LEN);
+        put_fixed_str(out, &self.serial_num, SERIAL_NUM_LEN);
+        put_fixed_str(out, &self.dp_desc, DESC_STR_LEN);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Desc {
+            mfr_desc: r.fixed_str(DESC_STR_LEN)?,
+            hw_desc: r.fixed_str(DESC_STR_LEN)?,
+            sw_desc: r.fixed_str(DESC_STR_LEN)?,
+            serial_num: r.fixed_str(SERIAL_NUM_LEN)?,
+            dp_desc: r.fixed_str(DESC_STR_LEN)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MultipartReplyBody {
+    Flow(Vec<FlowStats>),
+    PortDesc(Vec<Port>),
+    Desc(Desc),
+    Other { mp_type: u16, body: Bytes },
+}
+
+/// One part of a multipart reply; `flags & OFPMPF_REPLY_MORE` says more parts follow.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MultipartReply {
+    pub flags: u16,
+    pub body: MultipartReplyBody,
+}
+
+impl MultipartReply {
+    pub fn more(&self) -> bool {
+        self.flags & OFPMPF_REPLY_MORE != 0
+    }
+
+    pub fn mp_type(&self) -> u16 {
+        match &self.body {
+            MultipartReplyBody::Flow(_) => OFPMP_FLOW,
+            MultipartReplyBody::PortDesc(_) => OFPMP_PORT_DESC,
+            MultipartReplyBody::Desc(_) => OFPMP_DESC,
+            MultipartReplyBody::Other { mp_type, .. } => *mp_type,
+        }
+    }
+
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        out.put_u16(self.mp_type());
+        out.put_u16(self.flags);
+        put_zeros(out, 4);
+        match &self.body {
+            MultipartReplyBody::Flow(flows) => flows.iter().for_each(|f| f.encode(out)),
+            MultipartReplyBody::PortDesc(ports) => ports.iter().for_each(|p| p.encode(out)),
+            MultipartReplyBody::Desc(desc) => desc.encode(out),
+            MultipartReplyBody::Other { body, .. } => out.put_slice(body),
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mp_type = r.u16()?;
+        let flags = r.u16()?;
+        r.skip(4)?;
+        let body = match mp_type {
+            OFPMP_FLOW => {
+                let mut flows = Vec::new();
+                while !r.is_empty() {
+                    flows.push(FlowStats::decode(r)?);
+                }
+                MultipartReplyBody::Flow(flows)
+            }
+            OFPMP_PORT_DESC => {
+                if r.remaining() % OFP_PORT_LEN != 0 {
+                    return Err(DecodeError::BadLength {
+                        what: "port description reply",
+                        length: r.remaining(),
+                        reason: "not a multiple of the 64-byte port description",
+                    });
+                }
+                let mut ports = Vec::new();
+                while !r.is_empty() {
+                    ports.push(Port::decode(r)?);
+                }
+                MultipartReplyBody::PortDesc(ports)
+            }
+            OFPMP_DESC => MultipartReplyBody::Desc(Desc::decode(r)?),
+            _ => MultipartReplyBody::Other {
+                mp_type,
+                body: Bytes::copy_from_slice(r.rest()),
+            },
+        };
+        Ok(MultipartReply { flags, body })
+    }
+}

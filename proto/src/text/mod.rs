@@ -1,0 +1,13 @@
+//! The `ovs-ofctl` flow text syntax: a parser (text → [`crate::FlowMod`]) and a printer
+//! (flows → the text `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints).
+
+mod lexer;
+mod parse;
+mod print;
+mod value;
+
+pub use parse::{parse_actions, parse_flow, parse_match, ParseError};
+pub use print::{
+    format_action, format_action_list, format_actions, format_flow, format_flow_mod, format_match,
+};
+pub use value::{format_port, parse_port};

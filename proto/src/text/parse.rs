@@ -1,0 +1,489 @@
+//! The ovs-ofctl flow syntax → [`FlowMod`].
+
+use crate::action::Action;
+use crate::field::{Field, FieldRange, Prereq};
+use crate::flow_mod::{FlowMod, FlowModCommand};
+use crate::instruction::Instruction;
+use crate::oxm::Match;
+use crate::text::lexer::{tokens, Token};
+use crate::text::value::{parse_field_value, parse_port, parse_uint, protocol_name, PROTOCOLS};
+use crate::{
+    OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
+    OFPFF_SEND_FLOW_REM, OFPP_CONTROLLER,
+};
+
+/// Why a flow text was refused; every variant names the token at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("unknown keyword `{0}`")]
+    UnknownKeyword(String),
+    #[error("`{token}`: {reason}")]
+    BadToken { token: String, reason: String },
+    #[error("`{token}` needs `{needs}` in the match (OpenFlow 1.3 prerequisite)")]
+    Prerequisite { token: String, needs: &'static str },
+    #[error("unsupported action `{0}`")]
+    UnknownAction(String),
+    #[error("a flow to add or modify needs `actions=...` (use `actions=drop` to drop)")]
+    MissingActions,
+    #[error("`{0}`: a delete takes no actions")]
+    UnexpectedActions(String),
+    #[error("{0}")]
+    Syntax(String),
+}
+
+fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
+    ParseError::BadToken {
+        token: token.text.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses a flow as `ovs-ofctl add-flow`/`mod-flows`/`del-flows` read it, e.g.
+/// `table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, actions=goto_table:10` or,
+/// for a delete, `table=100, reg0=5, cookie=0/1`. Unlike ovs-ofctl 3.1, which silently drops
+/// a field whose prerequisite is missing (`nw_src=...` without `ip`), this is an error.
+pub fn parse_flow(text: &str, command: FlowModCommand) -> Result<FlowMod, ParseError> {
+    let (match_text, actions_text) = split_actions(text);
+    let mut fm = FlowMod::new(command);
+    match (command.is_delete(), actions_text) {
+        (false, None) => return Err(ParseError::MissingActions),
+        (true, Some(actions)) => return Err(ParseError::UnexpectedActions(actions.to_string())),
+        (false, Some(actions)) => fm.instructions = parse_actions(actions)?,
+        (true, None) => {}
+    }
+    let mut fields = FieldSet::default();
+    for token in tokens(match_text).map_err(ParseError::Syntax)? {
+        apply_token(&mut fm, &mut fields, &token)?;
+    }
+    fm.match_ = fields.into_match()?;
+    Ok(fm)
+}
+
+/// Parses just a match (`ip, nw_dst=10.129.0.5`), with prerequisites checked.
+pub fn parse_match(text: &str) -> Result<Match, ParseError> {
+    let mut fields = FieldSet::default();
+    for token in tokens(text).map_err(ParseError::Syntax)? {
+        if !fields.apply(&token)? {
+            return Err(ParseError::UnknownKeyword(token.key.to_string()));
+        }
+    }
+    fields.into_match()
+}
+
+/// Splits off the actions: everything after the first `actions=` (ovs-ofctl finds the keyword
+/// the same way, so it must come last).
+fn split_actions(text: &str) -> (&str, Option<&str>) {
+    let Some(at) = find_keyword(text, "actions") else {
+        return (text, None);
+    };
+    let after = text[at + "actions".len()..].trim_start();
+    match after.strip_prefix('=').or_else(|| after.strip_prefix(':')) {
+        Some(actions) => (&text[..at], Some(actions)),
+        None => (text, None),
+    }
+}
+
+/// Byte offset of `word` where it starts a token.
+fn find_keyword(text: &str, word: &str) -> Option<usize> {
+    text.match_indices(word).map(|(i, _)| i).find(|&i| {
+        text[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| matches!(c, ',' | ' ' | '\t' | '\r' | '\n'))
+    })
+}
+
+/// Which flow-level keywords each command accepts (mirrors ovs-ofctl's F_* sets).
+fn allows(command: FlowModCommand, keyword: &str) -> bool {
+    use FlowModCommand::*;
+    match keyword {
+        "priority" => command != Delete,
+        "idle_timeout" | "hard_timeout" | "flags" => !command.is_delete(),
+        "out_port" | "out_group" => command.is_delete(),
+        _ => true,
+    }
+}
+
+/// Flow-mod flag keywords and their bits.
+const FLAG_WORDS: [(&str, u16); 5] = [
+    ("send_flow_rem", OFPFF_SEND_FLOW_REM),
+    ("check_overlap", OFPFF_CHECK_OVERLAP),
+    ("reset_counts", OFPFF_RESET_COUNTS),
+    ("no_packet_counts", OFPFF_NO_PKT_COUNTS),
+    ("no_byte_counts", OFPFF_NO_BYT_COUNTS),
+];
+
+/// Keywords dump-flows prints that ovs-ofctl ignores on input, so dumps can be fed back.
+const IGNORED: [&str; 5] = ["duration", "n_packets", "n_bytes", "idle_age", "hard_age"];
+
+fn apply_token<'a>(
+    fm: &mut FlowMod,
+    fields: &mut FieldSet<'a>,
+    token: &Token<'a>,
+) -> Result<(), ParseError> {
+    if fields.apply(token)? {
+        return Ok(());
+    }
+    let key = token.key;
+    if let Some((_, bit)) = FLAG_WORDS.iter().find(|(w, _)| *w == key) {
+        if token.value.is_none() && allows(fm.command, "flags") {
+            fm.flags |= bit;
+            return Ok(());
+        }
+    }
+    if IGNORED.contains(&key) {
+        return Ok(());
+    }
+    let known = matches!(
+        key,
+        "table"
+            | "priority"
+            | "idle_timeout"
+            | "hard_timeout"
+            | "cookie"
+            | "out_port"
+            | "out_group"
+    );
+    if !known || !allows(fm.command, key) {
+        return Err(ParseError::UnknownKeyword(key.to_string()));
+    }
+    let value = token
+        .value
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| bad(token, "missing value"))?;
+    match key {
+        "table" => fm.table_id = number(token, value)?,
+        "priority" => fm.priority = number(token, value)?,
+        "idle_timeout" => fm.idle_timeout = number(token, value)?,
+        "hard_timeout" => fm.hard_timeout = number(token, value)?,
+        "out_port" => {
+            fm.out_port = parse_port(value).ok_or_else(|| bad(token, "not a valid port"))?
+        }
+        "out_group" => fm.out_group = number(token, value)?,
+        _ => parse_cookie(fm, token, value)?,
+    }
+    Ok(())
+}
+
+/// `cookie=V` sets the cookie of an added/modified flow; `cookie=V/M` selects flows by cookie
+/// (not allowed on add, required on delete).
+fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), ParseError> {
+    match value.split_once('/') {
+        Some(_) if fm.command == FlowModCommand::Add => {
+            Err(bad(token, "flow additions cannot use a cookie mask"))
+        }
+        Some((v, m)) => {
+            fm.cookie = number(token, v)?;
+            fm.cookie_mask = number(token, m)?;
+            Ok(())
+        }
+        None if fm.command.is_delete() => Err(bad(
+            token,
+            "cannot set a cookie on delete (to match on a cookie, give a mask: cookie=V/-1)",
+        )),
+        None => {
+            fm.cookie = number(token, value)?;
+            Ok(())
+        }
+    }
+}
+
+fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseError> {
+    parse_uint(text)
+        .and_then(|v| T::try_from(v).ok())
+        .ok_or_else(|| bad(token, format!("`{text}` is not a number in range")))
+}
+
+/// Match fields as written, resolved against the packet type once every token is read.
+#[derive(Default)]
+struct FieldSet<'a> {
+    /// (field as named, value, mask, token) in the order written; later ones win.
+    entries: Vec<(Field, u64, u64, Token<'a>)>,
+}
+
+impl<'a> FieldSet<'a> {
+    /// Takes a protocol keyword or a field; `Ok(false)` when the token is neither.
+    fn apply(&mut self, token: &Token<'a>) -> Result<bool, ParseError> {
+        if let Some(&(_, eth_type, ip_proto)) =
+            PROTOCOLS.iter().find(|(name, _, _)| *name == token.key)
+        {
+            if token.value.is_some() {
+                return Err(bad(token, "a protocol keyword takes no value"));
+            }
+            self.entries
+                .push((Field::EthType, eth_type, u64::MAX, *token));
+            if let Some(proto) = ip_proto {
+                self.entries.push((Field::IpProto, proto, u64::MAX, *token));
+            }
+            return Ok(true);
+        }
+        let Some(field) = Field::from_name(token.key) else {
+            return Ok(false);
+        };
+        let value = token
+            .value
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| bad(token, "missing value"))?;
+        let (v, m) = parse_field_value(field.info(), value).map_err(|r| bad(token, r))?;
+        self.entries.push((field, v, m, *token));
+        Ok(true)
+    }
+
+    /// Builds the match: eth_type first, then ip_proto (which is arp_op in ARP flows), then
+    /// the rest, each resolved to the field its packet type makes it and checked against its
+    /// prerequisites.
+    fn into_match(self) -> Result<Match, ParseError> {
+        let mut m = Match::new();
+        let stages: [&dyn Fn(Field) -> bool; 3] =
+            [&|f| f == Field::EthType, &|f| f == Field::IpProto, &|f| {
+                f != Field::EthType && f != Field::IpProto
+            }];
+        for in_stage in stages {
+            for (field, value, mask, token) in self.entries.iter().filter(|e| in_stage(e.0)) {
+                let field = resolve(&m, *field);
+                check_prereq(&m, field, token)?;
+                m.set_masked(field, *value, *mask);
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// A field whose prerequisite is unmet stands for its storage sibling when the sibling's is
+/// met (`nw_src` in an ARP flow is arp_spa), as OVS's shared flow slots make it.
+fn resolve(m: &Match, field: Field) -> Field {
+    match field.storage_sibling() {
+        Some(sibling) if !prereq_met(m, field) && prereq_met(m, sibling) => sibling,
+        _ => field,
+    }
+}
+
+fn prereq_met(m: &Match, field: Field) -> bool {
+    let (eth_type, ip_proto) = field.info().prereq.requires();
+    let eth_ok = eth_type.is_none_or(|e| m.exact(Field::EthType) == Some(e));
+    let proto_ok = ip_proto.is_none_or(|p| m.exact(Field::IpProto) == Some(p));
+    eth_ok && proto_ok
+}
+
+fn check_prereq(m: &Match, field: Field, token: &Token<'_>) -> Result<(), ParseError> {
+    if prereq_met(m, field) {
+        return Ok(());
+    }
+    let prereq = field.info().prereq;
+    let (eth_type, ip_proto) = prereq.requires();
+    let needs = match (prereq, eth_type) {
+        (Prereq::Ipv4, _) if field.storage_sibling().is_some() => "ip` or `arp",
+        (_, Some(e)) => protocol_name(e, ip_proto).unwrap_or("eth_type"),
+        (_, None) => "eth_type",
+    };
+    Err(ParseError::Prerequisite {
+        token: token.text.to_string(),
+        needs,
+    })
+}
+
+/// Instruction kinds in the only order OpenFlow 1.1+ allows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Apply,
+    Clear,
+    Write,
+    Goto,
+}
+
+/// Parses an action list (`load:42->NXM_NX_REG0[], note:01.02, goto_table:21`, `drop`) into
+/// instructions: plain actions go to one apply_actions, followed by clear_actions,
+/// write_actions(...) and goto_table:N in that order.
+pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
+    let toks = tokens(text).map_err(ParseError::Syntax)?;
+    if toks.iter().any(|t| t.key == "drop") {
+        return match toks.len() {
+            1 => Ok(Vec::new()),
+            _ => Err(ParseError::Syntax(
+                "`drop` must not be accompanied by any other action or instruction".into(),
+            )),
+        };
+    }
+    let mut apply = Vec::new();
+    let mut rest = Vec::new();
+    let mut stage = Stage::Apply;
+    for token in &toks {
+        let (next, item) = parse_instruction_token(token)?;
+        if next < stage || (next == stage && next != Stage::Apply) {
+            return Err(bad(token, "instructions must come in the order actions, clear_actions, write_actions, goto_table, each once"));
+        }
+        stage = next;
+        match item {
+            Ok(action) => apply.push(action),
+            Err(instruction) => rest.push(instruction),
+        }
+    }
+    let mut out = Vec::new();
+    if !apply.is_empty() {
+        out.push(Instruction::ApplyActions(apply));
+    }
+    out.extend(rest);
+    Ok(out)
+}
+
+/// One token of an action list: an action (`Ok`) or an instruction (`Err`), with its stage.
+fn parse_instruction_token(
+    token: &Token<'_>,
+) -> Result<(Stage, Result<Action, Instruction>), ParseError> {
+    Ok(match token.key {
+        "goto_table" => {
+            let value = token.value.ok_or_else(|| bad(token, "missing table"))?;
+            (
+                Stage::Goto,
+                Err(Instruction::GotoTable(number(token, value)?)),
+            )
+        }
+        "clear_actions" => (Stage::Clear, Err(Instruction::ClearActions)),
+        "write_actions" => {
+            let inner = token.value.unwrap_or("");
+            let actions = tokens(inner)
+                .map_err(ParseError::Syntax)?
+                .iter()
+                .map(parse_action)
+                .collect::<Result<Vec<_>, _>>()?;
+            (Stage::Write, Err(Instruction::WriteActions(actions)))
+        }
+        _ => (Stage::Apply, Ok(parse_action(token)?)),
+    })
+}
+
+/// One action.
+fn parse_action(token: &Token<'_>) -> Result<Action, ParseError> {
+    let value = token.value;
+    match (token.key, value) {
+        ("output", Some(v)) if v.contains('[') => Ok(Action::OutputReg {
+            src: parse_subfield(token, v)?,
+            max_len: crate::OFPCML_NO_BUFFER,
+        }),
+        ("output", Some(v)) => parse_port(v)
+            .map(Action::output)
+            .ok_or_else(|| bad(token, "not a valid port")),
+        (key, value) if key.eq_ignore_ascii_case("controller") => controller(token, value),
+        ("load", Some(v)) => parse_load(token, v),
+        ("move", Some(v)) => parse_move(token, v),
+        ("set_field", Some(v)) => parse_set_field(token, v),
+        ("note", Some(v)) => parse_note(token, v),
+        (key, None) => parse_port(key)
+            .map(Action::output)
+            .ok_or_else(|| ParseError::UnknownAction(token.text.to_string())),
+        _ => Err(ParseError::UnknownAction(token.text.to_string())),
+    }
+}
+
+/// `CONTROLLER`, `CONTROLLER:max_len`, `controller(max_len=N)`.
+fn controller(token: &Token<'_>, value: Option<&str>) -> Result<Action, ParseError> {
+    let max_len = match value {
+        None => crate::OFPCML_NO_BUFFER,
+        Some(v) => {
+            let n = v.strip_prefix("max_len=").unwrap_or(v);
+            number(token, n)?
+        }
+    };
+    Ok(Action::Output {
+        port: OFPP_CONTROLLER,
+        max_len,
+    })
+}
+
+fn split_arrow<'t>(token: &Token<'_>, v: &'t str) -> Result<(&'t str, &'t str), ParseError> {
+    v.split_once("->")
+        .ok_or_else(|| bad(token, "expected `SOURCE->DESTINATION`"))
+}
+
+fn parse_load(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
+    let (value, dst) = split_arrow(token, v)?;
+    let dst = parse_subfield(token, dst)?;
+    let value: u64 = number(token, value)?;
+    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
+        return Err(bad(
+            token,
+            format!("value does not fit in {} bits", dst.n_bits),
+        ));
+    }
+    Ok(Action::RegLoad { dst, value })
+}
+
+fn parse_move(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
+    let (src, dst) = split_arrow(token, v)?;
+    let src = parse_subfield(token, src)?;
+    let dst = parse_subfield(token, dst)?;
+    if src.n_bits != dst.n_bits {
+        return Err(bad(
+            token,
+            format!(
+                "source is {} bits wide but destination {}",
+                src.n_bits, dst.n_bits
+            ),
+        ));
+    }
+    Ok(Action::RegMove { src, dst })
+}
+
+fn parse_set_field(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
+    let (value, name) = split_arrow(token, v)?;
+    let field =
+        Field::from_name(name).ok_or_else(|| bad(token, format!("unknown field `{name}`")))?;
+    let info = field.info();
+    let (value, mask) = parse_field_value(info, value).map_err(|r| bad(token, r))?;
+    if mask != info.full_mask() {
+        return Err(bad(token, "a masked set_field is not supported; use load"));
+    }
+    Ok(Action::SetField { field, value })
+}
+
+/// `note:01.02.03` (dots optional), padded as OVS pads it.
+fn parse_note(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
+    let digits: Vec<u8> = v.bytes().filter(|&b| b != b'.').collect();
+    if digits.len() % 2 != 0 {
+        return Err(bad(token, "a note needs whole bytes (two hex digits each)"));
+    }
+    let bytes = digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|s| u8::from_str_radix(s, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| bad(token, "bad hex digit in note"))?;
+    Ok(Action::note(&bytes))
+}
+
+/// `NXM_NX_REG0[]`, `NXM_NX_TUN_ID[0..31]`, `reg1[5]`, or a bare field name.
+fn parse_subfield(token: &Token<'_>, text: &str) -> Result<FieldRange, ParseError> {
+    let (name, bits) = match text.split_once('[') {
+        Some((name, rest)) => {
+            let inner = rest
+                .strip_suffix(']')
+                .ok_or_else(|| bad(token, format!("`{text}`: missing `]`")))?;
+            (name, Some(inner))
+        }
+        None => (text, None),
+    };
+    let (field, _) = Field::from_subfield_name(name)
+        .ok_or_else(|| bad(token, format!("unknown field `{name}`")))?;
+    let range = match bits {
+        None | Some("") => FieldRange::whole(field),
+        Some(inner) => {
+            let (start, end) = inner.split_once("..").unwrap_or((inner, inner));
+            let start: u16 = number(token, start)?;
+            let end: u16 = number(token, end)?;
+            if end < start {
+                return Err(bad(token, format!("`{text}`: range ends before it starts")));
+            }
+            FieldRange::bits(field, start, end)
+        }
+    };
+    if !range.is_valid() {
+        return Err(bad(
+            token,
+            format!("`{text}` reaches past the end of the field"),
+        ));
+    }
+    Ok(range)
+}

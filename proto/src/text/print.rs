@@ -1,0 +1,249 @@
+//! Flows as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints them (lib/ofp-flow.c
+//! ofputil_flow_stats_format, lib/match.c match_format, lib/ofp-actions.c format_*).
+
+use crate::action::Action;
+use crate::field::{Field, ETH_TYPE_ARP, ETH_TYPE_IPV4};
+use crate::flow_mod::{FlowMod, OFP_DEFAULT_PRIORITY};
+use crate::instruction::Instruction;
+use crate::multipart::FlowStats;
+use crate::oxm::Match;
+use crate::text::value::{
+    alt_hex, format_match_value, format_port, format_set_field_value, protocol_name,
+};
+use crate::{
+    OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
+    OFPFF_SEND_FLOW_REM, OFPP_CONTROLLER,
+};
+
+/// The fields of a flow that dump-flows prints, shared by flow stats and flow mods.
+struct FlowView<'a> {
+    cookie: u64,
+    table_id: u8,
+    idle_timeout: u16,
+    hard_timeout: u16,
+    flags: u16,
+    priority: u16,
+    match_: &'a Match,
+    instructions: &'a [Instruction],
+}
+
+/// One flow as a line of `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints it, without
+/// the single leading space ovs-ofctl puts before every flow line.
+pub fn format_flow(stats: &FlowStats) -> String {
+    format_view(&FlowView {
+        cookie: stats.cookie,
+        table_id: stats.table_id,
+        idle_timeout: stats.idle_timeout,
+        hard_timeout: stats.hard_timeout,
+        flags: stats.flags,
+        priority: stats.priority,
+        match_: &stats.match_,
+        instructions: &stats.instructions,
+    })
+}
+
+/// A flow_mod as dump-flows would print the flow once installed (same form as [`format_flow`]).
+pub fn format_flow_mod(fm: &FlowMod) -> String {
+    format_view(&FlowView {
+        cookie: fm.cookie,
+        table_id: fm.table_id,
+        idle_timeout: fm.idle_timeout,
+        hard_timeout: fm.hard_timeout,
+        flags: fm.flags,
+        priority: fm.priority,
+        match_: &fm.match_,
+        instructions: &fm.instructions,
+    })
+}
+
+/// Flag words in the order ovs-ofctl prints them (each followed by a space, no comma).
+const FLAG_WORDS: [(u16, &str); 5] = [
+    (OFPFF_SEND_FLOW_REM, "send_flow_rem"),
+    (OFPFF_CHECK_OVERLAP, "check_overlap"),
+    (OFPFF_RESET_COUNTS, "reset_counts"),
+    (OFPFF_NO_PKT_COUNTS, "no_packet_counts"),
+    (OFPFF_NO_BYT_COUNTS, "no_byte_counts"),
+];
+
+fn format_view(f: &FlowView<'_>) -> String {
+    let mut s = String::new();
+    if f.cookie != 0 {
+        s.push_str(&format!("cookie={:#x}, ", f.cookie));
+    }
+    if f.table_id != 0 {
+        s.push_str(&format!("table={}, ", f.table_id));
+    }
+    if f.idle_timeout != 0 {
+        s.push_str(&format!("idle_timeout={}, ", f.idle_timeout));
+    }
+    if f.hard_timeout != 0 {
+        s.push_str(&format!("hard_timeout={}, ", f.hard_timeout));
+    }
+    for (bit, word) in FLAG_WORDS {
+        if f.flags & bit != 0 {
+            s.push_str(word);
+            s.push(' ');
+        }
+    }
+    let m = format_match(f.match_, f.priority);
+    if !m.is_empty() {
+        s.push_str(&m);
+        s.push(' ');
+    }
+    s.push_str("actions=");
+    s.push_str(&format_actions(f.instructions));
+    s
+}
+
+/// The match as match_format prints it, with `priority=` first unless it is the default.
+pub fn format_match(m: &Match, priority: u16) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if priority != OFP_DEFAULT_PRIORITY {
+        parts.push(format!("priority={priority}"));
+    }
+    let eth_type = m.exact(Field::EthType);
+    let ip_proto = m.exact(Field::IpProto);
+    push_field(&mut parts, m, Field::PktMark);
+    // The protocol keyword stands for eth_type (and ip_proto, where it names one).
+    let (skip_type, skip_proto) = match eth_type {
+        Some(e) => match ip_proto.and_then(|p| protocol_name(e, Some(p))) {
+            Some(name) => {
+                parts.push(name.to_string());
+                (true, true)
+            }
+            None => match protocol_name(e, None) {
+                Some(name) => {
+                    parts.push(name.to_string());
+                    (true, false)
+                }
+                None => (false, false),
+            },
+        },
+        None => (false, false),
+    };
+    for n in 0..16 {
+        push_field(&mut parts, m, Field::Reg(n));
+    }
+    for field in [
+        Field::TunId,
+        Field::TunSrc,
+        Field::TunDst,
+        Field::Metadata,
+        Field::InPort,
+    ] {
+        push_field(&mut parts, m, field);
+    }
+    push_field(&mut parts, m, Field::EthSrc);
+    push_field(&mut parts, m, Field::EthDst);
+    if !skip_type {
+        if let Some(e) = eth_type {
+            parts.push(format!("dl_type=0x{e:04x}"));
+        }
+    }
+    for field in [Field::Ipv4Src, Field::Ipv4Dst, Field::ArpSpa, Field::ArpTpa] {
+        push_field(&mut parts, m, field);
+    }
+    if !skip_proto {
+        let proto_field = if eth_type == Some(ETH_TYPE_ARP) {
+            Field::ArpOp
+        } else {
+            Field::IpProto
+        };
+        push_field(&mut parts, m, proto_field);
+    }
+    for field in [Field::ArpSha, Field::ArpTha, Field::IpFrag] {
+        push_field(&mut parts, m, field);
+    }
+    let l4 = if eth_type == Some(ETH_TYPE_IPV4) && ip_proto == Some(1) {
+        [Field::IcmpType, Field::IcmpCode]
+    } else if ip_proto == Some(17) {
+        [Field::UdpSrc, Field::UdpDst]
+    } else {
+        [Field::TcpSrc, Field::TcpDst]
+    };
+    for field in l4 {
+        push_field(&mut parts, m, field);
+    }
+    for raw in m.unknown() {
+        let hex: String = raw.payload.iter().map(|b| format!("{b:02x}")).collect();
+        parts.push(format!("oxm_{:#010x}=0x{hex}", raw.header));
+    }
+    parts.join(",")
+}
+
+fn push_field(parts: &mut Vec<String>, m: &Match, field: Field) {
+    if let Some(entry) = m.get(field) {
+        let info = field.info();
+        let value = format_match_value(info, entry.value, entry.mask);
+        parts.push(format!("{}={value}", info.print_name));
+    }
+}
+
+/// The `actions=` text of a flow: its instructions flattened the way OVS prints them, or
+/// `drop` when there are none.
+pub fn format_actions(instructions: &[Instruction]) -> String {
+    let parts: Vec<String> = instructions.iter().filter_map(format_instruction).collect();
+    if parts.is_empty() {
+        "drop".to_string()
+    } else {
+        parts.join(",")
+    }
+}
+
+fn format_instruction(inst: &Instruction) -> Option<String> {
+    match inst {
+        Instruction::ApplyActions(actions) if actions.is_empty() => None,
+        Instruction::ApplyActions(actions) => Some(format_action_list(actions)),
+        Instruction::ClearActions => Some("clear_actions".to_string()),
+        Instruction::WriteActions(actions) => {
+            Some(format!("write_actions({})", format_action_list(actions)))
+        }
+        Instruction::GotoTable(table) => Some(format!("goto_table:{table}")),
+        Instruction::Unknown(raw) => Some(format!("unknown_instruction({})", hex(raw))),
+    }
+}
+
+/// A list of actions, comma-separated, as in a packet-out or write_actions.
+pub fn format_action_list(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(format_action)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One action as ovs-ofctl prints it.
+pub fn format_action(action: &Action) -> String {
+    match action {
+        Action::Output { port, max_len } => {
+            let name = format_port(*port);
+            if *port == OFPP_CONTROLLER {
+                format!("{name}:{max_len}")
+            } else if *port >= crate::OFPP_MAX {
+                name
+            } else {
+                format!("output:{name}")
+            }
+        }
+        Action::OutputReg { src, .. } => format!("output:{src}"),
+        Action::RegLoad { dst, value } => format!("load:{}->{dst}", alt_hex(*value)),
+        Action::RegMove { src, dst } => format!("move:{src}->{dst}"),
+        Action::SetField { field, value } => {
+            let info = field.info();
+            format!(
+                "set_field:{}->{}",
+                format_set_field_value(info, *value),
+                info.names[0]
+            )
+        }
+        Action::Note(bytes) => {
+            let hexes: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("note:{}", hexes.join("."))
+        }
+        Action::Unknown(raw) => format!("unknown_action({})", hex(raw)),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,173 @@
+//! Bounds-checked reading and length-patched writing of big-endian wire data.
+//!
+//! Every decoder in this crate reads through [`Reader`], so no slice is indexed before its
+//! length is checked and no allocation is sized from a length field that was not first checked
+//! against the bytes actually present.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::DecodeError;
+
+/// A cursor over untrusted bytes; every read checks the remaining length first.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    /// Names the structure being read, for error messages.
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Reader { buf, what }
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The bytes not yet consumed, without consuming them.
+    pub(crate) fn peek_rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.buf.len() {
+            return Err(DecodeError::Truncated {
+                what: self.what,
+                needed: n,
+                available: self.buf.len(),
+            });
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    /// Consumes everything that is left.
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.buf)
+    }
+
+    /// A reader over the next `n` bytes, which are consumed from `self`.
+    pub(crate) fn sub(&mut self, n: usize, what: &'static str) -> Result<Reader<'a>, DecodeError> {
+        let bytes = self.take(n)?;
+        Ok(Reader::new(bytes, what))
+    }
+
+    pub(crate) fn skip(&mut self, n: usize) -> Result<(), DecodeError> {
+        self.take(n).map(|_| ())
+    }
+
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    /// Reads a fixed-size, NUL-padded text field (port names, descriptions).
+    pub(crate) fn fixed_str(&mut self, n: usize) -> Result<String, DecodeError> {
+        let raw = self.take(n)?;
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+    }
+
+    /// Checks that nothing is left over: trailing bytes mean a length field lied.
+    pub(crate) fn finish(self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::TrailingBytes {
+                what: self.what,
+                count: self.buf.len(),
+            })
+        }
+    }
+}
+
+/// Big-endian value of up to 8 bytes (callers guarantee the bound).
+pub(crate) fn be_uint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+/// Writes the low `n` (at most 8) bytes of `value`, big-endian.
+pub(crate) fn put_uint(out: &mut BytesMut, value: u64, n: usize) {
+    let bytes = value.to_be_bytes();
+    out.put_slice(&bytes[8 - n.min(8)..]);
+}
+
+/// Bytes of zero padding that bring `len` up to a multiple of 8.
+pub(crate) fn pad8(len: usize) -> usize {
+    (8 - len % 8) % 8
+}
+
+pub(crate) fn put_zeros(out: &mut BytesMut, n: usize) {
+    out.put_bytes(0, n);
+}
+
+/// Writes `text` into a fixed-size NUL-padded field, truncating so a NUL always ends it.
+pub(crate) fn put_fixed_str(out: &mut BytesMut, text: &str, n: usize) {
+    let bytes = text.as_bytes();
+    let len = bytes.len().min(n.saturating_sub(1));
+    out.put_slice(&bytes[..len]);
+    put_zeros(out, n - len);
+}
+
+/// A length field written as a placeholder and patched once the structure is complete.
+pub(crate) struct LengthSlot {
+    /// Offset of the structure's first byte in the output buffer.
+    start: usize,
+    /// Offset of the 16-bit length field.
+    at: usize,
+}
+
+impl LengthSlot {
+    /// Remembers where a structure starts and where its length field is (`offset` from start);
+    /// the caller writes the placeholder bytes itself as part of the structure.
+    pub(crate) fn new(out: &BytesMut, offset: usize) -> Self {
+        let start = out.len();
+        LengthSlot {
+            start,
+            at: start + offset,
+        }
+    }
+
+    /// Pads with zeros to a multiple of 8 (when asked), then writes the length.
+    /// Returns the length written. Lengths beyond 65535 saturate: such a structure cannot be
+    /// represented on the wire and the peer will reject it (callers check via `try_encode`).
+    pub(crate) fn finish(self, out: &mut BytesMut, pad_to_8: bool) -> usize {
+        if pad_to_8 {
+            put_zeros(out, pad8(out.len() - self.start));
+        }
+        let len = out.len() - self.start;
+        self.patch(out, len)
+    }
+
+    /// Writes `len` (which may differ from the bytes written, e.g. an unpadded match length).
+    pub(crate) fn patch(self, out: &mut BytesMut, len: usize) -> usize {
+        let value = u16::try_from(len).unwrap_or(u16::MAX);
+        if let Some(slot) = out.get_mut(self.at..self.at + 2) {
+            slot.copy_from_slice(&value.to_be_bytes());
+        }
+        len
+    }
+}

@@ -1,3 +1,4 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
+pub mod netlink;
 pub mod sdn;

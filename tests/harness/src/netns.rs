@@ -17,8 +17,13 @@ impl Netns {
         Netns::with_name(crate::unique_name(prefix))
     }
 
-    /// Creates a namespace with exactly this name.
+    /// Creates a namespace with exactly this name. A marker directory
+    /// `STATE_ROOT/<our pid>-<name>` lets `reap_stale` delete it if this process is killed
+    /// before its guard runs.
     pub fn with_name(name: String) -> Result<Netns, CommandError> {
+        let marker = crate::process::state_dir_for(&name);
+        std::fs::create_dir_all(&marker)
+            .map_err(|e| CommandError::Other(format!("create {}: {e}", marker.display())))?;
         run_ok(Command::new("ip").args(["netns", "add", &name]))?;
         let ns = Netns { name };
         ns.exec_ok(&["ip", "link", "set", "lo", "up"])?;
@@ -61,6 +66,7 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
+        let _ = std::fs::remove_dir_all(crate::process::state_dir_for(&self.name));
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::netns::Netns;
-use crate::process::{pid_alive, read_pidfile, run_ok, stop_process, CommandError, STATE_ROOT};
+use crate::process::{pid_alive, read_pidfile, run_ok, stop_process, CommandError};
 
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
@@ -43,8 +43,7 @@ impl Ovs {
 
     pub fn start_with(options: OvsOptions) -> Result<Ovs, CommandError> {
         let netns = Netns::new(&options.prefix)?;
-        let dir =
-            PathBuf::from(STATE_ROOT).join(format!("{}-{}", std::process::id(), netns.name()));
+        let dir = crate::process::state_dir_for(netns.name());
         std::fs::create_dir_all(&dir)
             .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
         let ovs = Ovs {

@@ -7,6 +7,11 @@ use std::time::{Duration, Instant};
 /// Where every harness-owned state directory lives: `STATE_ROOT/<owner pid>-<name>`.
 pub const STATE_ROOT: &str = "/tmp/ofnode-harness";
 
+/// The state directory this process owns for the namespace `netns`.
+pub fn state_dir_for(netns: &str) -> PathBuf {
+    PathBuf::from(STATE_ROOT).join(format!("{}-{netns}", std::process::id()))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     #[error("could not run `{command}`: {source}")]

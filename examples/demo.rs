@@ -173,7 +173,6 @@ fn show(cluster: &Cluster, started: Instant) -> Result<(), Box<dyn Error>> {
     if cluster.node(0).daemon().is_some() {
         heading("ofnode status");
         for node in cluster.nodes() {
-            println!("  node {}:", node.index);
             for line in node.cli(&["status"])?.lines() {
                 println!("    {line}");
             }

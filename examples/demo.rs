@@ -84,6 +84,21 @@ fn show(cluster: &Cluster, started: Instant) -> Result<(), Box<dyn Error>> {
     let db = cluster.add_pod(0, 11)?;
     let api = cluster.add_pod(1, 10)?;
     let admin = cluster.add_pod(2, 0)?;
+    if cluster.node(0).daemon().is_some() {
+        heading("a service (tenant 10, tcp/80) on every node");
+        for node in cluster.nodes() {
+            node.cli(&[
+                "service",
+                "add",
+                "--ip",
+                "172.30.0.10",
+                "--vnid",
+                "10",
+                "--port",
+                "tcp/80",
+            ])?;
+        }
+    }
     println!("cluster ready in {:.1} s", started.elapsed().as_secs_f64());
 
     heading("the cluster");

@@ -116,6 +116,21 @@ impl BundleControl {
     }
 }
 
+fn encode_add_body(
+    bundle_id: u32,
+    flags: BundleFlags,
+    message: &Message,
+    xid: u32,
+    out: &mut BytesMut,
+) {
+    out.put_u32(ONF_EXPERIMENTER_ID);
+    out.put_u32(ONFT_BUNDLE_ADD_MESSAGE);
+    out.put_u32(bundle_id);
+    put_zeros(out, 2);
+    out.put_u16(flags.0);
+    message.encode(xid, out);
+}
+
 /// Adds `message` to bundle `bundle_id`. On the wire the inner message carries the add
 /// message's own xid, as OVS requires; bytes after the inner message (properties) are not kept.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -127,12 +142,29 @@ pub struct BundleAdd {
 
 impl BundleAdd {
     pub(crate) fn encode(&self, xid: u32, out: &mut BytesMut) {
-        out.put_u32(ONF_EXPERIMENTER_ID);
-        out.put_u32(ONFT_BUNDLE_ADD_MESSAGE);
-        out.put_u32(self.bundle_id);
-        put_zeros(out, 2);
-        out.put_u16(self.flags.0);
-        self.message.encode(xid, out);
+        encode_add_body(self.bundle_id, self.flags, &self.message, xid, out);
+    }
+
+    /// Encodes a whole bundle add message (header included) around a borrowed inner message,
+    /// without building a `BundleAdd`: the same bytes as
+    /// `Message::BundleAdd(BundleAdd { bundle_id, flags, message }).encode(xid, out)`.
+    pub fn encode_borrowed(
+        bundle_id: u32,
+        flags: BundleFlags,
+        message: &Message,
+        xid: u32,
+        out: &mut BytesMut,
+    ) {
+        let slot = crate::wire::LengthSlot::new(out, 2);
+        crate::Header {
+            version: crate::OFP_VERSION,
+            msg_type: crate::OFPT_EXPERIMENTER,
+            length: 0,
+            xid,
+        }
+        .encode(out);
+        encode_add_body(bundle_id, flags, message, xid, out);
+        slot.finish(out, false);
     }
 
     /// Decodes the body after the experimenter id and type; `xid` is the outer message's.

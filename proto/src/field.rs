@@ -266,7 +266,7 @@ use Prereq as P;
 
 /// The field table, in OVS's encoding order (lib/nx-match.c, nx_put_raw).
 #[rustfmt::skip]
-pub static FIELDS: [FieldInfo; 40] = [
+const TABLE: [FieldInfo; 40] = [
     row(Field::InPort, "in_port", &["in_port"], basic(0, 4, "OXM_OF_IN_PORT"), nxm0(0, 2, "NXM_OF_IN_PORT"), 4, false, P::None, F::Port),
     row(Field::EthSrc, "dl_src", &["eth_src", "dl_src"], basic(4, 6, "OXM_OF_ETH_SRC"), nxm0(2, 6, "NXM_OF_ETH_SRC"), 6, true, P::None, F::Ethernet),
     row(Field::EthDst, "dl_dst", &["eth_dst", "dl_dst"], basic(3, 6, "OXM_OF_ETH_DST"), nxm0(1, 6, "NXM_OF_ETH_DST"), 6, true, P::None, F::Ethernet),
@@ -309,6 +309,84 @@ pub static FIELDS: [FieldInfo; 40] = [
     row(Field::Metadata, "metadata", &["metadata"], basic(2, 8, "OXM_OF_METADATA"), None, 8, true, P::None, F::Hex),
 ];
 
+/// The field table, in OVS's encoding order (lib/nx-match.c, nx_put_raw).
+pub static FIELDS: [FieldInfo; 40] = TABLE;
+
+/// A dense number per `Field` value (not an order: the order is the table's).
+const fn slot(field: Field) -> usize {
+    match field {
+        Field::InPort => 0,
+        Field::EthSrc => 1,
+        Field::EthDst => 2,
+        Field::EthType => 3,
+        Field::Ipv4Src => 4,
+        Field::Ipv4Dst => 5,
+        Field::IpFrag => 6,
+        Field::IpProto => 7,
+        Field::TcpSrc => 8,
+        Field::TcpDst => 9,
+        Field::UdpSrc => 10,
+        Field::UdpDst => 11,
+        Field::IcmpType => 12,
+        Field::IcmpCode => 13,
+        Field::ArpOp => 14,
+        Field::ArpSpa => 15,
+        Field::ArpTpa => 16,
+        Field::ArpSha => 17,
+        Field::ArpTha => 18,
+        Field::TunId => 19,
+        Field::TunSrc => 20,
+        Field::TunDst => 21,
+        Field::Reg(n) => 22 + (n & 0x0f) as usize,
+        Field::PktMark => 38,
+        Field::Metadata => 39,
+    }
+}
+
+/// Row of each slot, derived from the table at compile time so lookups are O(1).
+static ROW_OF_SLOT: [u8; 40] = {
+    let mut rows = [0u8; 40];
+    let mut i = 0;
+    while i < TABLE.len() {
+        rows[slot(TABLE[i].field)] = i as u8;
+        i += 1;
+    }
+    rows
+};
+
+/// No row for an id.
+const NO_ROW: u8 = u8::MAX;
+
+/// Which of [`ROW_OF_ID`]'s planes a class uses.
+const fn class_plane(class: u16) -> Option<usize> {
+    match class {
+        OFPXMC_NXM_0 => Some(0),
+        OFPXMC_NXM_1 => Some(1),
+        OFPXMC_OPENFLOW_BASIC => Some(2),
+        _ => None,
+    }
+}
+
+/// Row of each (class, field number) id, derived from the table at compile time.
+static ROW_OF_ID: [[u8; 128]; 3] = {
+    let mut rows = [[NO_ROW; 128]; 3];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let ids = [TABLE[i].oxm, TABLE[i].nxm];
+        let mut j = 0;
+        while j < ids.len() {
+            if let Some(id) = ids[j] {
+                if let Some(plane) = class_plane(id.class) {
+                    rows[plane][(id.field & 0x7f) as usize] = i as u8;
+                }
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    rows
+};
+
 /// Fields OVS keeps in the same flow slot, told apart only by the packet type: `nw_src` is
 /// arp_spa in an ARP flow, `tp_dst` is udp_dst in a UDP flow. The text parser uses this to read
 /// a name the way ovs-ofctl does.
@@ -339,18 +417,9 @@ impl Field {
         (n < 16).then_some(Field::Reg(n))
     }
 
-    /// The canonical form: register indexes wrap modulo 16.
-    fn canonical(self) -> Field {
-        match self {
-            Field::Reg(n) => Field::Reg(n & 0x0f),
-            other => other,
-        }
-    }
-
     /// Position of this field's row in [`FIELDS`]: the encoding order.
     pub fn index(self) -> usize {
-        let me = self.canonical();
-        FIELDS.iter().position(|f| f.field == me).unwrap_or(0)
+        usize::from(ROW_OF_SLOT[slot(self)])
     }
 
     /// This field's row of the table.
@@ -369,13 +438,14 @@ impl Field {
 
     /// Looks a field up by an OXM/NXM id (class and field number), returning the id matched.
     pub fn from_id(class: u16, field: u8) -> Option<(Field, OxmId)> {
-        FIELDS.iter().find_map(|f| {
-            [f.oxm, f.nxm]
-                .into_iter()
-                .flatten()
-                .find(|id| id.class == class && id.field == field)
-                .map(|id| (f.field, id))
-        })
+        let plane = class_plane(class)?;
+        let row = *ROW_OF_ID[plane].get(usize::from(field))?;
+        let info = FIELDS.get(usize::from(row))?;
+        [info.oxm, info.nxm]
+            .into_iter()
+            .flatten()
+            .find(|id| id.class == class && id.field == field)
+            .map(|id| (info.field, id))
     }
 
     /// Looks a field up by its NXM/OXM name (`NXM_NX_REG0`, `OXM_OF_IN_PORT`) or field name,
@@ -462,7 +532,7 @@ impl fmt::Display for FieldRange {
         } else if self.n_bits == 1 {
             write!(f, "{name}[{}]", self.ofs)
         } else {
-            let end = u32::from(self.ofs) + u32::from(self.n_bits) - 1;
+            let end = (u32::from(self.ofs) + u32::from(self.n_bits)).saturating_sub(1);
             write!(f, "{name}[{}..{end}]", self.ofs)
         }
     }

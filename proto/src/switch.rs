@@ -38,10 +38,9 @@ impl Hello {
         self.versions.contains(&crate::OFP_VERSION)
     }
 
+    /// Always writes a version bitmap (even an empty one): without it a HELLO would mean
+    /// "every version up to the header's", which is not what an empty list says.
     pub(crate) fn encode(&self, out: &mut BytesMut) {
-        if self.versions.is_empty() {
-            return;
-        }
         let words = usize::from(self.header_version()) / 32 + 1;
         let mut bitmap = vec![0u32; words];
         for &v in &self.versions {

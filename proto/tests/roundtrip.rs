@@ -250,6 +250,21 @@ fn truncations_and_extensions_are_errors() {
 }
 
 #[test]
+fn borrowed_bundle_add_encodes_like_the_owned_one() {
+    let inner = Message::FlowMod(FlowMod::new(FlowModCommand::Add));
+    let flags = BundleFlags::ATOMIC;
+    let owned = Message::BundleAdd(BundleAdd {
+        bundle_id: 3,
+        flags,
+        message: Box::new(inner.clone()),
+    })
+    .to_bytes(9);
+    let mut borrowed = bytes::BytesMut::new();
+    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed);
+    assert_eq!(borrowed, owned);
+}
+
+#[test]
 fn wrong_version_is_rejected() {
     let mut bytes = Message::BarrierRequest.to_bytes(1).to_vec();
     bytes[0] = 1;

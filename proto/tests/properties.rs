@@ -1,0 +1,543 @@
+//! Property tests: decode(encode(m)) == m over generated messages; printing then parsing a
+//! generated flow gives it back; and no byte string or text, however broken, makes a decoder or
+//! the parser panic.
+
+use bytes::Bytes;
+use ofnode_proto::text::{format_flow_mod, parse_flow};
+use ofnode_proto::*;
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+fn any_field() -> impl Strategy<Value = Field> {
+    prop_oneof![
+        prop::sample::select(vec![
+            Field::InPort,
+            Field::EthSrc,
+            Field::EthDst,
+            Field::EthType,
+            Field::Ipv4Src,
+            Field::Ipv4Dst,
+            Field::IpFrag,
+            Field::IpProto,
+            Field::TcpSrc,
+            Field::TcpDst,
+            Field::UdpSrc,
+            Field::UdpDst,
+            Field::IcmpType,
+            Field::IcmpCode,
+            Field::ArpOp,
+            Field::ArpSpa,
+            Field::ArpTpa,
+            Field::ArpSha,
+            Field::ArpTha,
+            Field::TunId,
+            Field::TunSrc,
+            Field::TunDst,
+            Field::PktMark,
+            Field::Metadata,
+        ]),
+        (0u8..16).prop_map(Field::Reg),
+    ]
+}
+
+fn width_mask(field: Field) -> u64 {
+    let bytes = field.info().bytes;
+    if bytes >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (bytes * 8)) - 1
+    }
+}
+
+/// Any match, valid or not for a switch (the codec does not judge prerequisites).
+fn any_match() -> impl Strategy<Value = Match> {
+    vec(
+        (any_field(), any::<u64>(), any::<u64>(), any::<bool>()),
+        0..8,
+    )
+    .prop_map(|entries| {
+        let mut m = Match::new();
+        for (field, value, mask, exact) in entries {
+            if exact {
+                m.set(field, value & width_mask(field));
+            } else {
+                m.set_masked(field, value, mask);
+            }
+        }
+        m
+    })
+}
+
+/// A bit range of `field` as NX actions address it.
+fn range_of(field: Field) -> impl Strategy<Value = FieldRange> {
+    let bits = FieldRange::whole(field).n_bits;
+    (0..bits).prop_flat_map(move |ofs| {
+        (1..=(bits - ofs)).prop_map(move |n_bits| FieldRange { field, ofs, n_bits })
+    })
+}
+
+fn any_range() -> impl Strategy<Value = FieldRange> {
+    any_field().prop_flat_map(range_of)
+}
+
+/// Two ranges of equal width (a move's source and destination).
+fn move_ranges() -> impl Strategy<Value = (FieldRange, FieldRange)> {
+    (any_range(), any_field()).prop_flat_map(|(src, dst_field)| {
+        let dst_bits = FieldRange::whole(dst_field).n_bits;
+        let n = src.n_bits.min(dst_bits);
+        let src = FieldRange { n_bits: n, ..src };
+        let src = if src.is_valid() {
+            src
+        } else {
+            FieldRange { ofs: 0, ..src }
+        };
+        (Just(src), 0..=(dst_bits - n)).prop_map(move |(src, ofs)| {
+            (
+                src,
+                FieldRange {
+                    field: dst_field,
+                    ofs,
+                    n_bits: n,
+                },
+            )
+        })
+    })
+}
+
+fn any_action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
+        (any_range(), any::<u16>()).prop_map(|(src, max_len)| Action::OutputReg { src, max_len }),
+        (any_range(), any::<u64>()).prop_map(|(dst, value)| Action::RegLoad { dst, value }),
+        move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
+        (any_field(), any::<u64>()).prop_map(|(field, value)| Action::SetField {
+            field,
+            value: value & width_mask(field),
+        }),
+        vec(any::<u8>(), 0..40).prop_map(|b| Action::note(&b)),
+        // Unknown standard actions: any type but OUTPUT (0), SET_FIELD (25), EXPERIMENTER.
+        (1u16..25, 0usize..3, any::<u8>()).prop_map(|(t, words, fill)| {
+            let len = 8 + 8 * words;
+            let mut raw = vec![fill; len];
+            raw[..2].copy_from_slice(&t.to_be_bytes());
+            raw[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            Action::Unknown(raw)
+        }),
+    ]
+}
+
+fn any_instructions() -> impl Strategy<Value = Vec<Instruction>> {
+    (
+        vec(any_action(), 0..6),
+        any::<bool>(),
+        prop::option::of(vec(any_action(), 0..3)),
+        prop::option::of(any::<u8>()),
+        prop::option::of(any::<u32>()),
+    )
+        .prop_map(|(apply, clear, write, goto, meter)| {
+            let mut out = Vec::new();
+            if let Some(meter_id) = meter {
+                let mut raw = vec![0, 6, 0, 8];
+                raw.extend(meter_id.to_be_bytes());
+                out.push(Instruction::Unknown(raw));
+            }
+            out.push(Instruction::ApplyActions(apply));
+            if clear {
+                out.push(Instruction::ClearActions);
+            }
+            out.extend(write.map(Instruction::WriteActions));
+            out.extend(goto.map(Instruction::GotoTable));
+            out
+        })
+}
+
+fn any_command() -> impl Strategy<Value = FlowModCommand> {
+    prop::sample::select(vec![
+        FlowModCommand::Add,
+        FlowModCommand::Modify,
+        FlowModCommand::ModifyStrict,
+        FlowModCommand::Delete,
+        FlowModCommand::DeleteStrict,
+    ])
+}
+
+fn any_flow_mod() -> impl Strategy<Value = FlowMod> {
+    (
+        (any::<u64>(), any::<u64>(), any::<u8>(), any_command()),
+        (any::<u16>(), any::<u16>(), any::<u16>(), any::<u32>()),
+        (any::<u32>(), any::<u32>(), any::<u16>()),
+        any_match(),
+        any_instructions(),
+    )
+        .prop_map(
+            |(
+                (cookie, cookie_mask, table_id, command),
+                (idle, hard, priority, buffer_id),
+                (out_port, out_group, flags),
+                match_,
+                instructions,
+            )| FlowMod {
+                cookie,
+                cookie_mask,
+                table_id,
+                command,
+                idle_timeout: idle,
+                hard_timeout: hard,
+                priority,
+                buffer_id,
+                out_port,
+                out_group,
+                flags,
+                match_,
+                instructions,
+            },
+        )
+}
+
+fn any_flow_stats() -> impl Strategy<Value = FlowStats> {
+    (any_flow_mod(), any::<(u32, u32, u64, u64)>()).prop_map(|(fm, (sec, nsec, packets, bytes))| {
+        FlowStats {
+            table_id: fm.table_id,
+            duration_sec: sec,
+            duration_nsec: nsec,
+            priority: fm.priority,
+            idle_timeout: fm.idle_timeout,
+            hard_timeout: fm.hard_timeout,
+            flags: fm.flags,
+            cookie: fm.cookie,
+            packet_count: packets,
+            byte_count: bytes,
+            match_: fm.match_,
+            instructions: fm.instructions,
+        }
+    })
+}
+
+fn any_bytes(max: usize) -> impl Strategy<Value = Bytes> {
+    vec(any::<u8>(), 0..max).prop_map(Bytes::from)
+}
+
+fn any_message() -> impl Strategy<Value = Message> {
+    prop_oneof![
+        prop::collection::btree_set(1u8..=64, 1..4).prop_map(|v| Message::Hello(Hello {
+            versions: v.into_iter().collect()
+        })),
+        (any::<u16>(), any::<u16>(), any_bytes(64)).prop_map(|(t, code, data)| {
+            let kind = if t == 0xffff {
+                ErrorKind::Experimenter {
+                    experimenter: u32::from(code) << 8,
+                    exp_code: code,
+                }
+            } else {
+                ErrorKind::Standard { err_type: t, code }
+            };
+            Message::Error(ErrorMsg { kind, data })
+        }),
+        any_bytes(32).prop_map(Message::EchoRequest),
+        any_flow_mod().prop_map(Message::FlowMod),
+        (any::<u16>(), vec(any_flow_stats(), 0..4)).prop_map(|(flags, flows)| {
+            Message::MultipartReply(MultipartReply {
+                flags,
+                body: MultipartReplyBody::Flow(flows),
+            })
+        }),
+        (
+            any::<u8>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any_match()
+        )
+            .prop_map(
+                |(table_id, out_port, out_group, cookie, cookie_mask, match_)| {
+                    Message::MultipartRequest(MultipartRequest::Flow(FlowStatsRequest {
+                        table_id,
+                        out_port,
+                        out_group,
+                        cookie,
+                        cookie_mask,
+                        match_,
+                    }))
+                }
+            ),
+        (any::<u32>(), any::<u16>(), any_flow_mod()).prop_map(|(bundle_id, flags, fm)| {
+            Message::BundleAdd(BundleAdd {
+                bundle_id,
+                flags: BundleFlags(flags),
+                message: Box::new(Message::FlowMod(fm)),
+            })
+        }),
+        (any::<u32>(), 0u16..8, any::<u16>()).prop_map(|(bundle_id, t, flags)| {
+            Message::BundleControl(BundleControl {
+                bundle_id,
+                ctrl_type: BundleCtrlType::from_u16(t).unwrap(),
+                flags: BundleFlags(flags),
+                properties: Bytes::new(),
+            })
+        }),
+        (
+            any::<u32>(),
+            any::<u32>(),
+            vec(any_action(), 0..5),
+            any_bytes(64)
+        )
+            .prop_map(|(buffer_id, in_port, actions, data)| {
+                Message::PacketOut(PacketOut {
+                    buffer_id,
+                    in_port,
+                    actions,
+                    data,
+                })
+            }),
+        (any::<(u32, u16, u8, u8, u64)>(), any_match(), any_bytes(64)).prop_map(
+            |((buffer_id, total_len, reason, table_id, cookie), match_, data)| {
+                Message::PacketIn(PacketIn {
+                    buffer_id,
+                    total_len,
+                    reason,
+                    table_id,
+                    cookie,
+                    match_,
+                    data,
+                })
+            }
+        ),
+        (any::<u16>(), any::<u16>()).prop_map(|(flags, miss_send_len)| {
+            Message::SetConfig(SwitchConfig {
+                flags,
+                miss_send_len,
+            })
+        }),
+    ]
+}
+
+/// A flow ovs-ofctl could have printed: a match whose fields meet their prerequisites and
+/// actions in the forms the printer writes.
+fn printable_flow() -> impl Strategy<Value = FlowMod> {
+    (
+        (
+            any::<u64>(),
+            any::<u8>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u16>(),
+            0u16..32,
+        ),
+        printable_match(),
+        printable_instructions(),
+    )
+        .prop_map(
+            |((cookie, table_id, priority, idle, hard, flags), match_, instructions)| {
+                let mut fm = FlowMod::new(FlowModCommand::Add);
+                fm.cookie = cookie;
+                fm.table_id = table_id;
+                fm.priority = priority;
+                fm.idle_timeout = idle;
+                fm.hard_timeout = hard;
+                fm.flags = flags;
+                fm.match_ = match_;
+                fm.instructions = instructions;
+                fm
+            },
+        )
+}
+
+fn printable_port() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        0u32..0xff00,
+        prop::sample::select(RESERVED_PORTS.iter().map(|(p, _)| *p).collect::<Vec<_>>()),
+    ]
+}
+
+fn printable_match() -> impl Strategy<Value = Match> {
+    // (eth_type, ip_proto) of the packet, then fields that packet allows.
+    let protocol = prop_oneof![
+        Just((None, None)),
+        Just((Some(0x0800), None)),
+        Just((Some(0x0800), Some(6))),
+        Just((Some(0x0800), Some(17))),
+        Just((Some(0x0800), Some(1))),
+        Just((Some(0x0800), Some(47))),
+        Just((Some(0x0806), None)),
+        Just((Some(0x88cc), None)),
+    ];
+    let frag = prop::sample::select(vec![(0u64, 3u64), (1, 1), (1, 3), (3, 3), (0, 2)]);
+    (
+        protocol,
+        vec(
+            (any_field(), any::<u64>(), any::<u64>(), any::<bool>()),
+            0..8,
+        ),
+        prop::option::of(printable_port()),
+        frag,
+    )
+        .prop_map(|((eth_type, ip_proto), entries, in_port, frag)| {
+            let mut m = Match::new();
+            if let Some(e) = eth_type {
+                m.set(Field::EthType, e);
+            }
+            if let Some(p) = ip_proto {
+                m.set(Field::IpProto, p);
+            }
+            if let Some(port) = in_port {
+                m.set(Field::InPort, u64::from(port));
+            }
+            for (field, value, mask, exact) in entries {
+                let info = field.info();
+                let (want_eth, want_proto) = info.prereq.requires();
+                let fits = want_eth.is_none_or(|e| eth_type == Some(e))
+                    && want_proto.is_none_or(|p| ip_proto == Some(p));
+                if !fits || matches!(field, Field::InPort | Field::EthType | Field::IpProto) {
+                    continue;
+                }
+                if field == Field::IpFrag {
+                    m.set_masked(field, frag.0, frag.1);
+                } else if exact || !info.maskable {
+                    m.set(field, value & width_mask(field));
+                } else {
+                    m.set_masked(field, value, mask);
+                }
+            }
+            m
+        })
+}
+
+fn printable_action() -> impl Strategy<Value = Action> {
+    let settable = prop::sample::select(vec![
+        Field::EthSrc,
+        Field::EthDst,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::TcpDst,
+        Field::UdpSrc,
+        Field::TunId,
+        Field::TunSrc,
+        Field::TunDst,
+        Field::Reg(0),
+        Field::Reg(7),
+        Field::Reg(15),
+        Field::PktMark,
+        Field::Metadata,
+        Field::IpProto,
+    ]);
+    prop_oneof![
+        printable_port().prop_map(Action::output),
+        any::<u16>().prop_map(|max_len| Action::Output {
+            port: OFPP_CONTROLLER,
+            max_len
+        }),
+        any_range().prop_map(|src| Action::OutputReg {
+            src,
+            max_len: 0xffff
+        }),
+        (any_range(), any::<u64>()).prop_map(|(dst, v)| {
+            let value = if dst.n_bits >= 64 {
+                v
+            } else {
+                v & ((1u64 << dst.n_bits) - 1)
+            };
+            Action::RegLoad { dst, value }
+        }),
+        move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
+        (settable, any::<u64>()).prop_map(|(field, value)| Action::SetField {
+            field,
+            value: value & width_mask(field),
+        }),
+        vec(any::<u8>(), 0..40).prop_map(|b| Action::note(&b)),
+    ]
+}
+
+fn printable_instructions() -> impl Strategy<Value = Vec<Instruction>> {
+    (
+        vec(printable_action(), 0..6),
+        any::<bool>(),
+        prop::option::of(vec(printable_action(), 0..3)),
+        prop::option::of(any::<u8>()),
+    )
+        .prop_map(|(apply, clear, write, goto)| {
+            let mut out = Vec::new();
+            if !apply.is_empty() {
+                out.push(Instruction::ApplyActions(apply));
+            }
+            if clear {
+                out.push(Instruction::ClearActions);
+            }
+            out.extend(write.map(Instruction::WriteActions));
+            out.extend(goto.map(Instruction::GotoTable));
+            out
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn decode_inverts_encode(msg in any_message(), xid in any::<u32>()) {
+        let mut out = bytes::BytesMut::new();
+        prop_assume!(msg.try_encode(xid, &mut out).is_ok());
+        let (got_xid, decoded) = Message::decode(&out).unwrap();
+        prop_assert_eq!(got_xid, xid);
+        prop_assert_eq!(decoded, msg);
+    }
+
+    #[test]
+    fn parse_inverts_print(fm in printable_flow()) {
+        let text = format_flow_mod(&fm);
+        let parsed = parse_flow(&text, FlowModCommand::Add);
+        prop_assert_eq!(parsed, Ok(fm), "text: {}", text);
+    }
+
+    #[test]
+    fn random_frames_never_panic(msg_type in 0u8..32, body in vec(any::<u8>(), 0..512), xid in any::<u32>()) {
+        let mut frame = vec![OFP_VERSION, msg_type, 0, 0];
+        frame.extend(xid.to_be_bytes());
+        frame.extend(body);
+        let len = frame.len() as u16;
+        frame[2..4].copy_from_slice(&len.to_be_bytes());
+        let _ = Message::decode(&frame);
+    }
+
+    #[test]
+    fn corrupted_messages_never_panic(msg in any_message(), flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+        let mut frame = msg.to_bytes(7).to_vec();
+        for (at, byte) in flips {
+            let i = at.index(frame.len());
+            // Keep the outer length truthful so the corruption reaches the body decoders.
+            if i != 2 && i != 3 {
+                frame[i] = byte;
+            }
+        }
+        let _ = Message::decode(&frame);
+    }
+
+    #[test]
+    fn truncated_messages_are_errors_not_panics(msg in any_message(), cut in any::<prop::sample::Index>()) {
+        let full = msg.to_bytes(7).to_vec();
+        let n = cut.index(full.len());
+        let _ = Message::decode(&full[..n]);
+        let mut short = full[..n].to_vec();
+        if short.len() >= 4 {
+            short[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+        }
+        let _ = Message::decode(&short);
+    }
+
+    #[test]
+    fn random_text_never_panics(text in "[a-z_0-9=:,./\\[\\]()>\\- ]{0,120}") {
+        for cmd in [FlowModCommand::Add, FlowModCommand::Delete] {
+            let _ = parse_flow(&text, cmd);
+        }
+    }
+
+    #[test]
+    fn mangled_flow_text_never_panics(fm in printable_flow(), cut in any::<prop::sample::Index>(), junk in "[^a-z]{0,4}") {
+        let text = format_flow_mod(&fm);
+        let mut at = cut.index(text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let mangled = format!("{}{}{}", &text[..at], junk, &text[at..]);
+        let _ = parse_flow(&mangled, FlowModCommand::Add);
+    }
+}

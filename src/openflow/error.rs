@@ -1,0 +1,94 @@
+//! What can go wrong talking to the switch, with enough context to act on.
+
+use std::time::Duration;
+
+use ofnode_proto::{DecodeError, ErrorMsg};
+
+use super::codec::FrameError;
+use super::target::TargetError;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The connection went down while the request was in flight; it may or may not have been
+    /// applied (a transaction never is: an unfinished bundle dies with its connection).
+    #[error("connection to the switch was lost while the request was in flight")]
+    Disconnected,
+    /// No connection to the switch right now (it is being (re)established).
+    #[error("not connected to the switch")]
+    NotConnected,
+    /// The `Switch` handle's background task has stopped (the runtime is shutting down).
+    #[error("the OpenFlow connection task has stopped")]
+    Closed,
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout { what: String, after: Duration },
+    /// The switch answered with an OpenFlow error. `flow` is the failing flow in `ovs-ofctl`
+    /// syntax when the error belongs to one flow of a transaction.
+    #[error("{}", describe_switch_error(.flow, .error))]
+    Switch {
+        flow: Option<String>,
+        error: ErrorMsg,
+    },
+    /// The peer broke the protocol (a reply of the wrong type, a malformed message, ...).
+    #[error("OpenFlow protocol error: {0}")]
+    Protocol(String),
+    /// The peer cannot speak OpenFlow 1.3.
+    #[error("version negotiation failed: {0}")]
+    Incompatible(String),
+    /// A transaction holds more flow mods than one bundle may carry; it is refused rather than
+    /// split, because a split transaction is no longer atomic.
+    #[error("transaction of {flows} flow mods exceeds the bundle limit of {max}; split it into several transactions yourself if atomicity across them is not needed")]
+    BundleTooLarge { flows: usize, max: usize },
+    /// A multipart reply grew beyond the configured bound.
+    #[error("multipart reply exceeds {max} bytes")]
+    ReplyTooLarge { max: usize },
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("malformed message from the switch: {0}")]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// A socket error and what we were doing when it happened.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct IoError {
+    pub context: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn describe_switch_error(flow: &Option<String>, error: &ErrorMsg) -> String {
+    match flow {
+        Some(flow) => format!("switch rejected flow `{flow}`: {error}"),
+        None => format!("switch returned error {error}"),
+    }
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io(IoError {
+            context: context.into(),
+            source,
+        })
+    }
+
+    pub(crate) fn timeout(what: impl Into<String>, after: Duration) -> Error {
+        Error::Timeout {
+            what: what.into(),
+            after,
+        }
+    }
+
+    /// True when retrying after a reconnect may succeed (the request itself was fine).
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Disconnected | Error::NotConnected | Error::Timeout { .. }
+        )
+    }
+}

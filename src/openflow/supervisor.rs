@@ -1,0 +1,222 @@
+//! Keeps a session to the switch alive: dial (or accept), handshake, drive, and after a loss
+//! retry with exponential backoff and jitter — forever, until every `Switch` handle is gone.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch, Semaphore};
+use tracing::Instrument;
+
+use super::backoff::Backoff;
+use super::config::SwitchConfig;
+use super::driver::{Driver, Ended, Submit};
+use super::error::Error;
+use super::event::{EventSink, SwitchEvent};
+use super::handshake::{handshake, Established};
+use super::transport::{connect, Listener};
+use super::xid::XidAllocator;
+
+/// What every `Switch` handle reads about the current session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    Down,
+    Up { epoch: u64, datapath_id: u64 },
+}
+
+/// At most this many passive peers may be in their handshake at once; more are refused.
+const MAX_PENDING_HANDSHAKES: usize = 16;
+
+pub(crate) struct Supervisor {
+    pub(crate) cfg: Arc<SwitchConfig>,
+    pub(crate) xids: Arc<XidAllocator>,
+    pub(crate) events: EventSink,
+    pub(crate) state: watch::Sender<LinkState>,
+    pub(crate) commands: mpsc::Receiver<Submit>,
+    pub(crate) epoch: u64,
+}
+
+impl Supervisor {
+    pub(crate) async fn run_active(mut self) {
+        let mut backoff = Backoff::new(
+            self.cfg.reconnect_backoff_min,
+            self.cfg.reconnect_backoff_max,
+        );
+        let target = self.cfg.target.clone();
+        loop {
+            let attempt = async {
+                let stream = connect(&target)
+                    .await
+                    .map_err(|e| Error::io(format!("connecting to {target}"), e))?;
+                handshake(
+                    stream,
+                    target.to_string(),
+                    &self.cfg,
+                    &self.xids,
+                    &self.events,
+                )
+                .await
+            };
+            let Some(outcome) = refuse_commands_while(attempt, &mut self.commands).await else {
+                return;
+            };
+            match outcome {
+                Ok(session) => {
+                    backoff.reset();
+                    match self.drive(session, None).await {
+                        Ended::Shutdown => return,
+                        Ended::Lost(_) | Ended::Replaced(_) => {}
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%target, %error, "OpenFlow connection attempt failed")
+                }
+            }
+            let delay = backoff.next_delay();
+            tracing::debug!(%target, ?delay, "reconnecting after backoff");
+            if refuse_commands_while(tokio::time::sleep(delay), &mut self.commands)
+                .await
+                .is_none()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Passive: an acceptor task handshakes every peer that dials in and hands the good ones
+    /// over; a peer that fails its handshake is logged and dropped without disturbing the
+    /// session in use.
+    pub(crate) async fn run_passive(mut self, listener: Listener) {
+        let (ready_tx, mut ready_rx) = mpsc::channel(1);
+        let acceptor = Acceptor {
+            listener,
+            ready: ready_tx,
+            cfg: self.cfg.clone(),
+            xids: self.xids.clone(),
+            events: self.events.clone(),
+        };
+        tokio::spawn(acceptor.run());
+        let mut next = None;
+        loop {
+            let session = match next.take() {
+                Some(session) => session,
+                None => match refuse_commands_while(ready_rx.recv(), &mut self.commands).await {
+                    Some(Some(session)) => session,
+                    // The acceptor died (cannot happen while we hold the receiver) or shutdown.
+                    Some(None) | None => return,
+                },
+            };
+            match self.drive(session, Some(&mut ready_rx)).await {
+                Ended::Shutdown => return,
+                Ended::Lost(_) => {}
+                Ended::Replaced(newer) => next = Some(newer),
+            }
+        }
+    }
+
+    async fn drive(
+        &mut self,
+        session: Established,
+        newer: Option<&mut mpsc::Receiver<Established>>,
+    ) -> Ended {
+        self.epoch += 1;
+        let (epoch, datapath_id) = (self.epoch, session.datapath_id);
+        let span = tracing::info_span!("openflow", peer = %session.peer, dpid = %format_args!("{datapath_id:016x}"));
+        tracing::info!(parent: &span, "connected");
+        self.state
+            .send_replace(LinkState::Up { epoch, datapath_id });
+        self.events
+            .deliver(SwitchEvent::Connected { datapath_id })
+            .await;
+
+        let driver = Driver::new(session, epoch, &self.cfg, &self.xids, &self.events);
+        let ended = driver
+            .run(&mut self.commands, newer)
+            .instrument(span.clone())
+            .await;
+
+        self.state.send_replace(LinkState::Down);
+        let reason = match &ended {
+            Ended::Lost(error) => error.to_string(),
+            Ended::Replaced(_) => {
+                "the switch connected again; the new connection replaces this one".into()
+            }
+            Ended::Shutdown => "shut down".into(),
+        };
+        match &ended {
+            Ended::Lost(_) => tracing::error!(parent: &span, %reason, "OpenFlow connection lost"),
+            _ => tracing::info!(parent: &span, %reason, "OpenFlow connection closed"),
+        }
+        self.events
+            .deliver(SwitchEvent::Disconnected { reason })
+            .await;
+        ended
+    }
+}
+
+/// Runs `work` while failing every command that arrives meanwhile (there is no session to carry
+/// it: dropping its route fails the caller). `None` when every handle has been dropped.
+async fn refuse_commands_while<F: Future>(
+    work: F,
+    commands: &mut mpsc::Receiver<Submit>,
+) -> Option<F::Output> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            output = &mut work => return Some(output),
+            command = commands.recv() => {
+                command?;
+            }
+        }
+    }
+}
+
+struct Acceptor {
+    listener: Listener,
+    ready: mpsc::Sender<Established>,
+    cfg: Arc<SwitchConfig>,
+    xids: Arc<XidAllocator>,
+    events: EventSink,
+}
+
+impl Acceptor {
+    async fn run(self) {
+        let local = self.listener.local_description();
+        let handshakes = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+        loop {
+            let accepted = tokio::select! {
+                () = self.ready.closed() => return,
+                accepted = self.listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::error!(%local, %error, "accept failed");
+                    // E.g. out of file descriptors: do not spin.
+                    tokio::time::sleep(self.cfg.reconnect_backoff_min).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                tracing::error!(%local, %peer, "too many connections in handshake: dropping peer");
+                continue;
+            };
+            let (cfg, xids, events, ready) = (
+                self.cfg.clone(),
+                self.xids.clone(),
+                self.events.clone(),
+                self.ready.clone(),
+            );
+            tokio::spawn(async move {
+                let _permit = permit;
+                match handshake(stream, peer.clone(), &cfg, &xids, &events).await {
+                    Ok(session) => {
+                        let _ = ready.send(session).await;
+                    }
+                    Err(error) => {
+                        tracing::error!(%peer, %error, "dropping OpenFlow peer that failed its handshake")
+                    }
+                }
+            });
+        }
+    }
+}

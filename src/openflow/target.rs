@@ -1,0 +1,245 @@
+//! Where the OpenFlow connection goes: the `ovs-vsctl set-controller` / `ovs-ofctl` target syntax.
+//!
+//! Active targets (`unix:PATH`, `tcp:HOST[:PORT]`) are dialled; passive ones (`punix:PATH`,
+//! `ptcp:[PORT][:IP]`) listen and the switch dials in. Passive TCP listens on loopback unless an
+//! address is given, so a controller port is never exposed by accident.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The IANA OpenFlow port, OVS's default when a target names none.
+pub const DEFAULT_OPENFLOW_PORT: u16 = 6653;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// `unix:PATH`: connect to a unix socket (e.g. the bridge's `br0.mgmt`).
+    Unix(PathBuf),
+    /// `tcp:HOST[:PORT]`: connect over TCP.
+    Tcp { host: String, port: u16 },
+    /// `punix:PATH`: listen on a unix socket (`set-controller br0 unix:PATH`).
+    PassiveUnix(PathBuf),
+    /// `ptcp:[PORT][:IP]`: listen on TCP (`set-controller br0 tcp:IP:PORT`).
+    PassiveTcp(SocketAddr),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid OpenFlow target `{target}`: {reason} (expected unix:PATH, tcp:HOST[:PORT], punix:PATH or ptcp:[PORT][:IP])")]
+pub struct TargetError {
+    pub target: String,
+    pub reason: String,
+}
+
+impl Target {
+    /// True for targets where we listen and the switch connects to us.
+    pub fn is_passive(&self) -> bool {
+        matches!(self, Target::PassiveUnix(_) | Target::PassiveTcp(_))
+    }
+}
+
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
+        let fail = |reason: &str| TargetError {
+            target: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let (kind, rest) = text
+            .split_once(':')
+            .ok_or_else(|| fail("no `TYPE:` prefix"))?;
+        match kind {
+            "unix" => Ok(Target::Unix(parse_path(rest).map_err(fail)?)),
+            "punix" => Ok(Target::PassiveUnix(parse_path(rest).map_err(fail)?)),
+            "tcp" => {
+                let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
+                Ok(Target::Tcp { host, port })
+            }
+            "ptcp" => Ok(Target::PassiveTcp(
+                parse_listen(rest).map_err(|r| fail(&r))?,
+            )),
+            other => Err(fail(&format!("unknown connection type `{other}`"))),
+        }
+    }
+}
+
+fn parse_path(rest: &str) -> Result<PathBuf, &'static str> {
+    if rest.is_empty() {
+        Err("empty socket path")
+    } else {
+        Ok(PathBuf::from(rest))
+    }
+}
+
+fn parse_port(text: &str) -> Result<u16, String> {
+    text.parse::<u16>()
+        .map_err(|_| format!("bad port `{text}`"))
+}
+
+/// `HOST[:PORT]`, where an IPv6 HOST is written in brackets (`[::1]:6653`).
+fn parse_host_port(rest: &str) -> Result<(String, u16), String> {
+    if let Some(bracketed) = rest.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or_else(|| "unclosed `[` in IPv6 host".to_string())?;
+        let port = match after.strip_prefix(':') {
+            Some(port) => parse_port(port)?,
+            None if after.is_empty() => DEFAULT_OPENFLOW_PORT,
+            None => return Err(format!("unexpected `{after}` after IPv6 host")),
+        };
+        return Ok((host.to_string(), port));
+    }
+    let (host, port) = match rest.split_once(':') {
+        Some((host, port)) => (host, parse_port(port)?),
+        None => (rest, DEFAULT_OPENFLOW_PORT),
+    };
+    if host.is_empty() {
+        return Err("empty host".into());
+    }
+    Ok((host.to_string(), port))
+}
+
+/// `[PORT][:IP]`: both optional, IP defaults to 127.0.0.1 (loopback only).
+fn parse_listen(rest: &str) -> Result<SocketAddr, String> {
+    let (port, ip) = match rest.split_once(':') {
+        Some((port, ip)) => (port, Some(ip)),
+        None => (rest, None),
+    };
+    let port = if port.is_empty() {
+        DEFAULT_OPENFLOW_PORT
+    } else {
+        parse_port(port)?
+    };
+    let ip = match ip {
+        None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some(ip) => {
+            let ip = ip.trim_start_matches('[').trim_end_matches(']');
+            ip.parse::<IpAddr>()
+                .map_err(|_| format!("bad listen address `{ip}`"))?
+        }
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Unix(path) => write!(f, "unix:{}", path.display()),
+            Target::PassiveUnix(path) => write!(f, "punix:{}", path.display()),
+            Target::Tcp { host, port } if host.contains(':') => write!(f, "tcp:[{host}]:{port}"),
+            Target::Tcp { host, port } => write!(f, "tcp:{host}:{port}"),
+            Target::PassiveTcp(addr) if addr.is_ipv6() => {
+                write!(f, "ptcp:{}:[{}]", addr.port(), addr.ip())
+            }
+            Target::PassiveTcp(addr) => write!(f, "ptcp:{}:{}", addr.port(), addr.ip()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Target {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_every_kind() {
+        let cases: &[(&str, Target)] = &[
+            (
+                "unix:/run/openvswitch/br0.mgmt",
+                Target::Unix("/run/openvswitch/br0.mgmt".into()),
+            ),
+            (
+                "punix:/tmp/ctl.sock",
+                Target::PassiveUnix("/tmp/ctl.sock".into()),
+            ),
+            (
+                "tcp:127.0.0.1:6633",
+                Target::Tcp {
+                    host: "127.0.0.1".into(),
+                    port: 6633,
+                },
+            ),
+            (
+                "tcp:switch.example",
+                Target::Tcp {
+                    host: "switch.example".into(),
+                    port: 6653,
+                },
+            ),
+            (
+                "tcp:[::1]:7000",
+                Target::Tcp {
+                    host: "::1".into(),
+                    port: 7000,
+                },
+            ),
+            (
+                "ptcp:6654",
+                Target::PassiveTcp("127.0.0.1:6654".parse().unwrap()),
+            ),
+            (
+                "ptcp:",
+                Target::PassiveTcp("127.0.0.1:6653".parse().unwrap()),
+            ),
+            (
+                "ptcp::192.0.2.1",
+                Target::PassiveTcp("192.0.2.1:6653".parse().unwrap()),
+            ),
+            (
+                "ptcp:6654:192.0.2.1",
+                Target::PassiveTcp("192.0.2.1:6654".parse().unwrap()),
+            ),
+            (
+                "ptcp:6654:[::1]",
+                Target::PassiveTcp("[::1]:6654".parse().unwrap()),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&parse(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in [
+            "unix:/a/b.mgmt",
+            "punix:/a/c.sock",
+            "tcp:127.0.0.1:6633",
+            "tcp:[::1]:7000",
+            "ptcp:6654:127.0.0.1",
+            "ptcp:6654:[::1]",
+        ] {
+            assert_eq!(parse(text).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_targets_with_the_reason() {
+        for (text, reason) in [
+            ("br0.mgmt", "prefix"),
+            ("ssl:1.2.3.4:6653", "unknown connection type `ssl`"),
+            ("unix:", "empty socket path"),
+            ("tcp:", "empty host"),
+            ("tcp:h:99999", "bad port `99999`"),
+            ("tcp:[::1", "unclosed"),
+            ("ptcp:x", "bad port"),
+            ("ptcp:1:notanip", "bad listen address"),
+        ] {
+            let err = text.parse::<Target>().unwrap_err();
+            assert!(err.to_string().contains(reason), "{text}: {err}");
+            assert!(err.to_string().contains(text), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn passive_targets_are_passive() {
+        assert!(parse("ptcp:").is_passive());
+        assert!(parse("punix:/x").is_passive());
+        assert!(!parse("unix:/x").is_passive());
+        assert!(!parse("tcp:h").is_passive());
+    }
+}

@@ -1,0 +1,347 @@
+//! Atomic transactions: a batch of flow mods applied all together or not at all, through one
+//! ONF bundle (OpenFlow 1.3 extension EXT-230).
+//!
+//! Wire sequence, in two round trips to the switch and none back to the caller in between:
+//! 1. OPEN, one BUNDLE_ADD per flow mod (each with its own xid, which the inner flow mod repeats)
+//!    and a BARRIER, written back to back. OVS rejects a bad flow mod when it is *added*, with an
+//!    error carrying that add's xid, but keeps the bundle open without it — so the barrier reply
+//!    must be seen before deciding: committing blindly would apply the other flows.
+//! 2. The connection task itself (a gate on the transaction's route) sends COMMIT
+//!    (atomic | ordered) as soon as the barrier is answered with no error before it, else
+//!    DISCARD. A flow that fails only at commit time makes OVS report an error with that flow's
+//!    add xid, then fail the commit; OVS rolls back everything.
+//!
+//! The error names the failing flow in `ovs-ofctl` syntax and carries OVS's error. A transaction
+//! larger than `max_bundle_msgs` is refused, never split.
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+use ofnode_proto::{
+    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, ErrorMsg, FlowMod, FlowModCommand,
+    Message,
+};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::error::{Error, Result};
+use super::routes::{Gate, Route};
+use super::switch::{encode, Switch};
+
+/// Frames of one transaction are handed to the connection in chunks of about this size, so a
+/// huge transaction streams through the bounded queue instead of being copied whole.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// A batch of flow mods to apply atomically. Build it with `add`/`delete`/`push`, then `commit`.
+#[derive(Debug)]
+pub struct Transaction {
+    switch: Switch,
+    mods: Vec<FlowMod>,
+}
+
+impl Transaction {
+    pub(crate) fn new(switch: Switch) -> Transaction {
+        Transaction {
+            switch,
+            mods: Vec::new(),
+        }
+    }
+
+    /// Adds (or replaces) a flow.
+    pub fn add(&mut self, mut flow: FlowMod) -> &mut Self {
+        flow.command = FlowModCommand::Add;
+        self.push(flow)
+    }
+
+    /// Deletes the flows `flow` matches (non-strict unless it already says DeleteStrict).
+    pub fn delete(&mut self, mut flow: FlowMod) -> &mut Self {
+        if flow.command != FlowModCommand::DeleteStrict {
+            flow.command = FlowModCommand::Delete;
+        }
+        self.push(flow)
+    }
+
+    /// Any flow mod, with the command it carries.
+    pub fn push(&mut self, flow: FlowMod) -> &mut Self {
+        self.mods.push(flow);
+        self
+    }
+
+    /// Parses `ovs-ofctl add-flow` text and adds it.
+    pub fn add_text(&mut self, flow: &str) -> std::result::Result<&mut Self, text::ParseError> {
+        let flow = text::parse_flow(flow, FlowModCommand::Add)?;
+        Ok(self.push(flow))
+    }
+
+    /// Parses `ovs-ofctl del-flows` text and deletes what it matches.
+    pub fn delete_text(&mut self, flow: &str) -> std::result::Result<&mut Self, text::ParseError> {
+        let flow = text::parse_flow(flow, FlowModCommand::Delete)?;
+        Ok(self.push(flow))
+    }
+
+    pub fn len(&self) -> usize {
+        self.mods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mods.is_empty()
+    }
+
+    /// Applies every flow mod atomically, or none. An empty transaction succeeds at once.
+    pub async fn commit(self) -> Result<()> {
+        if self.mods.is_empty() {
+            return Ok(());
+        }
+        let cfg = self.switch.config();
+        if self.mods.len() > cfg.max_bundle_msgs {
+            return Err(Error::BundleTooLarge {
+                flows: self.mods.len(),
+                max: cfg.max_bundle_msgs,
+            });
+        }
+        let span = tracing::debug_span!(
+            "of_transaction",
+            flows = self.mods.len(),
+            bytes = tracing::field::Empty,
+            bundle_id = tracing::field::Empty
+        );
+        Commit::start(self)?.run().instrument(span).await
+    }
+}
+
+/// The xids of one transaction, all in one block so a single route catches every reply:
+/// `open`, then one per flow mod, then `barrier`, `commit`, `discard`.
+#[derive(Debug, Clone, Copy)]
+struct Xids {
+    open: u32,
+    flows: usize,
+}
+
+impl Xids {
+    const EXTRA: usize = 4;
+
+    fn add(self, index: usize) -> u32 {
+        self.open + 1 + index as u32
+    }
+    fn barrier(self) -> u32 {
+        self.add(self.flows)
+    }
+    fn commit(self) -> u32 {
+        self.barrier() + 1
+    }
+    fn discard(self) -> u32 {
+        self.barrier() + 2
+    }
+    /// Which flow mod an add xid belongs to.
+    fn flow_index(self, xid: u32) -> Option<usize> {
+        let index = xid.checked_sub(self.open + 1)? as usize;
+        (index < self.flows).then_some(index)
+    }
+}
+
+struct Commit {
+    switch: Switch,
+    /// Flow mods not yet encoded; moved into `adds` as they are.
+    mods: Vec<FlowMod>,
+    /// The flow mods sent (as messages), kept to name a failing flow.
+    adds: Vec<Message>,
+    epoch: u64,
+    bundle_id: u32,
+    flags: BundleFlags,
+    xids: Xids,
+    replies: Option<oneshot::Receiver<Vec<(u32, Message)>>>,
+    /// The route, until the first chunk registers it.
+    route: Option<Route>,
+    /// Discards the bundle if the commit future is dropped before the barrier went out (after
+    /// that, the gate discards it for a caller that left).
+    guard: DiscardGuard,
+}
+
+impl Commit {
+    fn start(tx: Transaction) -> Result<Commit> {
+        let Transaction { switch, mods } = tx;
+        let epoch = switch.epoch()?;
+        let flags = switch.config().bundle_flags;
+        // Bounded by max_bundle_msgs, which the caller checked.
+        let count = u32::try_from(mods.len() + Xids::EXTRA).map_err(|_| Error::BundleTooLarge {
+            flows: mods.len(),
+            max: switch.config().max_bundle_msgs,
+        })?;
+        let xids = Xids {
+            open: switch.xids().block(count),
+            flows: mods.len(),
+        };
+        let bundle_id = switch.next_bundle_id();
+        let control = |ctrl_type| bundle_control(bundle_id, ctrl_type, flags);
+        let discard = encode(xids.discard(), &control(BundleCtrlType::DiscardRequest));
+        let gate = Gate {
+            barrier_xid: xids.barrier(),
+            if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest)),
+            if_failed: discard.clone(),
+        };
+        let (route_tx, replies) = oneshot::channel();
+        let route = Route::Range {
+            first: xids.open,
+            last: xids.discard(),
+            stop: [xids.commit(), xids.discard()],
+            gate: Some(gate),
+            tx: route_tx,
+        };
+        let guard = DiscardGuard {
+            switch: switch.clone(),
+            epoch,
+            frames: discard,
+            armed: false,
+        };
+        Ok(Commit {
+            switch,
+            adds: Vec::with_capacity(mods.len()),
+            mods,
+            epoch,
+            bundle_id,
+            flags,
+            xids,
+            replies: Some(replies),
+            route: Some(route),
+            guard,
+        })
+    }
+
+    async fn run(mut self) -> Result<()> {
+        let started = Instant::now();
+        tracing::Span::current().record("bundle_id", self.bundle_id);
+        let bytes = self.send_bundle().await?;
+        tracing::Span::current().record("bytes", bytes);
+        let result = self.await_outcome().await;
+        tracing::debug!(
+            latency_us = started.elapsed().as_micros() as u64,
+            ok = result.is_ok(),
+            "transaction finished"
+        );
+        result
+    }
+
+    /// OPEN, every add, BARRIER — streamed in chunks, the route registered with the first chunk
+    /// so no reply can arrive before it.
+    async fn send_bundle(&mut self) -> Result<usize> {
+        // A pod-sized transaction needs far less than a chunk.
+        let estimate = 64 + self.mods.len() * 256;
+        let mut out = BytesMut::with_capacity(estimate.min(CHUNK_BYTES));
+        bundle_control(self.bundle_id, BundleCtrlType::OpenRequest, self.flags)
+            .encode(self.xids.open, &mut out);
+        self.guard.armed = true;
+        let mut total = 0;
+        let mods = std::mem::take(&mut self.mods);
+        for (index, flow) in mods.into_iter().enumerate() {
+            let inner = Message::FlowMod(flow);
+            let xid = self.xids.add(index);
+            BundleAdd::encode_borrowed(self.bundle_id, self.flags, &inner, xid, &mut out);
+            self.adds.push(inner);
+            if out.len() >= CHUNK_BYTES {
+                total += out.len();
+                let chunk = out.split().freeze();
+                self.switch
+                    .submit(self.epoch, self.route.take(), chunk)
+                    .await?;
+            }
+        }
+        Message::BarrierRequest.encode(self.xids.barrier(), &mut out);
+        total += out.len();
+        self.switch
+            .submit(self.epoch, self.route.take(), out.freeze())
+            .await?;
+        // From here on the gate commits or discards.
+        self.guard.armed = false;
+        Ok(total)
+    }
+
+    /// Waits for the COMMIT or DISCARD answer the gate provoked and explains the outcome.
+    async fn await_outcome(&mut self) -> Result<()> {
+        let deadline = self.switch.config().request_timeout;
+        let (commit, discard) = (self.xids.commit(), self.xids.discard());
+        let replies = self.replies.take().ok_or(Error::Disconnected)?;
+        let replies = match tokio::time::timeout(deadline, replies).await {
+            Ok(Ok(replies)) => replies,
+            Ok(Err(_)) => return Err(Error::Disconnected),
+            Err(_) => return Err(Error::timeout("the bundle COMMIT reply", deadline)),
+        };
+        let mut flow_failure = None;
+        let mut rejected = 0usize;
+        let mut final_error = None;
+        for (xid, msg) in replies {
+            match msg {
+                Message::BundleControl(reply)
+                    if xid == commit && reply.ctrl_type == BundleCtrlType::CommitReply =>
+                {
+                    return Ok(());
+                }
+                Message::Error(error) if xid == commit || xid == discard => {
+                    final_error = Some(error);
+                }
+                Message::Error(error) => {
+                    rejected += 1;
+                    flow_failure.get_or_insert_with(|| self.switch_error(xid, error));
+                }
+                _ => {}
+            }
+        }
+        if rejected > 1 {
+            tracing::warn!(
+                rejected,
+                "switch rejected several messages of the transaction"
+            );
+        }
+        // A flow's own error says more than the commit's OFPBFC_MSG_FAILED.
+        if let Some(failure) = flow_failure {
+            return Err(failure);
+        }
+        match final_error {
+            Some(error) => Err(Error::Switch { flow: None, error }),
+            None => Err(Error::Protocol(
+                "bundle was discarded although the switch reported no error".into(),
+            )),
+        }
+    }
+
+    /// The error for `xid`, naming its flow when it is one of ours.
+    fn switch_error(&self, xid: u32, error: ErrorMsg) -> Error {
+        let flow = self
+            .xids
+            .flow_index(xid)
+            .and_then(|index| self.adds.get(index))
+            .and_then(flow_text);
+        Error::Switch { flow, error }
+    }
+}
+
+fn bundle_control(bundle_id: u32, ctrl_type: BundleCtrlType, flags: BundleFlags) -> Message {
+    Message::BundleControl(BundleControl {
+        bundle_id,
+        ctrl_type,
+        flags,
+        properties: Default::default(),
+    })
+}
+
+/// A flow mod in `ovs-ofctl` syntax.
+fn flow_text(msg: &Message) -> Option<String> {
+    match msg {
+        Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
+        _ => None,
+    }
+}
+
+struct DiscardGuard {
+    switch: Switch,
+    epoch: u64,
+    frames: bytes::Bytes,
+    armed: bool,
+}
+
+impl Drop for DiscardGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.switch.try_submit(self.epoch, self.frames.clone());
+        }
+    }
+}

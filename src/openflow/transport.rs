@@ -1,0 +1,204 @@
+//! Byte streams to and from the switch: dial an active target, or listen on a passive one.
+
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use super::target::Target;
+
+pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// One OpenFlow byte stream, whatever carries it.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Owned halves (no lock between reader and writer, unlike `tokio::io::split`).
+    pub(crate) fn into_split(self) -> (ReadHalf, WriteHalf) {
+        match self {
+            Stream::Tcp(stream) => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Box::new(write))
+            }
+            Stream::Unix(stream) => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Box::new(write))
+            }
+        }
+    }
+}
+
+/// Dials an active target.
+pub(crate) async fn connect(target: &Target) -> io::Result<Stream> {
+    match target {
+        Target::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
+        Target::Tcp { host, port } => {
+            let stream = TcpStream::connect((host.as_str(), *port)).await?;
+            // Small requests must leave at once: OpenFlow is latency-bound request/reply.
+            stream.set_nodelay(true)?;
+            Ok(Stream::Tcp(stream))
+        }
+        Target::PassiveUnix(_) | Target::PassiveTcp(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{target} is a passive target: listen on it, don't dial it"),
+        )),
+    }
+}
+
+/// A listening socket for a passive target. A unix socket file is removed when dropped.
+#[derive(Debug)]
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    Unix {
+        listener: UnixListener,
+        path: PathBuf,
+    },
+}
+
+impl Listener {
+    pub(crate) async fn bind(target: &Target) -> io::Result<Listener> {
+        match target {
+            Target::PassiveTcp(addr) => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
+            Target::PassiveUnix(path) => {
+                remove_stale_socket(path)?;
+                Ok(Listener::Unix {
+                    listener: UnixListener::bind(path)?,
+                    path: path.clone(),
+                })
+            }
+            Target::Unix(_) | Target::Tcp { .. } => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{target} is an active target: dial it, don't listen on it"),
+            )),
+        }
+    }
+
+    /// Wraps a listener bound elsewhere (e.g. on a thread that entered another network
+    /// namespace, where the switch can reach it).
+    pub(crate) fn from_std_tcp(listener: std::net::TcpListener) -> io::Result<Listener> {
+        listener.set_nonblocking(true)?;
+        Ok(Listener::Tcp(TcpListener::from_std(listener)?))
+    }
+
+    /// The next switch that dialled in, and a name for it in logs.
+    pub(crate) async fn accept(&self) -> io::Result<(Stream, String)> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, peer) = listener.accept().await?;
+                stream.set_nodelay(true)?;
+                Ok((Stream::Tcp(stream), format!("tcp:{peer}")))
+            }
+            Listener::Unix { listener, path } => {
+                let (stream, _) = listener.accept().await?;
+                // Unix peers have no address; number them so log lines can be told apart.
+                static PEERS: AtomicU64 = AtomicU64::new(0);
+                let n = PEERS.fetch_add(1, Ordering::Relaxed);
+                let peer = format!("unix#{n} on {}", path.display());
+                Ok((Stream::Unix(stream), peer))
+            }
+        }
+    }
+
+    pub(crate) fn local_description(&self) -> String {
+        match self {
+            Listener::Tcp(listener) => listener
+                .local_addr()
+                .map_or_else(|e| format!("tcp listener ({e})"), |a| format!("ptcp:{a}")),
+            Listener::Unix { path, .. } => format!("punix:{}", path.display()),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix { path, .. } = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A socket file left by an earlier run would make bind fail; anything else at the path is not
+/// ours to delete.
+fn remove_stale_socket(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists and is not a socket", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn passive_unix_accepts_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ctl.sock");
+        let target = Target::PassiveUnix(path.clone());
+        let listener = Listener::bind(&target).await.unwrap();
+        let client = tokio::spawn(async move {
+            let Stream::Unix(mut s) = connect(&Target::Unix(path)).await.unwrap() else {
+                panic!("not unix")
+            };
+            s.write_all(b"ping").await.unwrap();
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        let (mut read, _write) = stream.into_split();
+        let mut buf = [0u8; 4];
+        read.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"ping");
+        client.await.unwrap();
+        let path = dir.path().join("ctl.sock");
+        assert!(path.exists());
+        // A stale socket from an earlier listener does not stop a new bind.
+        let again = Listener::bind(&target).await;
+        assert!(again.is_ok(), "{again:?}");
+        drop(listener);
+        drop(again);
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn refuses_to_replace_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not-a-socket");
+        std::fs::write(&path, b"x").unwrap();
+        let err = Listener::bind(&Target::PassiveUnix(path.clone()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert!(path.exists());
+    }
+
+    #[tokio::test]
+    async fn passive_tcp_defaults_to_loopback() {
+        let target: Target = "ptcp:0".parse().unwrap();
+        let listener = Listener::bind(&target).await.unwrap();
+        let Listener::Tcp(tcp) = &listener else {
+            panic!("not tcp")
+        };
+        assert!(tcp.local_addr().unwrap().ip().is_loopback());
+    }
+
+    #[tokio::test]
+    async fn active_and_passive_are_not_mixed_up() {
+        assert!(connect(&"ptcp:0".parse().unwrap()).await.is_err());
+        assert!(Listener::bind(&"tcp:127.0.0.1:1".parse().unwrap())
+            .await
+            .is_err());
+    }
+}

@@ -1,5 +1,9 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
+pub mod api;
+pub mod cli;
+pub mod daemon;
 pub mod netlink;
 pub mod openflow;
+pub mod ovsdb;
 pub mod sdn;

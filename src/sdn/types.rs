@@ -152,6 +152,17 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// 0.0.0.0/0: every address.
+    pub const ANY: Cidr = Cidr {
+        addr: Ipv4Addr::UNSPECIFIED,
+        prefix: 0,
+    };
+
+    /// The /32 network of one address.
+    pub fn host(addr: Ipv4Addr) -> Cidr {
+        Cidr { addr, prefix: 32 }
+    }
+
     pub fn new(addr: Ipv4Addr, prefix: u8) -> Result<Cidr, InvalidInput> {
         let text = format!("{addr}/{prefix}");
         if prefix > 32 {
@@ -471,6 +482,202 @@ fn validate_dns_name(name: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The policy mode of the node's table 80 (the seed's policy plugins); its plugin id is part of
+/// the version note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Subnet,
+    Multitenant,
+}
+
+impl Mode {
+    /// The seed's pluginId: 0 for the subnet plugin, 1 for the multitenant plugin.
+    pub fn plugin_id(self) -> u8 {
+        match self {
+            Mode::Subnet => 0,
+            Mode::Multitenant => 1,
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = InvalidInput;
+    fn from_str(text: &str) -> Result<Self, InvalidInput> {
+        match text {
+            "subnet" => Ok(Mode::Subnet),
+            "multitenant" => Ok(Mode::Multitenant),
+            _ => Err(InvalidInput::new(
+                "mode",
+                text,
+                "expected subnet or multitenant",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Subnet => "subnet",
+            Mode::Multitenant => "multitenant",
+        })
+    }
+}
+
+/// The node's network parameters (the seed's SetupOVS/SetupSDN arguments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetupRequest {
+    pub cluster_network: Cidr,
+    pub service_network: Cidr,
+    pub local_subnet: Cidr,
+    pub gateway: Ipv4Addr,
+    #[serde(default)]
+    pub mode: Mode,
+}
+
+impl SetupRequest {
+    /// Checks how the networks relate: the gateway is a host of the local subnet, the local
+    /// subnet lies inside the cluster network, and the service network is apart from it.
+    pub fn validate(&self) -> Result<(), InvalidInput> {
+        let invalid = |reason: String| InvalidInput::new("setup request", self.summary(), reason);
+        if !self.local_subnet.contains(self.gateway) || self.gateway == self.local_subnet.network()
+        {
+            return Err(invalid(format!(
+                "gateway {} must be a host address inside the local subnet {}",
+                self.gateway, self.local_subnet
+            )));
+        }
+        if !self.cluster_network.contains(self.local_subnet.network())
+            || self.local_subnet.prefix() < self.cluster_network.prefix()
+        {
+            return Err(invalid(format!(
+                "local subnet {} must lie inside the cluster network {}",
+                self.local_subnet, self.cluster_network
+            )));
+        }
+        if self.service_network.overlaps(&self.cluster_network) {
+            return Err(invalid(format!(
+                "service network {} overlaps the cluster network {}",
+                self.service_network, self.cluster_network
+            )));
+        }
+        Ok(())
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "cluster {} service {} local {} gateway {} mode {}",
+            self.cluster_network, self.service_network, self.local_subnet, self.gateway, self.mode
+        )
+    }
+}
+
+/// A pod to attach (the seed's SetUpPod arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodAdd {
+    pub veth: IfName,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+    pub sandbox: SandboxId,
+    pub vnid: Vnid,
+}
+
+/// Another node's pod subnet, reached over VXLAN (the seed's HostSubnet). `fixed_vnid` is the
+/// fixed-VNID annotation; `vtep_mac` is kept for the VXLAN device (not used by flows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSubnet {
+    pub host_ip: Ipv4Addr,
+    pub subnet: Cidr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_vnid: Option<Vnid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtep_mac: Option<MacAddr>,
+}
+
+/// A service's cluster IP, its VNID and its ports (the seed's AddServiceRules arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    pub ip: Ipv4Addr,
+    pub vnid: Vnid,
+    pub ports: Vec<ServicePort>,
+}
+
+/// `pod update`: move the pod with this sandbox id to another VNID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodUpdate {
+    pub sandbox: SandboxId,
+    pub vnid: Vnid,
+}
+
+/// `pod del`: detach the pod with this veth and IP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodDel {
+    pub veth: IfName,
+    pub ip: Ipv4Addr,
+}
+
+/// `pod bandwidth`: limits in bits per second; absent means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodBandwidth {
+    pub veth: IfName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_bps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_bps: Option<u64>,
+}
+
+/// `hostsubnet del`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSubnetDel {
+    pub host_ip: Ipv4Addr,
+    pub subnet: Cidr,
+}
+
+/// `service del`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceDel {
+    pub ip: Ipv4Addr,
+}
+
+/// `multicast local`: enable (delivering to `ofports`) or disable a VNID's local multicast.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastLocalSet {
+    pub vnid: Vnid,
+    pub enabled: bool,
+    #[serde(default)]
+    pub ofports: Vec<u16>,
+}
+
+/// `multicast vxlan`: the nodes multicast goes to over VXLAN.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastVxlanSet {
+    #[serde(default)]
+    pub remotes: Vec<Ipv4Addr>,
+}
+
+/// `egress set`: a VNID's namespaces and its egress policies (none removes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSet {
+    pub vnid: Vnid,
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub policies: Vec<EgressNetworkPolicy>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, side by side with the seed's way (ovs-ofctl / ovs-vsctl exec) on
+# the same private Open vSwitch, in one run. The report is also written to target/bench-report.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p target
+report=target/bench-report.txt
+: > "$report"
+
+run() {
+  echo "== $*" | tee -a "$report"
+  "$@" 2>&1 | grep -v -E '^(\s*Compiling|\s*Finished|\s*Running|Gnuplot|WARNING: HTML)' | tee -a "$report"
+}
+
+# Sans-IO codec (criterion).
+run cargo bench -q -p ofnode-proto --bench codec -- --noplot
+# Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end.
+for bench in openflow ovsdb node; do
+  if [ -f "benches/$bench.rs" ]; then
+    run cargo bench -q --bench "$bench"
+  fi
+done
+echo "report: $report"

@@ -1,0 +1,117 @@
+//! The CLI's side of the control socket: one HTTP/1.1 request per connection over a unix socket.
+
+use std::path::{Path, PathBuf};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::net::UnixStream;
+
+use super::wire::ErrorBody;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the ofnode daemon at {path}: {source} (is `ofnode run` running, and is --api right?)")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("HTTP exchange with the daemon failed: {0}")]
+    Http(#[from] hyper::Error),
+    #[error("could not build the request: {0}")]
+    Request(#[from] hyper::http::Error),
+    #[error("could not encode the request: {0}")]
+    Encode(serde_json::Error),
+    #[error("the daemon's reply is not what this CLI expects ({status}): {source}: {body}")]
+    Decode {
+        status: StatusCode,
+        source: serde_json::Error,
+        body: String,
+    },
+    /// The daemon refused or failed the operation; `message` is its explanation.
+    #[error("{message}")]
+    Api { status: StatusCode, message: String },
+}
+
+pub struct Client {
+    socket: PathBuf,
+}
+
+impl Client {
+    pub fn new(socket: impl AsRef<Path>) -> Client {
+        Client {
+            socket: socket.as_ref().to_path_buf(),
+        }
+    }
+
+    pub async fn get<R: DeserializeOwned>(&self, path: &str) -> Result<R, ClientError> {
+        let bytes = self.exchange(Method::GET, path, None).await?;
+        decode(StatusCode::OK, &bytes)
+    }
+
+    /// The raw text of a GET (for /metrics).
+    pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let bytes = self.exchange(Method::GET, path, None).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    pub async fn send<B: Serialize, R: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<R, ClientError> {
+        let json = serde_json::to_vec(body).map_err(ClientError::Encode)?;
+        let bytes = self.exchange(method, path, Some(json)).await?;
+        decode(StatusCode::OK, &bytes)
+    }
+
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, ClientError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    path: self.socket.clone(),
+                    source,
+                })?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let driver = tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, "ofnode");
+        if body.is_some() {
+            request = request.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        driver.abort();
+        if status.is_success() {
+            return Ok(bytes);
+        }
+        let message = match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(err) => err.error,
+            Err(_) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        };
+        Err(ClientError::Api { status, message })
+    }
+}
+
+fn decode<R: DeserializeOwned>(status: StatusCode, bytes: &[u8]) -> Result<R, ClientError> {
+    serde_json::from_slice(bytes).map_err(|source| ClientError::Decode {
+        status,
+        source,
+        body: String::from_utf8_lossy(bytes).into_owned(),
+    })
+}

@@ -1,0 +1,327 @@
+//! The control socket: HTTP/1.1 + JSON on a unix socket, one endpoint per node operation.
+//!
+//! Usable with `curl --unix-socket /run/ofnode/ofnode.sock http://ofnode/v1/status`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio::net::UnixListener;
+
+use super::wire::{self, ErrorBody};
+use crate::sdn::{self, HostSubnet, Node, PodAdd, Service, SetupRequest};
+
+/// Limits on what a client can make the daemon do.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    pub socket: PathBuf,
+    /// Largest request body accepted, in bytes.
+    pub max_body: usize,
+    /// Permission bits of the socket file (0600: only root may program the node).
+    pub mode: u32,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            socket: PathBuf::from("/run/ofnode/ofnode.sock"),
+            max_body: 1 << 20,
+            mode: 0o600,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot create the API socket directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the API socket {path} is in use by a running daemon")]
+    InUse { path: PathBuf },
+    #[error("cannot bind the API socket {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("API server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+struct AppState {
+    node: Node,
+}
+
+type Shared = State<Arc<AppState>>;
+
+/// Binds the socket (refusing to steal one a live daemon serves) and returns the listener.
+pub async fn bind(options: &ApiOptions) -> Result<UnixListener, ServeError> {
+    let path = &options.socket;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| ServeError::Dir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    remove_stale_socket(path).await?;
+    let listener = UnixListener::bind(path).map_err(|source| ServeError::Bind {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(options.mode)).map_err(
+        |source| ServeError::Bind {
+            path: path.clone(),
+            source,
+        },
+    )?;
+    Ok(listener)
+}
+
+/// A socket file left by a dead daemon is removed; one that answers belongs to a live daemon.
+async fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
+    if !path.exists() {
+        return Ok(());
+    }
+    if tokio::net::UnixStream::connect(path).await.is_ok() {
+        return Err(ServeError::InUse {
+            path: path.to_path_buf(),
+        });
+    }
+    std::fs::remove_file(path).map_err(|source| ServeError::Bind {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Serves the API until `shutdown` resolves.
+pub async fn serve(
+    listener: UnixListener,
+    node: Node,
+    options: &ApiOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let app = router(node, options.max_body);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)
+}
+
+fn router(node: Node, max_body: usize) -> Router {
+    let state = Arc::new(AppState { node });
+    Router::new()
+        .route("/v1/setup", post(setup))
+        .route("/v1/status", get(status))
+        .route("/v1/pods", post(pod_add).delete(pod_del))
+        .route("/v1/pods/update", post(pod_update))
+        .route("/v1/pods/bandwidth", post(pod_bandwidth))
+        .route(
+            "/v1/hostsubnets",
+            post(hostsubnet_add).delete(hostsubnet_del),
+        )
+        .route("/v1/services", post(service_add).delete(service_del))
+        .route("/v1/multicast/local", post(multicast_local))
+        .route("/v1/multicast/vxlan", post(multicast_vxlan))
+        .route("/v1/egress", post(egress_set))
+        .route("/v1/vnids/unused", get(unused_vnids))
+        .route("/v1/flows", get(dump_flows))
+        .route("/metrics", get(render_metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// The API's error response: a status and `{"error": "…"}`.
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+impl From<sdn::Error> for ApiError {
+    fn from(err: sdn::Error) -> Self {
+        ApiError {
+            status: StatusCode::from_u16(err.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        ApiError {
+            status: rejection.status(),
+            message: format!("bad request body: {}", rejection.body_text()),
+        }
+    }
+}
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// A JSON body extractor whose rejection is an [`ApiError`] (so bad JSON also gets `{"error"}`).
+pub struct Body<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let Json(value) = Json::<T>::from_request(req, state).await?;
+        Ok(Body(value))
+    }
+}
+
+fn done() -> ApiResult<wire::Ok> {
+    Ok(Json(wire::Ok { ok: true }))
+}
+
+#[derive(Serialize)]
+struct SetupReply {
+    outcome: sdn::SetupOutcome,
+}
+
+async fn setup(State(s): Shared, Body(req): Body<SetupRequest>) -> ApiResult<SetupReply> {
+    let outcome = s.node.setup(&req).await?;
+    Ok(Json(SetupReply { outcome }))
+}
+
+async fn status(State(s): Shared) -> Json<sdn::Status> {
+    Json(s.node.status())
+}
+
+async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {
+    let ofport = s.node.pod_add(&req).await?;
+    Ok(Json(wire::PodAdded { ofport }))
+}
+
+async fn pod_update(State(s): Shared, Body(req): Body<wire::PodUpdate>) -> ApiResult<wire::Ok> {
+    s.node.pod_update(&req.sandbox, req.vnid).await?;
+    done()
+}
+
+async fn pod_del(State(s): Shared, Body(req): Body<wire::PodDel>) -> ApiResult<wire::Ok> {
+    s.node.pod_del(&req.veth, req.ip).await?;
+    done()
+}
+
+async fn pod_bandwidth(
+    State(s): Shared,
+    Body(req): Body<wire::PodBandwidth>,
+) -> ApiResult<wire::Ok> {
+    s.node
+        .pod_bandwidth(&req.veth, req.ingress_bps, req.egress_bps)
+        .await?;
+    done()
+}
+
+async fn hostsubnet_add(State(s): Shared, Body(req): Body<HostSubnet>) -> ApiResult<wire::Ok> {
+    s.node.hostsubnet_add(&req).await?;
+    done()
+}
+
+async fn hostsubnet_del(
+    State(s): Shared,
+    Body(req): Body<wire::HostSubnetDel>,
+) -> ApiResult<wire::Ok> {
+    s.node.hostsubnet_del(req.host_ip, req.subnet).await?;
+    done()
+}
+
+async fn service_add(State(s): Shared, Body(req): Body<Service>) -> ApiResult<wire::Ok> {
+    s.node.service_add(&req).await?;
+    done()
+}
+
+async fn service_del(State(s): Shared, Body(req): Body<wire::ServiceDel>) -> ApiResult<wire::Ok> {
+    s.node.service_del(req.ip).await?;
+    done()
+}
+
+async fn multicast_local(
+    State(s): Shared,
+    Body(req): Body<wire::MulticastLocal>,
+) -> ApiResult<wire::Ok> {
+    s.node
+        .multicast_local(req.vnid, req.enabled, &req.ofports)
+        .await?;
+    done()
+}
+
+async fn multicast_vxlan(
+    State(s): Shared,
+    Body(req): Body<wire::MulticastVxlan>,
+) -> ApiResult<wire::Ok> {
+    s.node.multicast_vxlan(&req.remotes).await?;
+    done()
+}
+
+async fn egress_set(State(s): Shared, Body(req): Body<wire::EgressSet>) -> ApiResult<wire::Ok> {
+    s.node
+        .egress_set(req.vnid, &req.namespaces, &req.policies)
+        .await?;
+    done()
+}
+
+async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {
+    let vnids = s.node.unused_vnids().await?;
+    Ok(Json(wire::UnusedVnids { vnids }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowsQuery {
+    table: Option<u8>,
+}
+
+async fn dump_flows(
+    State(s): Shared,
+    query: Result<Query<FlowsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::Flows> {
+    let Query(query) = query.map_err(|rejection| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("bad query: {}", rejection.body_text()),
+    })?;
+    let flows = s.node.dump_flows(query.table).await?;
+    Ok(Json(wire::Flows { flows }))
+}
+
+async fn render_metrics(State(s): Shared) -> Response {
+    let text = s.node.metrics().render(&s.node.status());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: format!(
+            "no such endpoint: {} {}",
+            request.method(),
+            request.uri().path()
+        ),
+    }
+}

@@ -1,0 +1,225 @@
+//! `ofnode run`: configuration, logging, the node controller and its control socket.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Deserialize;
+use tracing::{error, info};
+
+use crate::api::server::{self, ApiOptions};
+use crate::sdn::{Node, NodeConfig};
+
+/// `ofnode run` flags; each overrides the same key of the config file.
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// A TOML file with any of the keys below (flags win over the file).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// OVSDB server: unix:PATH or tcp:HOST:PORT.
+    #[arg(long, value_name = "TARGET")]
+    pub ovsdb: Option<String>,
+    /// The integration bridge.
+    #[arg(long, value_name = "NAME")]
+    pub bridge: Option<String>,
+    /// OpenFlow: ptcp:PORT[:IP] or punix:PATH (the switch connects; ofnode sets the bridge's
+    /// controller to it), or unix:PATH / tcp:HOST:PORT (ofnode connects, e.g. to br0.mgmt).
+    #[arg(long, value_name = "TARGET")]
+    pub openflow: Option<String>,
+    /// The control socket.
+    #[arg(long, value_name = "PATH")]
+    pub api: Option<PathBuf>,
+    /// Where the desired state is persisted.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// br0's datapath: system (kernel module) or netdev (userspace). Default: system when the
+    /// openvswitch kernel module is loaded, netdev otherwise.
+    #[arg(long, value_name = "TYPE", value_parser = ["system", "netdev"])]
+    pub datapath_type: Option<String>,
+    /// MTU of tun0 (the cluster MTU).
+    #[arg(long, value_name = "BYTES")]
+    pub mtu: Option<u32>,
+    /// Leave tun0's address, routes and IP forwarding alone (the host network is managed elsewhere).
+    #[arg(long)]
+    pub no_host_network: bool,
+}
+
+/// The config file. Unknown keys are an error: a typo must not silently fall back to a default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub ovsdb: Option<String>,
+    pub bridge: Option<String>,
+    pub openflow: Option<String>,
+    pub api: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub datapath_type: Option<String>,
+    pub mtu: Option<u32>,
+    pub manage_host_network: Option<bool>,
+    /// Largest control API request body, in bytes.
+    pub api_max_body: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot read config file {path}: {source}")]
+    ConfigRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {source}")]
+    ConfigParse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("config: {0}")]
+    ConfigInvalid(String),
+    #[error("node controller: {0}")]
+    Node(#[from] crate::sdn::Error),
+    #[error(transparent)]
+    Api(#[from] server::ServeError),
+}
+
+pub const DEFAULT_OVSDB: &str = "unix:/run/openvswitch/db.sock";
+pub const DEFAULT_OPENFLOW: &str = "ptcp:6653:127.0.0.1";
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/ofnode";
+
+/// What the daemon runs with, after flags, file and defaults are merged.
+#[derive(Debug)]
+pub struct Settings {
+    pub node: NodeConfig,
+    pub api: ApiOptions,
+}
+
+pub fn load_config(path: &Path) -> Result<ConfigFile, DaemonError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DaemonError::ConfigRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| DaemonError::ConfigParse {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+impl Settings {
+    pub fn resolve(args: RunArgs) -> Result<Settings, DaemonError> {
+        let file = match &args.config {
+            Some(path) => load_config(path)?,
+            None => ConfigFile::default(),
+        };
+        let mtu = args.mtu.or(file.mtu).unwrap_or(1450);
+        if !(576..=65_535).contains(&mtu) {
+            return Err(DaemonError::ConfigInvalid(format!(
+                "mtu {mtu} is outside 576..=65535"
+            )));
+        }
+        if let Some(kind) = file.datapath_type.as_deref() {
+            if kind != "system" && kind != "netdev" {
+                return Err(DaemonError::ConfigInvalid(format!(
+                    "datapath_type {kind:?} is neither \"system\" nor \"netdev\""
+                )));
+            }
+        }
+        let defaults = ApiOptions::default();
+        Ok(Settings {
+            node: NodeConfig {
+                bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
+                datapath_type: args.datapath_type.or(file.datapath_type),
+                mtu,
+                manage_host_network: !args.no_host_network
+                    && file.manage_host_network.unwrap_or(true),
+                ..NodeConfig::new(
+                    args.ovsdb
+                        .or(file.ovsdb)
+                        .unwrap_or_else(|| DEFAULT_OVSDB.into()),
+                    args.openflow
+                        .or(file.openflow)
+                        .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
+                    args.state_dir
+                        .or(file.state_dir)
+                        .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+                )
+            },
+            api: ApiOptions {
+                socket: args.api.or(file.api).unwrap_or(defaults.socket),
+                max_body: file.api_max_body.unwrap_or(defaults.max_body),
+                mode: defaults.mode,
+            },
+        })
+    }
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
+    let settings = Settings::resolve(args)?;
+    info!(
+        bridge = %settings.node.bridge,
+        ovsdb = %settings.node.ovsdb,
+        openflow = %settings.node.openflow,
+        api = %settings.api.socket.display(),
+        state_dir = %settings.node.state_dir.display(),
+        "ofnode starting"
+    );
+    // Bind first: a second daemon on the same socket must fail before it touches the switch.
+    let listener = server::bind(&settings.api).await?;
+    let node = Node::start(settings.node).await?;
+    info!(api = %settings.api.socket.display(), "control API listening");
+    let result = server::serve(listener, node, &settings.api, shutdown_signal()).await;
+    let _ = std::fs::remove_file(&settings.api.socket);
+    if let Err(err) = &result {
+        error!("{err}");
+    }
+    info!("ofnode stopped");
+    result.map_err(DaemonError::from)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(err) => {
+            error!("cannot watch SIGTERM: {err}; stopping only on SIGINT");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => info!("SIGINT: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_defaults_fill_in() {
+        let dir = std::env::temp_dir().join(format!("ofnode-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ofnode.toml");
+        std::fs::write(
+            &path,
+            "bridge = \"br-int\"\nmtu = 1400\nstate_dir = \"/tmp/x\"\n",
+        )
+        .unwrap();
+        let args = RunArgs {
+            config: Some(path.clone()),
+            mtu: Some(9000),
+            ..RunArgs::default()
+        };
+        let settings = Settings::resolve(args).unwrap();
+        assert_eq!(settings.node.bridge, "br-int");
+        assert_eq!(settings.node.mtu, 9000);
+        assert_eq!(settings.node.ovsdb, DEFAULT_OVSDB);
+        assert_eq!(settings.node.state_dir, PathBuf::from("/tmp/x"));
+        std::fs::write(&path, "brige = \"typo\"\n").unwrap();
+        let err = Settings::resolve(RunArgs {
+            config: Some(path),
+            ..RunArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,112 @@
+//! How a node is configured, and what it reports about itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::dns::DnsConfig;
+use super::types::{Mode, SetupRequest};
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The bridge (the seed's `br0`).
+    pub bridge: String,
+    /// OVSDB target, `unix:/run/openvswitch/db.sock` or `tcp:HOST:PORT`.
+    pub ovsdb: String,
+    /// OpenFlow target: `unix:/run/openvswitch/br0.mgmt` (active), or `ptcp:PORT[:IP]` /
+    /// `punix:PATH` (passive: the node points the bridge's controller at itself).
+    pub openflow: String,
+    /// Where the desired state is kept.
+    pub state_dir: PathBuf,
+    /// The bridge's datapath; None picks `system` when the openvswitch kernel module is loaded,
+    /// `netdev` (userspace) otherwise.
+    pub datapath_type: Option<String>,
+    /// tun0's MTU.
+    pub mtu: u32,
+    /// Configure tun0's address and MTU, routes and forwarding at setup (the seed's SetupSDN).
+    pub manage_host_network: bool,
+    /// The network namespace the host network part acts in (`/run/netns/NAME`); None is the
+    /// daemon's own (it runs in ovs-vswitchd's).
+    pub netns: Option<PathBuf>,
+    /// How egress policy DNS names are resolved.
+    pub dns: DnsConfig,
+    /// How long setup waits for the switch to accept the OpenFlow connection.
+    pub connect_timeout: Duration,
+    /// Upper bound of the delay between reconnect attempts to the switch.
+    pub reconnect_max: Duration,
+    /// Most operations merged into one bundle and one journal write.
+    pub max_batch: usize,
+}
+
+impl NodeConfig {
+    /// The defaults for a node whose OVS sockets and state live at the given places.
+    pub fn new(
+        ovsdb: impl Into<String>,
+        openflow: impl Into<String>,
+        state_dir: impl Into<PathBuf>,
+    ) -> NodeConfig {
+        NodeConfig {
+            bridge: "br0".to_string(),
+            ovsdb: ovsdb.into(),
+            openflow: openflow.into(),
+            state_dir: state_dir.into(),
+            datapath_type: None,
+            mtu: 1450,
+            manage_host_network: true,
+            netns: None,
+            dns: DnsConfig::default(),
+            connect_timeout: Duration::from_secs(10),
+            reconnect_max: Duration::from_millis(500),
+            max_batch: 256,
+        }
+    }
+}
+
+/// `system` where the openvswitch kernel module is loaded, else `netdev`.
+pub fn detect_datapath_type() -> &'static str {
+    if std::path::Path::new("/sys/module/openvswitch").exists() {
+        "system"
+    } else {
+        "netdev"
+    }
+}
+
+/// What `setup` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SetupOutcome {
+    /// Set up with these parameters already: nothing changed.
+    AlreadySetUp,
+    /// Bridge, ports and the whole table installed (keeping any pods of the same setup).
+    Built,
+    /// Set up with other parameters before: the table was rebuilt from scratch and everything
+    /// attached to the old setup (pods, subnets, services, policies) was dropped.
+    Rebuilt,
+}
+
+/// A snapshot of the node for `ofnode status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub switch_connected: bool,
+    pub ovsdb_connected: bool,
+    /// Setup has been done (its version note is in the desired table).
+    pub set_up: bool,
+    /// The version note the node writes in table 253 (`"00.03"`), once set up.
+    pub version_note: Option<String>,
+    pub mode: Option<Mode>,
+    pub setup: Option<SetupRequest>,
+    /// The switch's table was last found (or made) equal to the desired table, and the
+    /// session has not dropped since.
+    pub in_sync: bool,
+    pub datapath_id: Option<String>,
+    pub datapath_type: String,
+    pub bridge: String,
+    pub pods: usize,
+    pub host_subnets: usize,
+    pub services: usize,
+    pub multicast_vnids: usize,
+    pub egress_vnids: usize,
+    /// Flows in the desired table.
+    pub flows: usize,
+}

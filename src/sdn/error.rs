@@ -1,0 +1,78 @@
+//! What a node operation can fail with, and the HTTP status the API answers each with.
+
+use std::sync::Arc;
+
+use super::store::StateError;
+use super::types::InvalidInput;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// Bad input: nothing was changed.
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+    /// The operation needs `setup` first.
+    #[error("the node is not set up yet; run setup first")]
+    NotSetUp,
+    #[error("{what} not found")]
+    NotFound { what: String },
+    /// The OpenFlow switch failed the operation (nothing of it was applied), or is unreachable.
+    /// Shared, because one bundle may carry several operations that all fail with it.
+    #[error("switch: {0}")]
+    Switch(Arc<crate::openflow::Error>),
+    #[error("OVSDB: {0}")]
+    Ovsdb(Arc<crate::ovsdb::Error>),
+    #[error("host network: {0}")]
+    Netlink(Arc<crate::netlink::Error>),
+    /// The desired state could not be made durable; the operation was undone.
+    #[error("state: {0}")]
+    State(Arc<StateError>),
+    /// An egress policy that cannot be honoured (the seed's input errors). Unless `applied` is
+    /// false the node did what the message says (e.g. "dropping all traffic").
+    #[error("{message}")]
+    Policy { message: String, applied: bool },
+    /// A flow the node built did not parse: a bug in ofnode, never the user's input.
+    #[error("internal error: flow {flow:?} did not parse: {reason}")]
+    Flow { flow: String, reason: String },
+    /// The node's task stopped (the daemon is shutting down).
+    #[error("the node controller is shutting down")]
+    Shutdown,
+}
+
+impl Error {
+    /// The HTTP status the control API answers this error with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Error::Invalid(_) => 400,
+            Error::NotFound { .. } => 404,
+            Error::NotSetUp => 409,
+            Error::Policy { .. } => 422,
+            Error::Switch(_) | Error::Ovsdb(_) => 502,
+            Error::Shutdown => 503,
+            Error::Netlink(_) | Error::State(_) | Error::Flow { .. } => 500,
+        }
+    }
+}
+
+impl From<crate::openflow::Error> for Error {
+    fn from(e: crate::openflow::Error) -> Self {
+        Error::Switch(Arc::new(e))
+    }
+}
+
+impl From<crate::ovsdb::Error> for Error {
+    fn from(e: crate::ovsdb::Error) -> Self {
+        Error::Ovsdb(Arc::new(e))
+    }
+}
+
+impl From<crate::netlink::Error> for Error {
+    fn from(e: crate::netlink::Error) -> Self {
+        Error::Netlink(Arc::new(e))
+    }
+}
+
+impl From<StateError> for Error {
+    fn from(e: StateError) -> Self {
+        Error::State(Arc::new(e))
+    }
+}

@@ -1,0 +1,205 @@
+//! Counters and a latency histogram the daemon exports in Prometheus text format.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the operation latency histogram's buckets.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// A Prometheus histogram with fixed buckets, updated without locks.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
+            if seconds <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
+            let n = bucket.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {n}");
+        }
+        let count = self.count();
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// The node's counters; one instance per node, shared with the daemon through `Node::metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Operations that succeeded / failed.
+    pub operations: AtomicU64,
+    pub operation_errors: AtomicU64,
+    /// Bundles committed, and the flow mods they carried.
+    pub transactions: AtomicU64,
+    pub flow_mods: AtomicU64,
+    /// Bundles that failed (the operations in them were undone).
+    pub transaction_errors: AtomicU64,
+    /// Sessions with the switch that came up (the first connect and every reconnect).
+    pub switch_connects: AtomicU64,
+    /// Whole-table re-installs (after a vswitchd restart or at setup), and partial repairs.
+    pub full_reinstalls: AtomicU64,
+    pub repairs: AtomicU64,
+    /// Egress DNS names whose answers changed.
+    pub dns_changes: AtomicU64,
+    /// Time from a request's arrival to its answer.
+    pub operation_latency: Histogram,
+    /// Time of one bundle commit.
+    pub transaction_latency: Histogram,
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+impl Metrics {
+    pub(crate) fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The metrics (and the gauges of `status`) in Prometheus text exposition format.
+    pub fn render(&self, status: &super::Status) -> String {
+        let mut out = String::new();
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        counter(
+            &mut out,
+            "ofnode_operations_total",
+            "Node operations that succeeded.",
+            load(&self.operations),
+        );
+        counter(
+            &mut out,
+            "ofnode_operation_errors_total",
+            "Node operations that failed.",
+            load(&self.operation_errors),
+        );
+        counter(
+            &mut out,
+            "ofnode_transactions_total",
+            "OpenFlow bundles committed.",
+            load(&self.transactions),
+        );
+        counter(
+            &mut out,
+            "ofnode_flow_mods_total",
+            "Flow mods sent in committed bundles.",
+            load(&self.flow_mods),
+        );
+        counter(
+            &mut out,
+            "ofnode_transaction_errors_total",
+            "OpenFlow bundles that failed.",
+            load(&self.transaction_errors),
+        );
+        counter(
+            &mut out,
+            "ofnode_switch_connects_total",
+            "OpenFlow sessions established (connects and reconnects).",
+            load(&self.switch_connects),
+        );
+        counter(
+            &mut out,
+            "ofnode_full_reinstalls_total",
+            "Whole flow table re-installs in one bundle.",
+            load(&self.full_reinstalls),
+        );
+        counter(
+            &mut out,
+            "ofnode_repairs_total",
+            "Partial repairs of the switch's flow table.",
+            load(&self.repairs),
+        );
+        counter(
+            &mut out,
+            "ofnode_egress_dns_changes_total",
+            "Egress policy DNS names whose addresses changed.",
+            load(&self.dns_changes),
+        );
+        self.operation_latency.render(
+            &mut out,
+            "ofnode_operation_duration_seconds",
+            "Latency of node operations.",
+        );
+        self.transaction_latency.render(
+            &mut out,
+            "ofnode_transaction_duration_seconds",
+            "Latency of OpenFlow bundle commits.",
+        );
+        gauge(
+            &mut out,
+            "ofnode_switch_connected",
+            "1 when the OpenFlow session is up.",
+            u64::from(status.switch_connected),
+        );
+        gauge(
+            &mut out,
+            "ofnode_ovsdb_connected",
+            "1 when the OVSDB session is up.",
+            u64::from(status.ovsdb_connected),
+        );
+        gauge(
+            &mut out,
+            "ofnode_set_up",
+            "1 when the node is set up.",
+            u64::from(status.set_up),
+        );
+        gauge(
+            &mut out,
+            "ofnode_pods",
+            "Pods attached.",
+            status.pods as u64,
+        );
+        gauge(
+            &mut out,
+            "ofnode_host_subnets",
+            "Remote host subnets.",
+            status.host_subnets as u64,
+        );
+        gauge(
+            &mut out,
+            "ofnode_services",
+            "Services.",
+            status.services as u64,
+        );
+        gauge(
+            &mut out,
+            "ofnode_flows",
+            "Flows in the desired table.",
+            status.flows as u64,
+        );
+        out
+    }
+}

@@ -1,0 +1,878 @@
+//! `Node`: the seed's ovsController operations as one cheap, cloneable handle.
+//!
+//! Each operation validates its input (bad input changes nothing), does its OVSDB part, then
+//! hands the state change to the writer (see `writer.rs`), which makes it one bundle on the
+//! switch and one journal record on disk before answering. OVSDB parts run concurrently (pod
+//! adds do not queue behind each other's wait for ovs-vswitchd); setup runs alone.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ofnode_proto::{Field, FlowStatsRequest, OFPTT_ALL};
+use tokio::sync::{mpsc, Notify, RwLock};
+
+use super::config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
+use super::dns::Dns;
+use super::egress::{egress_flows, global_vnid_error};
+use super::error::Error;
+use super::flows::{version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
+use super::host::{setup_host_network, TUN};
+use super::metrics::Metrics;
+use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod};
+use super::store::Store;
+use super::types::{
+    Cidr, EgressNetworkPolicy, HostSubnet, IfName, InvalidInput, PodAdd, SandboxId, Service,
+    SetupRequest, Vnid,
+};
+use super::writer::{
+    flow_note_has_prefix, flow_notes, loaded_value, version_note_bytes, Op, Output, Plan, Planned,
+    Published, Request, Writer,
+};
+use crate::openflow::{Switch, SwitchConfig, SwitchEvent, Target};
+use crate::ovsdb::{self, BridgeSpec, PortSpec};
+
+/// The VXLAN port (the seed's VXLAN).
+pub const VXLAN: &str = "vxlan0";
+
+/// A handle on the node controller. Clones share one node; its background tasks stop when the
+/// last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: NodeConfig,
+    datapath_type: String,
+    switch: Switch,
+    ovsdb: ovsdb::Client,
+    netlink: Option<crate::netlink::Handle>,
+    requests: mpsc::Sender<Request>,
+    /// Setup holds it exclusively; every other operation shares it.
+    gate: RwLock<()>,
+    published: Arc<Mutex<Published>>,
+    metrics: Arc<Metrics>,
+    dns: Arc<Dns>,
+    dns_wakeup: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("bridge", &self.cfg.bridge)
+            .field("openflow", &self.cfg.openflow)
+            .finish()
+    }
+}
+
+fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
+    Error::Invalid(InvalidInput::new(what, value, reason))
+}
+
+impl Node {
+    /// Loads the persisted state, connects to OVSDB and the switch, and starts reconciling the
+    /// switch with the state (at every connect of the switch, this one included).
+    pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
+        let (store, state) = Store::open(&cfg.state_dir)?;
+        let datapath_type = match &cfg.datapath_type {
+            Some(kind) => kind.clone(),
+            None => {
+                let kind = detect_datapath_type();
+                tracing::info!(
+                    datapath_type = kind,
+                    "datapath type chosen: {}",
+                    if kind == "system" {
+                        "the openvswitch kernel module is loaded"
+                    } else {
+                        "no openvswitch kernel module: userspace datapath"
+                    }
+                );
+                kind.to_string()
+            }
+        };
+        let target: Target = cfg
+            .openflow
+            .parse()
+            .map_err(|e: crate::openflow::TargetError| {
+                invalid("OpenFlow target", &cfg.openflow, e.reason)
+            })?;
+        let mut switch_cfg = SwitchConfig::new(target);
+        switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
+        switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+        let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb::ClientOptions::default()).await?;
+        let netlink = if cfg.manage_host_network {
+            Some(match &cfg.netns {
+                Some(path) => crate::netlink::Handle::in_netns(path)?,
+                None => crate::netlink::Handle::new()?,
+            })
+        } else {
+            None
+        };
+        let (switch, events) = Switch::start(switch_cfg);
+        let metrics = Arc::new(Metrics::default());
+        let (requests, requests_rx) = mpsc::channel(4096);
+        let writer = Writer::new(
+            state.clone(),
+            store,
+            switch.clone(),
+            metrics.clone(),
+            requests_rx,
+            cfg.max_batch,
+        )?;
+        let published = writer.published.clone();
+        let dns = Arc::new(Dns::new(cfg.dns.clone()));
+        let dns_wakeup = Arc::new(Notify::new());
+        let node = Node {
+            inner: Arc::new(Inner {
+                cfg,
+                datapath_type,
+                switch,
+                ovsdb,
+                netlink,
+                requests: requests.clone(),
+                gate: RwLock::new(()),
+                published,
+                metrics: metrics.clone(),
+                dns: dns.clone(),
+                dns_wakeup: dns_wakeup.clone(),
+            }),
+        };
+        tokio::spawn(writer.run());
+        tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
+        // Names resolved before the restart are resolved again, and then kept fresh.
+        let names: Vec<String> = state
+            .egress
+            .values()
+            .flat_map(|e| e.dns.keys().cloned())
+            .collect();
+        dns.resolve_all(names.iter().map(String::as_str)).await;
+        tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
+        if node.passive() {
+            node.point_controller_here().await?;
+        }
+        drop(requests);
+        Ok(node)
+    }
+
+    fn passive(&self) -> bool {
+        self.inner
+            .cfg
+            .openflow
+            .parse::<Target>()
+            .is_ok_and(|t| t.is_passive())
+    }
+
+    /// In passive mode, makes the bridge (if it exists) connect to this node.
+    async fn point_controller_here(&self) -> Result<(), Error> {
+        let bridge = &self.inner.cfg.bridge;
+        let exists = self
+            .inner
+            .ovsdb
+            .with_cache(|c| c.find("Bridge", bridge).is_some());
+        if !exists {
+            return Ok(());
+        }
+        let target = match self.inner.cfg.openflow.parse::<Target>() {
+            Ok(Target::PassiveTcp(addr)) => format!("tcp:{}:{}", addr.ip(), addr.port()),
+            Ok(Target::PassiveUnix(path)) => format!("unix:{}", path.display()),
+            _ => return Ok(()),
+        };
+        self.inner.ovsdb.set_controller(bridge, &[target]).await?;
+        Ok(())
+    }
+
+    /// The counters the daemon exports.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The switch connection (for the daemon's own diagnostics).
+    pub fn switch(&self) -> &Switch {
+        &self.inner.switch
+    }
+
+    fn published(&self) -> Published {
+        self.inner
+            .published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn status(&self) -> Status {
+        let p = self.published();
+        let switch_connected = self.inner.switch.is_connected();
+        Status {
+            switch_connected,
+            ovsdb_connected: self.inner.ovsdb.connected(),
+            set_up: p.setup.is_some(),
+            version_note: p.setup.map(|s| version_note(s.mode)),
+            mode: p.setup.map(|s| s.mode),
+            setup: p.setup,
+            in_sync: p.in_sync && switch_connected,
+            datapath_id: self
+                .inner
+                .switch
+                .datapath_id()
+                .map(|id| format!("{id:016x}")),
+            datapath_type: self.inner.datapath_type.clone(),
+            bridge: self.inner.cfg.bridge.clone(),
+            pods: p.pods,
+            host_subnets: p.host_subnets,
+            services: p.services,
+            multicast_vnids: p.multicast_vnids,
+            egress_vnids: p.egress_vnids,
+            flows: p.flows,
+        }
+    }
+
+    async fn submit(&self, op: Op) -> Result<Output, Error> {
+        let (request, reply) = Request::new(op);
+        self.inner
+            .requests
+            .send(request)
+            .await
+            .map_err(|_| Error::Shutdown)?;
+        reply.await.map_err(|_| Error::Shutdown)?
+    }
+
+    async fn plan(
+        &self,
+        plan: impl FnOnce(&NodeState) -> Result<Planned, Error> + Send + 'static,
+    ) -> Result<Output, Error> {
+        let plan: Plan = Box::new(plan);
+        self.submit(Op::Plan(plan)).await
+    }
+
+    /// A copy of the desired state.
+    pub async fn state(&self) -> Result<NodeState, Error> {
+        let output = self
+            .plan(|state| {
+                Ok(Planned {
+                    changes: Vec::new(),
+                    output: Output::State(Box::new(state.clone())),
+                })
+            })
+            .await?;
+        match output {
+            Output::State(state) => Ok(*state),
+            _ => Ok(NodeState::default()),
+        }
+    }
+
+    fn require_setup(&self) -> Result<SetupRequest, Error> {
+        self.published().setup.ok_or(Error::NotSetUp)
+    }
+
+    /// The seed's AlreadySetUp: the switch holds the version note of this node's setup.
+    pub async fn already_set_up(&self) -> Result<bool, Error> {
+        let Some(setup) = self.published().setup else {
+            return Ok(false);
+        };
+        self.switch_has_version_note(&setup).await
+    }
+
+    async fn switch_has_version_note(&self, setup: &SetupRequest) -> Result<bool, Error> {
+        let filter = FlowStatsRequest {
+            table_id: VERSION_TABLE,
+            ..FlowStatsRequest::default()
+        };
+        let flows = self.inner.switch.dump_flows(filter).await?;
+        let prefix = version_note_bytes(&version_note(setup.mode));
+        Ok(flows
+            .iter()
+            .any(|f| flow_note_has_prefix(&f.instructions, &prefix)))
+    }
+
+    /// Sets the node up (the seed's SetupOVS and SetupSDN). With the parameters it is set up
+    /// with already, nothing changes; with others, the table is rebuilt from scratch.
+    pub async fn setup(&self, req: &SetupRequest) -> Result<SetupOutcome, Error> {
+        req.validate()?;
+        let _exclusive = self.inner.gate.write().await;
+        let current = self.published().setup;
+        if current == Some(*req) && self.switch_has_version_note(req).await.unwrap_or(false) {
+            self.setup_host(req).await?;
+            return Ok(SetupOutcome::AlreadySetUp);
+        }
+        self.setup_ovsdb().await?;
+        self.inner
+            .switch
+            .wait_connected(self.inner.cfg.connect_timeout)
+            .await?;
+        let output = self.submit(Op::Setup(*req)).await?;
+        let Output::Setup(outcome, dropped_pods) = output else {
+            return Err(Error::Shutdown);
+        };
+        for pod in dropped_pods {
+            if let Some(veth) = pod.veth {
+                self.remove_port(veth.as_str()).await;
+            }
+        }
+        self.setup_host(req).await?;
+        tracing::info!(?outcome, setup = ?req, "node set up");
+        Ok(outcome)
+    }
+
+    /// The bridge and its two fixed ports, as the seed's SetupOVS makes them.
+    async fn setup_ovsdb(&self) -> Result<(), Error> {
+        let bridge = self.inner.cfg.bridge.clone();
+        let ovsdb = &self.inner.ovsdb;
+        ovsdb
+            .ensure_bridge(&BridgeSpec {
+                name: bridge.clone(),
+                fail_mode: Some("secure".into()),
+                protocols: vec!["OpenFlow13".into()],
+                datapath_type: Some(self.inner.datapath_type.clone()),
+            })
+            .await?;
+        if self.passive() {
+            self.point_controller_here().await?;
+        }
+        ovsdb.delete_port(&bridge, VXLAN).await?;
+        let options = [("remote_ip", "flow"), ("key", "flow")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ovsdb
+            .add_port(&PortSpec {
+                bridge: bridge.clone(),
+                name: VXLAN.into(),
+                iface_type: Some("vxlan".into()),
+                options,
+                ofport_request: Some(VXLAN_OFPORT),
+            })
+            .await?;
+        ovsdb.delete_port(&bridge, TUN).await?;
+        ovsdb
+            .add_port(&PortSpec {
+                bridge,
+                name: TUN.into(),
+                iface_type: Some("internal".into()),
+                options: BTreeMap::new(),
+                ofport_request: Some(TUN_OFPORT),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn setup_host(&self, req: &SetupRequest) -> Result<(), Error> {
+        if let Some(handle) = &self.inner.netlink {
+            setup_host_network(handle, req, self.inner.cfg.mtu).await?;
+        }
+        Ok(())
+    }
+
+    /// Attaches a pod (the seed's SetUpPod): its veth becomes a port of the bridge, then its
+    /// four flows (and in multitenant mode its VNID's rule, when it is the first user) go in
+    /// one bundle. Returns the port's OpenFlow number.
+    pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let ofport = self
+            .inner
+            .ovsdb
+            .add_port(&PortSpec {
+                bridge: self.inner.cfg.bridge.clone(),
+                name: req.veth.to_string(),
+                ..PortSpec::default()
+            })
+            .await?;
+        let pod = Pod {
+            veth: Some(req.veth.clone()),
+            ip: req.ip,
+            mac: req.mac,
+            sandbox: req.sandbox,
+            vnid: req.vnid,
+            ofport,
+        };
+        self.plan(move |state| {
+            state.setup.ok_or(Error::NotSetUp)?;
+            if let Some(old) = state.pods.get(&pod.ip).filter(|old| old.sandbox != pod.sandbox) {
+                tracing::warn!(ip = %pod.ip, old = %old.sandbox, new = %pod.sandbox, "pod IP reused before its old pod was deleted; replacing it");
+            }
+            Ok(Planned::changes(vec![Change::Pod {
+                ip: pod.ip,
+                pod: Some(pod),
+            }]))
+        })
+        .await?;
+        Ok(ofport)
+    }
+
+    /// Moves a pod to another VNID (the seed's UpdatePod). The pod is found by its sandbox id;
+    /// one the node does not know is looked up, as the seed did, through the note on its table
+    /// 20 flow on the switch.
+    pub async fn pod_update(&self, sandbox: &SandboxId, vnid: Vnid) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let sandbox = *sandbox;
+        let known = self
+            .plan(move |state| {
+                let Some(pod) = state.pod_by_sandbox(&sandbox) else {
+                    return Ok(Planned {
+                        changes: Vec::new(),
+                        output: Output::Found(false),
+                    });
+                };
+                let pod = Pod {
+                    vnid,
+                    ..pod.clone()
+                };
+                Ok(Planned {
+                    changes: vec![Change::Pod {
+                        ip: pod.ip,
+                        pod: Some(pod),
+                    }],
+                    output: Output::Found(true),
+                })
+            })
+            .await?;
+        if matches!(known, Output::Found(true)) {
+            return Ok(());
+        }
+        let pod = self.find_pod_by_note(&sandbox).await?;
+        let pod = Pod { vnid, ..pod };
+        self.plan(move |_| {
+            Ok(Planned::changes(vec![Change::Pod {
+                ip: pod.ip,
+                pod: Some(pod),
+            }]))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The seed's getPodDetailsByContainerID: the table 20 ARP flow whose note starts with the
+    /// sandbox id gives the pod's port, IP and MAC.
+    async fn find_pod_by_note(&self, sandbox: &SandboxId) -> Result<Pod, Error> {
+        let filter = FlowStatsRequest {
+            table_id: 20,
+            ..FlowStatsRequest::default()
+        };
+        let flows = self.inner.switch.dump_flows(filter).await?;
+        let found = flows
+            .iter()
+            .filter(|f| flow_notes(&f.instructions).any(|n| n.starts_with(sandbox.bytes())))
+            .find_map(|f| {
+                let ofport = f.match_.exact(Field::InPort)?;
+                let ip = f.match_.exact(Field::ArpSpa)?;
+                let mac = f.match_.exact(Field::ArpSha)?;
+                let vnid = loaded_value(&f.instructions, Field::Reg(0)).unwrap_or(0);
+                Some(Pod {
+                    veth: None,
+                    ip: Ipv4Addr::from(u32::try_from(ip).ok()?),
+                    mac: super::types::MacAddr(mac.to_be_bytes()[2..8].try_into().ok()?),
+                    sandbox: *sandbox,
+                    vnid: Vnid::new(u32::try_from(vnid).ok()?).ok()?,
+                    ofport: u16::try_from(ofport).ok()?,
+                })
+            });
+        found.ok_or_else(|| Error::NotFound {
+            what: format!("pod with sandbox id {sandbox} (no table 20 flow carries its note)"),
+        })
+    }
+
+    /// Detaches a pod (the seed's TearDownPod): its flows go (and its VNID's rule with its last
+    /// user), then its bandwidth limits and its port. A pod the node does not know still has
+    /// its port removed, so a repeated delete succeeds.
+    pub async fn pod_del(&self, veth: &IfName, ip: Ipv4Addr) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.plan(move |state| {
+            let changes = if state.pods.contains_key(&ip) {
+                vec![Change::Pod { ip, pod: None }]
+            } else {
+                Vec::new()
+            };
+            Ok(Planned::changes(changes))
+        })
+        .await?;
+        self.remove_port(veth.as_str()).await;
+        Ok(())
+    }
+
+    /// Clears a port's QoS and deletes it; failures are logged (the seed ignored them too).
+    async fn remove_port(&self, veth: &str) {
+        let ovsdb = &self.inner.ovsdb;
+        let exists = ovsdb.with_cache(|c| c.find("Port", veth).is_some());
+        if exists {
+            if let Err(e) = ovsdb.set_port_qos_max_rate(veth, None).await {
+                tracing::warn!(veth, error = %e, "clearing the pod's QoS failed");
+            }
+        }
+        if let Err(e) = ovsdb.delete_port(&self.inner.cfg.bridge, veth).await {
+            tracing::warn!(veth, error = %e, "deleting the pod's port failed");
+        }
+    }
+
+    /// Limits a pod's bandwidth (the seed's SetPodBandwidth); pod ingress is the port's egress
+    /// (QoS max-rate) and vice versa (ingress policing, in kbit/s). None removes a limit.
+    pub async fn pod_bandwidth(
+        &self,
+        veth: &IfName,
+        ingress_bps: Option<u64>,
+        egress_bps: Option<u64>,
+    ) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        let ovsdb = &self.inner.ovsdb;
+        let veth = veth.as_str();
+        if !ovsdb.with_cache(|c| c.find("Port", veth).is_some()) {
+            return Err(Error::NotFound {
+                what: format!("port {veth}"),
+            });
+        }
+        ovsdb
+            .set_port_qos_max_rate(veth, ingress_bps.filter(|bps| *bps > 0))
+            .await?;
+        let kbps = egress_bps.map_or(0, |bps| u32::try_from(bps / 1024).unwrap_or(u32::MAX));
+        ovsdb.set_ingress_policing_rate(veth, kbps).await?;
+        Ok(())
+    }
+
+    /// Routes another node's subnet over VXLAN (the seed's AddHostSubnetRules). A subnet that
+    /// is already routed is replaced.
+    pub async fn hostsubnet_add(&self, hs: &HostSubnet) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        let hs = *hs;
+        self.plan(move |state| {
+            state.setup.ok_or(Error::NotSetUp)?;
+            Ok(Planned::changes(vec![Change::HostSubnet {
+                subnet: hs.subnet,
+                host_subnet: Some(hs),
+            }]))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Stops routing a subnet (the seed's DeleteHostSubnetRules). Deleting what is not there
+    /// succeeds.
+    pub async fn hostsubnet_del(&self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.plan(move |state| {
+            let changes = match state.host_subnets.get(&subnet) {
+                Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
+                    subnet,
+                    host_subnet: None,
+                }],
+                Some(hs) => {
+                    return Err(Error::NotFound {
+                        what: format!(
+                            "host subnet {subnet} of host {host_ip} (it belongs to host {})",
+                            hs.host_ip
+                        ),
+                    })
+                }
+                None => Vec::new(),
+            };
+            Ok(Planned::changes(changes))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Adds a service's flows (the seed's AddServiceRules); an existing service of the same IP
+    /// is replaced.
+    pub async fn service_add(&self, svc: &Service) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        let svc = svc.clone();
+        self.plan(move |state| {
+            state.setup.ok_or(Error::NotSetUp)?;
+            Ok(Planned::changes(vec![Change::Service {
+                ip: svc.ip,
+                service: Some(svc),
+            }]))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Removes a service's flows (the seed's DeleteServiceRules).
+    pub async fn service_del(&self, ip: Ipv4Addr) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.plan(move |state| {
+            let changes = if state.services.contains_key(&ip) {
+                vec![Change::Service { ip, service: None }]
+            } else {
+                Vec::new()
+            };
+            Ok(Planned::changes(changes))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The seed's UpdateLocalMulticastFlows.
+    pub async fn multicast_local(
+        &self,
+        vnid: Vnid,
+        enabled: bool,
+        ofports: &[u16],
+    ) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > 0xfeff) {
+            return Err(invalid("OpenFlow port", bad.to_string(), "must be 1-65279"));
+        }
+        let multicast = enabled.then(|| LocalMulticast {
+            ofports: ofports.to_vec(),
+        });
+        self.plan(move |state| {
+            state.setup.ok_or(Error::NotSetUp)?;
+            Ok(Planned::changes(vec![Change::Multicast {
+                vnid,
+                multicast,
+            }]))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The seed's UpdateVXLANMulticastFlows.
+    pub async fn multicast_vxlan(&self, remotes: &[Ipv4Addr]) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        let remotes = remotes.to_vec();
+        self.plan(move |state| {
+            state.setup.ok_or(Error::NotSetUp)?;
+            Ok(Planned::changes(vec![Change::VxlanMulticast { remotes }]))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The seed's UpdateEgressNetworkPolicyRules, in one atomic bundle. Policies that cannot be
+    /// honoured are the seed's input errors: `Error::Policy` says what was done instead.
+    pub async fn egress_set(
+        &self,
+        vnid: Vnid,
+        namespaces: &[String],
+        policies: &[EgressNetworkPolicy],
+    ) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        for policy in policies {
+            policy.validate()?;
+        }
+        if !policies.is_empty() && vnid == Vnid::GLOBAL {
+            return Err(Error::Policy {
+                message: global_vnid_error(policies),
+                applied: false,
+            });
+        }
+        if !policies.is_empty() && namespaces.is_empty() {
+            return Err(invalid(
+                "egress policy namespaces",
+                "",
+                "the VNID's namespaces are needed (at least one)",
+            ));
+        }
+        let entry = if policies.is_empty() {
+            None
+        } else {
+            Some(self.egress_entry(namespaces, policies).await)
+        };
+        let dns = self.inner.dns.clone();
+        let output = self
+            .plan(move |state| {
+                state.setup.ok_or(Error::NotSetUp)?;
+                let mut names: HashSet<String> = state
+                    .egress
+                    .iter()
+                    .filter(|(v, _)| **v != vnid)
+                    .flat_map(|(_, e)| e.dns_names().map(str::to_string))
+                    .collect();
+                let mut output = Output::None;
+                if let Some(entry) = &entry {
+                    names.extend(entry.dns_names().map(str::to_string));
+                    if let Some(message) = egress_flows(vnid, entry).1 {
+                        output = Output::PolicyError(message);
+                    }
+                }
+                dns.retain(&names);
+                Ok(Planned {
+                    changes: vec![Change::Egress {
+                        vnid,
+                        egress: entry,
+                    }],
+                    output,
+                })
+            })
+            .await?;
+        self.inner.dns_wakeup.notify_one();
+        match output {
+            Output::PolicyError(message) => Err(Error::Policy {
+                message,
+                applied: true,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stored form of a VNID's policies, with its DNS names resolved when the policy will
+    /// use them (one policy in an unshared namespace).
+    async fn egress_entry(
+        &self,
+        namespaces: &[String],
+        policies: &[EgressNetworkPolicy],
+    ) -> EgressState {
+        let mut entry = EgressState {
+            namespaces: namespaces.to_vec(),
+            policies: policies.to_vec(),
+            dns: BTreeMap::new(),
+            resolver_error: None,
+        };
+        let uses_dns = namespaces.len() == 1 && policies.len() == 1;
+        if uses_dns && entry.dns_names().next().is_some() {
+            let dns = &self.inner.dns;
+            match dns.check() {
+                Err(reason) => entry.resolver_error = Some(reason),
+                Ok(()) => {
+                    let names: Vec<String> = entry.dns_names().map(str::to_string).collect();
+                    entry.dns = dns.resolve_all(names.iter().map(String::as_str)).await;
+                }
+            }
+        }
+        entry
+    }
+
+    /// The seed's FindUnusedVNIDs, from the switch's flows: VNIDs with a table 80 rule but no
+    /// pod (table 70) or service (table 60) loading them.
+    pub async fn unused_vnids(&self) -> Result<Vec<Vnid>, Error> {
+        let flows = self
+            .inner
+            .switch
+            .dump_flows(FlowStatsRequest::default())
+            .await?;
+        let mut in_use = BTreeSet::from([0u64]);
+        let mut policy = BTreeSet::from([0u64]);
+        for flow in &flows {
+            if flow.table_id == 60 || flow.table_id == 70 {
+                if let Some(vnid) = loaded_value(&flow.instructions, Field::Reg(1)) {
+                    in_use.insert(vnid);
+                }
+            }
+            if flow.table_id == 80 {
+                if let Some(vnid) = flow.match_.exact(Field::Reg(1)) {
+                    policy.insert(vnid);
+                }
+            }
+        }
+        Ok(policy
+            .difference(&in_use)
+            .filter_map(|v| u32::try_from(*v).ok().and_then(|v| Vnid::new(v).ok()))
+            .collect())
+    }
+
+    /// The switch's flows as `ovs-ofctl dump-flows --no-stats` prints them.
+    pub async fn dump_flows(&self, table: Option<u8>) -> Result<Vec<String>, Error> {
+        let filter = FlowStatsRequest {
+            table_id: table.unwrap_or(OFPTT_ALL),
+            ..FlowStatsRequest::default()
+        };
+        Ok(self.inner.switch.dump_flows_text(filter).await?)
+    }
+
+    /// Stops the node: operations already queued finish, later ones fail with
+    /// `Error::Shutdown`, and the connections close once the writer has stopped.
+    pub async fn shutdown(&self) {
+        let _ = self.submit(Op::Shutdown).await;
+    }
+
+    /// Makes the switch's table equal to the desired one now (the node also does this by itself
+    /// at every connect); `force` re-installs the whole table.
+    pub async fn resync(&self, force: bool) -> Result<(), Error> {
+        self.submit(Op::Resync { force }).await.map(|_| ())
+    }
+}
+
+/// Resyncs the switch's table at every (re)connect.
+async fn watch_switch(
+    mut events: mpsc::Receiver<SwitchEvent>,
+    requests: mpsc::WeakSender<Request>,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(event) = events.recv().await {
+        match event {
+            SwitchEvent::Connected { datapath_id } => {
+                Metrics::inc(&metrics.switch_connects);
+                tracing::info!(
+                    datapath_id = format!("{datapath_id:016x}"),
+                    "switch connected; reconciling its flow table"
+                );
+                let Some(requests) = requests.upgrade() else {
+                    return;
+                };
+                let (request, _) = Request::new(Op::Resync { force: false });
+                if requests.send(request).await.is_err() {
+                    return;
+                }
+            }
+            SwitchEvent::Disconnected { reason } => {
+                tracing::warn!(%reason, "switch disconnected");
+            }
+            SwitchEvent::AsyncError(error) => {
+                tracing::warn!(%error, "switch reported an error");
+            }
+            SwitchEvent::PortStatus(_) | SwitchEvent::PacketIn(_) => {}
+        }
+    }
+}
+
+/// Resolves egress DNS names again when their answers expire, and updates the flows of every
+/// policy whose addresses changed (one bundle per refresh).
+async fn refresh_dns(
+    dns: Arc<Dns>,
+    wakeup: Arc<Notify>,
+    requests: mpsc::WeakSender<Request>,
+    metrics: Arc<Metrics>,
+) {
+    const IDLE: Duration = Duration::from_secs(60);
+    loop {
+        if requests.upgrade().is_none() {
+            return;
+        }
+        let sleep = match dns.next_refresh() {
+            Some(at) => tokio::time::sleep_until(at),
+            None => tokio::time::sleep(IDLE),
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = wakeup.notified() => continue,
+        }
+        let changed = dns.refresh_due().await;
+        if changed.is_empty() {
+            continue;
+        }
+        metrics
+            .dns_changes
+            .fetch_add(changed.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let Some(requests) = requests.upgrade() else {
+            return;
+        };
+        let plan: Plan = Box::new(move |state| Ok(Planned::changes(dns_changes(state, &changed))));
+        let (request, _) = Request::new(Op::Plan(plan));
+        if requests.send(request).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// New egress entries for the VNIDs whose DNS names got new addresses.
+fn dns_changes(state: &NodeState, changed: &BTreeMap<String, Vec<Ipv4Addr>>) -> Vec<Change> {
+    state
+        .egress
+        .iter()
+        .filter(|(_, e)| e.dns.keys().any(|name| changed.contains_key(name)))
+        .map(|(vnid, e)| {
+            let mut entry = e.clone();
+            for (name, ips) in &mut entry.dns {
+                if let Some(new) = changed.get(name) {
+                    ips.clone_from(new);
+                }
+            }
+            Change::Egress {
+                vnid: *vnid,
+                egress: Some(entry),
+            }
+        })
+        .collect()
+}

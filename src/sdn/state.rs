@@ -1,0 +1,254 @@
+//! The node's desired state: what the user asked for, from which the desired flow table is
+//! derived. It changes only through [`Change`]s, which are also what the journal records, so a
+//! restart replays exactly the changes that were acknowledged.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{
+    Cidr, EgressNetworkPolicy, HostSubnet, IfName, MacAddr, SandboxId, Service, SetupRequest, Vnid,
+};
+
+/// An attached pod: the add request plus the OpenFlow port OVS gave its veth. `veth` is None for
+/// a pod adopted from the switch's flows (found through its note), whose veth name is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pod {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub veth: Option<IfName>,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+    pub sandbox: SandboxId,
+    pub vnid: Vnid,
+    pub ofport: u16,
+}
+
+/// Local multicast of an enabled VNID: the ports that receive it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalMulticast {
+    pub ofports: Vec<u16>,
+}
+
+/// A VNID's egress policy input, plus the DNS answers its flows were computed from (kept so
+/// that a restart rebuilds the very same flows before the names are resolved again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressState {
+    pub namespaces: Vec<String>,
+    pub policies: Vec<EgressNetworkPolicy>,
+    /// Resolved IPv4 addresses per DNS name (sorted, deduplicated).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dns: BTreeMap<String, Vec<Ipv4Addr>>,
+    /// Why the DNS resolver could not be used, when it could not (the seed's CheckDNSResolver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver_error: Option<String>,
+}
+
+impl EgressState {
+    /// The DNS names the single policy's rules refer to.
+    pub fn dns_names(&self) -> impl Iterator<Item = &str> {
+        self.policies
+            .iter()
+            .flat_map(|p| p.spec.egress.iter())
+            .filter_map(|rule| rule.to.dns_name.as_deref())
+    }
+}
+
+/// Everything the node was asked to do, keyed the way the seed's deletes address it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    #[serde(default)]
+    pub setup: Option<SetupRequest>,
+    /// Keyed by pod IP (the seed's TearDownPod addresses a pod by its IP).
+    #[serde(default)]
+    pub pods: BTreeMap<Ipv4Addr, Pod>,
+    /// Keyed by subnet (the seed deletes table 50/90 flows by subnet).
+    #[serde(default)]
+    pub host_subnets: BTreeMap<Cidr, HostSubnet>,
+    /// Keyed by cluster IP.
+    #[serde(default)]
+    pub services: BTreeMap<Ipv4Addr, Service>,
+    /// Enabled VNIDs only.
+    #[serde(default)]
+    pub multicast: BTreeMap<Vnid, LocalMulticast>,
+    #[serde(default)]
+    pub vxlan_multicast: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub egress: BTreeMap<Vnid, EgressState>,
+}
+
+/// One acknowledged change of the desired state: the new value of one entry (None removes it).
+/// Applying a change is idempotent, so replaying a journal twice is harmless.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    Pod {
+        ip: Ipv4Addr,
+        pod: Option<Pod>,
+    },
+    HostSubnet {
+        subnet: Cidr,
+        host_subnet: Option<HostSubnet>,
+    },
+    Service {
+        ip: Ipv4Addr,
+        service: Option<Service>,
+    },
+    Multicast {
+        vnid: Vnid,
+        multicast: Option<LocalMulticast>,
+    },
+    VxlanMulticast {
+        remotes: Vec<Ipv4Addr>,
+    },
+    Egress {
+        vnid: Vnid,
+        egress: Option<EgressState>,
+    },
+    /// The whole state at once: setup (which may clear everything else) and undo of a reset.
+    Replace {
+        state: Box<NodeState>,
+    },
+}
+
+/// What a [`Change`] touches; the flow table uses it to find the flows to recompute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    /// Setup's flows: the base tables, the policy mode's table 80 flows, the version note.
+    Base,
+    Pod(Ipv4Addr),
+    HostSubnet(Cidr),
+    Service(Ipv4Addr),
+    Multicast(Vnid),
+    VxlanMulticast,
+    Egress(Vnid),
+    Everything,
+}
+
+impl Change {
+    pub fn entity(&self) -> Entity {
+        match self {
+            Change::Pod { ip, .. } => Entity::Pod(*ip),
+            Change::HostSubnet { subnet, .. } => Entity::HostSubnet(*subnet),
+            Change::Service { ip, .. } => Entity::Service(*ip),
+            Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
+            Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
+            Change::Egress { vnid, .. } => Entity::Egress(*vnid),
+            Change::Replace { .. } => Entity::Everything,
+        }
+    }
+}
+
+fn put<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, value: Option<V>) -> Option<V> {
+    match value {
+        Some(v) => map.insert(key, v),
+        None => map.remove(&key),
+    }
+}
+
+impl NodeState {
+    /// Applies `change` and returns the change that undoes it.
+    pub fn apply(&mut self, change: Change) -> Change {
+        match change {
+            Change::Pod { ip, pod } => Change::Pod {
+                ip,
+                pod: put(&mut self.pods, ip, pod),
+            },
+            Change::HostSubnet {
+                subnet,
+                host_subnet,
+            } => Change::HostSubnet {
+                subnet,
+                host_subnet: put(&mut self.host_subnets, subnet, host_subnet),
+            },
+            Change::Service { ip, service } => Change::Service {
+                ip,
+                service: put(&mut self.services, ip, service),
+            },
+            Change::Multicast { vnid, multicast } => Change::Multicast {
+                vnid,
+                multicast: put(&mut self.multicast, vnid, multicast),
+            },
+            Change::VxlanMulticast { remotes } => Change::VxlanMulticast {
+                remotes: std::mem::replace(&mut self.vxlan_multicast, remotes),
+            },
+            Change::Egress { vnid, egress } => Change::Egress {
+                vnid,
+                egress: put(&mut self.egress, vnid, egress),
+            },
+            Change::Replace { state } => Change::Replace {
+                state: Box::new(std::mem::replace(self, *state)),
+            },
+        }
+    }
+
+    /// The pod with this sandbox id, if any.
+    pub fn pod_by_sandbox(&self, sandbox: &SandboxId) -> Option<&Pod> {
+        self.pods.values().find(|pod| pod.sandbox == *sandbox)
+    }
+
+    /// How many pods and services use `vnid` (the multitenant VNID rule's reference count).
+    pub fn vnid_users(&self, vnid: Vnid) -> usize {
+        let pods = self.pods.values().filter(|p| p.vnid == vnid).count();
+        let services = self.services.values().filter(|s| s.vnid == vnid).count();
+        pods + services
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ip: [u8; 4]) -> Pod {
+        Pod {
+            veth: Some("veth1".parse().unwrap()),
+            ip: Ipv4Addr::from(ip),
+            mac: "0a:58:0a:80:00:05".parse().unwrap(),
+            sandbox: "ab".repeat(32).parse().unwrap(),
+            vnid: Vnid::new(10).unwrap(),
+            ofport: 3,
+        }
+    }
+
+    #[test]
+    fn apply_returns_the_undo() {
+        let mut state = NodeState::default();
+        let before = state.clone();
+        let p = pod([10, 128, 0, 5]);
+        let undo = state.apply(Change::Pod {
+            ip: p.ip,
+            pod: Some(p.clone()),
+        });
+        assert_eq!(state.pods.len(), 1);
+        state.apply(undo);
+        assert_eq!(state, before);
+    }
+
+    #[test]
+    fn replace_undo_restores_everything() {
+        let mut state = NodeState::default();
+        let p = pod([10, 128, 0, 5]);
+        state.apply(Change::Pod {
+            ip: p.ip,
+            pod: Some(p),
+        });
+        let before = state.clone();
+        let undo = state.apply(Change::Replace {
+            state: Box::default(),
+        });
+        assert!(state.pods.is_empty());
+        state.apply(undo);
+        assert_eq!(state, before);
+    }
+
+    #[test]
+    fn changes_round_trip_as_json() {
+        let p = pod([10, 128, 0, 5]);
+        let change = Change::Pod {
+            ip: p.ip,
+            pod: Some(p),
+        };
+        let text = serde_json::to_string(&change).unwrap();
+        assert_eq!(serde_json::from_str::<Change>(&text).unwrap(), change);
+    }
+}

@@ -1,0 +1,567 @@
+//! The one writer of the desired state and the desired flow table.
+//!
+//! Operations reach it as requests on a channel. It takes whatever requests are waiting (up to
+//! a bound) as one batch: each request's plan is applied to the state and the table in turn,
+//! then the batch's net flow changes go to the switch as ONE bundle and its state changes to
+//! the journal with ONE sync, and only then are the requests answered. If the bundle or the
+//! journal fails, every change of the batch is undone, so an operation either happened — on
+//! the switch and on disk — or did not. Operations never share more than a bundle: each is
+//! whole inside it.
+//!
+//! Setup and resync (after a reconnect) run alone and install the whole table in one bundle.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ofnode_proto::{Action, Field, FlowStatsRequest, Instruction};
+use tokio::sync::{mpsc, oneshot};
+
+use super::config::SetupOutcome;
+use super::desired::{all_entities, entity_flows};
+use super::error::Error;
+use super::flows::{version_note, VERSION_TABLE};
+use super::metrics::Metrics;
+use super::state::{Change, Entity, NodeState, Pod};
+use super::store::Store;
+use super::table::{self, Diff, Flow, FlowTable};
+use super::types::SetupRequest;
+use crate::openflow::Switch;
+
+/// What a plan decided: the changes to make and what to answer once they are made.
+#[derive(Debug, Default)]
+pub struct Planned {
+    pub changes: Vec<Change>,
+    pub output: Output,
+}
+
+impl Planned {
+    pub fn changes(changes: Vec<Change>) -> Planned {
+        Planned {
+            changes,
+            output: Output::None,
+        }
+    }
+}
+
+/// A request's answer.
+#[derive(Debug, Default)]
+pub enum Output {
+    #[default]
+    None,
+    Setup(SetupOutcome, Vec<Pod>),
+    /// Applied, but with the seed's input error (egress policy that drops all traffic).
+    PolicyError(String),
+    State(Box<NodeState>),
+    /// Whether the plan found what it looked for.
+    Found(bool),
+}
+
+pub type Plan = Box<dyn FnOnce(&NodeState) -> Result<Planned, Error> + Send>;
+
+pub enum Op {
+    /// Changes computed from the current state.
+    Plan(Plan),
+    /// Install `setup` (building or rebuilding the table) in one bundle.
+    Setup(SetupRequest),
+    /// Make the switch's table equal to the desired one; `force` re-installs it whole.
+    Resync { force: bool },
+    /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
+    Shutdown,
+}
+
+pub struct Request {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<Output, Error>>,
+    pub started: Instant,
+}
+
+impl Request {
+    pub fn new(op: Op) -> (Request, oneshot::Receiver<Result<Output, Error>>) {
+        let (reply, rx) = oneshot::channel();
+        let request = Request {
+            op,
+            reply,
+            started: Instant::now(),
+        };
+        (request, rx)
+    }
+}
+
+/// What the writer publishes for `Node::status` after every batch.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub setup: Option<SetupRequest>,
+    pub pods: usize,
+    pub host_subnets: usize,
+    pub services: usize,
+    pub multicast_vnids: usize,
+    pub egress_vnids: usize,
+    pub flows: usize,
+    pub in_sync: bool,
+}
+
+pub struct Writer {
+    pub state: NodeState,
+    pub table: FlowTable,
+    pub store: Arc<Mutex<Store>>,
+    pub switch: Switch,
+    pub metrics: Arc<Metrics>,
+    pub published: Arc<Mutex<Published>>,
+    pub requests: mpsc::Receiver<Request>,
+    pub max_batch: usize,
+    /// The switch's table is known to equal the desired one.
+    pub in_sync: bool,
+    pending: Option<Request>,
+}
+
+fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
+    Error::Flow {
+        flow: flow.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
+    flows
+        .iter()
+        .map(|f| table::parse_flow(f).map_err(|e| flow_error(f, e)))
+        .collect()
+}
+
+/// The desired table of `state`, built entity by entity (never all flow texts at once).
+pub fn build_table(state: &NodeState) -> Result<FlowTable, Error> {
+    let mut flows = Vec::new();
+    for entity in all_entities(state) {
+        flows.extend(parse_all(&entity_flows(state, entity))?);
+    }
+    Ok(FlowTable::from_flows(flows))
+}
+
+fn decode_error(e: ofnode_proto::DecodeError) -> Error {
+    Error::Flow {
+        flow: "<stored flow>".into(),
+        reason: e.to_string(),
+    }
+}
+
+impl Writer {
+    /// A writer whose table is derived from `state`.
+    pub fn new(
+        state: NodeState,
+        store: Store,
+        switch: Switch,
+        metrics: Arc<Metrics>,
+        requests: mpsc::Receiver<Request>,
+        max_batch: usize,
+    ) -> Result<Writer, Error> {
+        let table = build_table(&state)?;
+        let writer = Writer {
+            state,
+            table,
+            store: Arc::new(Mutex::new(store)),
+            switch,
+            metrics,
+            published: Arc::default(),
+            requests,
+            max_batch: max_batch.max(1),
+            in_sync: false,
+            pending: None,
+        };
+        writer.publish();
+        Ok(writer)
+    }
+
+    pub async fn run(mut self) {
+        while let Some(first) = self.next_request().await {
+            match first.op {
+                Op::Plan(_) => {
+                    let batch = self.gather(first);
+                    self.run_batch(batch).await;
+                }
+                Op::Setup(setup) => {
+                    let result = self.run_setup(setup).await;
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::Resync { force } => {
+                    let result = self.resync(force).await.map(|()| Output::None);
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::Shutdown => {
+                    let _ = first.reply.send(Ok(Output::None));
+                    break;
+                }
+            }
+            self.publish();
+        }
+        tracing::debug!("node writer stopped");
+    }
+
+    async fn next_request(&mut self) -> Option<Request> {
+        match self.pending.take() {
+            Some(request) => Some(request),
+            None => self.requests.recv().await,
+        }
+    }
+
+    /// `first` and the plan requests already waiting behind it, up to the batch bound.
+    fn gather(&mut self, first: Request) -> Vec<Request> {
+        let mut batch = vec![first];
+        while batch.len() < self.max_batch {
+            match self.requests.try_recv() {
+                Ok(request) if matches!(request.op, Op::Plan(_)) => batch.push(request),
+                Ok(request) => {
+                    self.pending = Some(request);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    fn answer(
+        &self,
+        reply: oneshot::Sender<Result<Output, Error>>,
+        started: Instant,
+        result: Result<Output, Error>,
+    ) {
+        self.metrics.operation_latency.observe(started.elapsed());
+        match &result {
+            Ok(_) => Metrics::inc(&self.metrics.operations),
+            Err(e) => {
+                Metrics::inc(&self.metrics.operation_errors);
+                tracing::debug!(error = %e, "node operation failed");
+            }
+        }
+        // The caller may have given up waiting; the outcome stands either way.
+        let _ = reply.send(result);
+    }
+
+    fn publish(&self) {
+        let published = Published {
+            setup: self.state.setup,
+            pods: self.state.pods.len(),
+            host_subnets: self.state.host_subnets.len(),
+            services: self.state.services.len(),
+            multicast_vnids: self.state.multicast.len(),
+            egress_vnids: self.state.egress.len(),
+            flows: self.table.len(),
+            in_sync: self.in_sync,
+        };
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = published;
+    }
+
+    /// Applies one change to the state and the table, or (on error) to neither. Returns the
+    /// change that undoes it. Whole-state changes go through `run_setup`, which swaps tables.
+    fn apply_change(&mut self, change: Change) -> Result<Change, Error> {
+        let entity = change.entity();
+        if entity == Entity::Everything {
+            return Err(Error::Flow {
+                flow: "<whole state>".into(),
+                reason: "a whole-state change inside a batch".into(),
+            });
+        }
+        let old = parse_all(&entity_flows(&self.state, entity))?;
+        let undo = self.state.apply(change);
+        let new = match parse_all(&entity_flows(&self.state, entity)) {
+            Ok(new) => new,
+            Err(e) => {
+                self.state.apply(undo);
+                return Err(e);
+            }
+        };
+        for flow in &old {
+            self.table.remove(flow);
+        }
+        for flow in new {
+            self.table.insert(flow);
+        }
+        Ok(undo)
+    }
+
+    /// Applies all of a plan's changes, or none of them.
+    fn apply_plan(&mut self, changes: &[Change], undo: &mut Vec<Change>) -> Result<(), Error> {
+        let mark = undo.len();
+        for change in changes {
+            match self.apply_change(change.clone()) {
+                Ok(u) => undo.push(u),
+                Err(e) => {
+                    while undo.len() > mark {
+                        if let Some(u) = undo.pop() {
+                            // Undoing restores flows that parsed a moment ago.
+                            let _ = self.apply_change(u);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_batch(&mut self, batch: Vec<Request>) {
+        let mut journal = Vec::new();
+        let mut undo = Vec::new();
+        let mut answers = Vec::with_capacity(batch.len());
+        for request in batch {
+            let Op::Plan(plan) = request.op else {
+                continue;
+            };
+            let result = match plan(&self.state) {
+                Ok(planned) => self.apply_plan(&planned.changes, &mut undo).map(|()| {
+                    journal.extend(planned.changes);
+                    planned.output
+                }),
+                Err(e) => Err(e),
+            };
+            answers.push((request.reply, request.started, result));
+        }
+        let diff = self.table.diff();
+        let outcome = match self.commit_diff(&diff).await {
+            Ok(()) => self.persist(journal).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => self.table.commit_batch(),
+            Err(e) => {
+                self.table.rollback();
+                while let Some(u) = undo.pop() {
+                    self.state.apply(u);
+                }
+                for answer in &mut answers {
+                    if answer.2.is_ok() {
+                        answer.2 = Err(e.clone());
+                    }
+                }
+            }
+        }
+        for (reply, started, result) in answers {
+            self.answer(reply, started, result);
+        }
+    }
+
+    /// Sends `diff` as one bundle.
+    async fn commit_diff(&mut self, diff: &Diff) -> Result<(), Error> {
+        if diff.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.switch.transaction();
+        for fm in diff.flow_mods().map_err(decode_error)? {
+            tx.push(fm);
+        }
+        self.commit(tx).await
+    }
+
+    /// Deletes every flow and adds the whole desired table, in one bundle, version note last.
+    async fn install_all(&mut self) -> Result<(), Error> {
+        let mut tx = self.switch.transaction();
+        tx.delete(table::delete_all());
+        for flow in self.table.all_flows() {
+            tx.push(flow.to_add().map_err(decode_error)?);
+        }
+        self.commit(tx).await?;
+        Metrics::inc(&self.metrics.full_reinstalls);
+        self.in_sync = true;
+        Ok(())
+    }
+
+    async fn commit(&mut self, tx: crate::openflow::Transaction) -> Result<(), Error> {
+        let flow_mods = tx.len() as u64;
+        let started = Instant::now();
+        let result = tx.commit().await;
+        self.metrics.transaction_latency.observe(started.elapsed());
+        match result {
+            Ok(()) => {
+                Metrics::inc(&self.metrics.transactions);
+                self.metrics
+                    .flow_mods
+                    .fetch_add(flow_mods, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                Metrics::inc(&self.metrics.transaction_errors);
+                // After a failed bundle the switch may not be what we think (a lost connection
+                // may or may not have applied it); the reconnect resync settles it.
+                if matches!(e, crate::openflow::Error::Disconnected) {
+                    self.in_sync = false;
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Appends the batch's changes to the journal (one sync), off the async threads.
+    async fn persist(&mut self, changes: Vec<Change>) -> Result<(), Error> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let appended = tokio::task::spawn_blocking(move || {
+            let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
+            store.append(&changes)
+        })
+        .await
+        .map_err(|e| {
+            Error::State(Arc::new(super::store::StateError::Io {
+                path: "journal".into(),
+                source: std::io::Error::other(e.to_string()),
+            }))
+        })?;
+        let snapshot_due = match appended {
+            Ok(due) => due,
+            Err(e) => {
+                // The switch already has the batch: have the next resync take it back.
+                self.in_sync = false;
+                self.request_resync();
+                return Err(e.into());
+            }
+        };
+        if snapshot_due {
+            let store = self.store.clone();
+            let state = self.state.clone();
+            let written = tokio::task::spawn_blocking(move || {
+                let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
+                store.snapshot(&state)
+            })
+            .await;
+            // A failed snapshot loses nothing: the journal still holds every change.
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "writing the state snapshot failed; the journal keeps growing")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the state snapshot task failed; the journal keeps growing")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn request_resync(&mut self) {
+        if self.pending.is_none() {
+            let (request, _) = Request::new(Op::Resync { force: false });
+            self.pending = Some(request);
+        }
+    }
+
+    /// Installs `setup`: a new state (kept when only the switch lost its table, emptied when
+    /// the parameters changed) and the whole table in one bundle, version note last.
+    async fn run_setup(&mut self, setup: SetupRequest) -> Result<Output, Error> {
+        let (outcome, new_state, dropped) = match &self.state.setup {
+            Some(current) if *current == setup => (SetupOutcome::Built, None, Vec::new()),
+            None => {
+                let mut state = self.state.clone();
+                state.setup = Some(setup);
+                (SetupOutcome::Built, Some(state), Vec::new())
+            }
+            Some(_) => {
+                let state = NodeState {
+                    setup: Some(setup),
+                    ..NodeState::default()
+                };
+                let dropped = self.state.pods.values().cloned().collect();
+                (SetupOutcome::Rebuilt, Some(state), dropped)
+            }
+        };
+        let Some(new_state) = new_state else {
+            self.install_all().await?;
+            return Ok(Output::Setup(outcome, dropped));
+        };
+        // The whole state changes: build its table beside the old one, and keep both until the
+        // switch and the journal have the new one.
+        let new_table = build_table(&new_state)?;
+        let old_table = std::mem::replace(&mut self.table, new_table);
+        let old_state = std::mem::replace(&mut self.state, new_state.clone());
+        let journal = vec![Change::Replace {
+            state: Box::new(new_state),
+        }];
+        let result = match self.install_all().await {
+            Ok(()) => self.persist(journal).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            self.table = old_table;
+            self.state = old_state;
+            return Err(e);
+        }
+        Ok(Output::Setup(outcome, dropped))
+    }
+
+    /// Makes the switch's table equal to the desired one: the whole table when the version
+    /// note is missing (ovs-vswitchd restarted) or `force`, else just the differences.
+    async fn resync(&mut self, force: bool) -> Result<(), Error> {
+        let Some(setup) = self.state.setup else {
+            return Ok(());
+        };
+        let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
+        let note = version_note_bytes(&version_note(setup.mode));
+        let has_note = current
+            .iter()
+            .any(|f| f.table_id == VERSION_TABLE && flow_note_has_prefix(&f.instructions, &note));
+        if force || !has_note {
+            tracing::info!(
+                flows = self.table.len(),
+                "switch lacks the version note: re-installing the whole table in one bundle"
+            );
+            return self.install_all().await;
+        }
+        let diff = self.table.reconcile(&current);
+        if !diff.is_empty() {
+            tracing::info!(
+                deletes = diff.deletes.len(),
+                adds = diff.adds.len(),
+                "repairing the switch's flow table"
+            );
+            self.commit_diff(&diff).await?;
+            Metrics::inc(&self.metrics.repairs);
+        }
+        self.in_sync = true;
+        Ok(())
+    }
+}
+
+/// The bytes of a version note written as `"00.03"`.
+pub fn version_note_bytes(note: &str) -> Vec<u8> {
+    note.split('.')
+        .filter_map(|pair| u8::from_str_radix(pair, 16).ok())
+        .collect()
+}
+
+/// True when the flow's actions hold a note that starts with `prefix` (the seed's
+/// NoteHasPrefix).
+pub fn flow_note_has_prefix(instructions: &[Instruction], prefix: &[u8]) -> bool {
+    flow_notes(instructions).any(|note| note.starts_with(prefix))
+}
+
+/// The notes among a flow's actions.
+pub fn flow_notes(instructions: &[Instruction]) -> impl Iterator<Item = &[u8]> {
+    instructions
+        .iter()
+        .filter_map(|i| match i {
+            Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => {
+                Some(actions)
+            }
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|a| match a {
+            Action::Note(bytes) => Some(bytes.as_slice()),
+            _ => None,
+        })
+}
+
+/// The value a flow's actions load into `field`, if they load one.
+pub fn loaded_value(instructions: &[Instruction], field: Field) -> Option<u64> {
+    instructions
+        .iter()
+        .filter_map(|i| match i {
+            Instruction::ApplyActions(actions) => Some(actions),
+            _ => None,
+        })
+        .flatten()
+        .find_map(|a| match a {
+            Action::RegLoad { dst, value } if dst.field == field => Some(*value),
+            _ => None,
+        })
+}

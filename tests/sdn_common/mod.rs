@@ -1,0 +1,247 @@
+//! Shared by the `sdn_*` integration tests: a private OVS, a `Node` on it, and the oracle —
+//! `ovs-ofctl dump-flows` compared line for line with the flows the seed would produce.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ofnode::sdn::{DnsConfig, Mode, Node, NodeConfig, PodAdd, SetupOutcome, SetupRequest};
+use ofnode_harness::Ovs;
+
+/// The node in these tests: cluster 10.128.0.0/14, services 172.30.0.0/16, local subnet
+/// 10.128.0.0/23 with gateway 10.128.0.1.
+pub fn setup_request(mode: Mode) -> SetupRequest {
+    SetupRequest {
+        cluster_network: "10.128.0.0/14".parse().unwrap(),
+        service_network: "172.30.0.0/16".parse().unwrap(),
+        local_subnet: "10.128.0.0/23".parse().unwrap(),
+        gateway: "10.128.0.1".parse().unwrap(),
+        mode,
+    }
+}
+
+/// What `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` shows after the seed's SetupOVS with
+/// `setup_request`, without the policy mode's table 80 flows and the version note.
+pub const SETUP_FLOWS: &[&str] = &[
+    "priority=250,ip,in_port=2,nw_dst=224.0.0.0/4 actions=drop",
+    "priority=200,arp,in_port=1,arp_spa=10.128.0.0/14,arp_tpa=10.128.0.0/23 actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "priority=200,ip,in_port=1,nw_src=10.128.0.0/14,nw_dst=10.128.0.0/23 actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "priority=200,ip,in_port=1,nw_src=10.128.0.0/14,nw_dst=224.0.0.0/4 actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "priority=200,arp,in_port=2,arp_spa=10.128.0.1,arp_tpa=10.128.0.0/14 actions=goto_table:30",
+    "priority=200,ip,in_port=2 actions=goto_table:30",
+    "priority=150,in_port=1 actions=drop",
+    "priority=150,in_port=2 actions=drop",
+    "priority=100,arp actions=goto_table:20",
+    "priority=100,ip actions=goto_table:20",
+    "priority=0 actions=drop",
+    "table=10, priority=0 actions=drop",
+    "table=20, priority=0 actions=drop",
+    "table=21, priority=0 actions=goto_table:30",
+    "table=30, priority=300,arp,arp_tpa=10.128.0.1 actions=output:2",
+    "table=30, priority=300,ip,nw_dst=10.128.0.1 actions=output:2",
+    "table=30, priority=200,arp,arp_tpa=10.128.0.0/23 actions=goto_table:40",
+    "table=30, priority=200,ip,nw_dst=10.128.0.0/23 actions=goto_table:70",
+    "table=30, priority=100,arp,arp_tpa=10.128.0.0/14 actions=goto_table:50",
+    "table=30, priority=100,ip,nw_dst=10.128.0.0/14 actions=goto_table:90",
+    "table=30, priority=100,ip,nw_dst=172.30.0.0/16 actions=goto_table:60",
+    "table=30, priority=50,ip,in_port=1,nw_dst=224.0.0.0/4 actions=goto_table:120",
+    "table=30, priority=25,ip,nw_dst=224.0.0.0/4 actions=goto_table:110",
+    "table=30, priority=0,ip actions=goto_table:100",
+    "table=30, priority=0,arp actions=drop",
+    "table=40, priority=0 actions=drop",
+    "table=50, priority=0 actions=drop",
+    "table=60, priority=200,reg0=0 actions=output:2",
+    "table=60, priority=0 actions=drop",
+    "table=70, priority=0 actions=drop",
+    "table=80, priority=300,ip,nw_src=10.128.0.1 actions=output:NXM_NX_REG2[]",
+    "table=80, priority=0 actions=drop",
+    "table=90, priority=0 actions=drop",
+    "table=100, priority=0 actions=output:2",
+    "table=110, priority=0 actions=drop",
+    "table=111, priority=100 actions=goto_table:120",
+    "table=120, priority=0 actions=drop",
+];
+
+/// The subnet plugin's table 80 flow and the version note.
+pub const SUBNET_FLOWS: &[&str] = &[
+    "table=80, priority=200 actions=output:NXM_NX_REG2[]",
+    "table=253, actions=note:00.03.00.00.00.00",
+];
+
+/// The multitenant plugin's table 80 flows and the version note.
+pub const MULTITENANT_FLOWS: &[&str] = &[
+    "table=80, priority=200,reg0=0 actions=output:NXM_NX_REG2[]",
+    "table=80, priority=200,reg1=0 actions=output:NXM_NX_REG2[]",
+    "table=253, actions=note:01.03.00.00.00.00",
+];
+
+/// The whole table right after setup in `mode`.
+pub fn base_flows(mode: Mode) -> Vec<String> {
+    let mode_flows = match mode {
+        Mode::Subnet => SUBNET_FLOWS,
+        Mode::Multitenant => MULTITENANT_FLOWS,
+    };
+    SETUP_FLOWS
+        .iter()
+        .chain(mode_flows)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// `base` plus `extra`.
+pub fn with(base: &[String], extra: &[&str]) -> Vec<String> {
+    base.iter()
+        .cloned()
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// `base` without `removed` (each must be there).
+pub fn without(base: &[String], removed: &[&str]) -> Vec<String> {
+    for r in removed {
+        assert!(base.iter().any(|b| b == r), "{r} is not in the base table");
+    }
+    base.iter()
+        .filter(|b| !removed.contains(&b.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn sorted(mut lines: Vec<String>) -> Vec<String> {
+    lines.sort();
+    lines
+}
+
+/// Asserts that the switch holds exactly `expected` (in any order), as ovs-ofctl dumps it.
+#[track_caller]
+pub fn assert_flows(ovs: &Ovs, expected: &[String]) {
+    let actual = sorted(ovs.dump_flows("br0").expect("ovs-ofctl dump-flows"));
+    let expected = sorted(expected.to_vec());
+    if actual != expected {
+        let missing: Vec<&String> = expected.iter().filter(|e| !actual.contains(e)).collect();
+        let extra: Vec<&String> = actual.iter().filter(|a| !expected.contains(a)).collect();
+        panic!(
+            "flow table differs from the seed's\n  missing ({}):\n    {}\n  unexpected ({}):\n    {}",
+            missing.len(),
+            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n    "),
+            extra.len(),
+            extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n    "),
+        );
+    }
+}
+
+/// Polls the oracle until the switch holds exactly `expected` or `limit` passes (no timing is
+/// asserted: the deadline only keeps a broken run from hanging).
+pub fn wait_for_flows(ovs: &Ovs, expected: &[String], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let expected_sorted = sorted(expected.to_vec());
+    loop {
+        let actual = ovs.dump_flows("br0").map(sorted);
+        if actual.as_ref().is_ok_and(|a| *a == expected_sorted) {
+            return;
+        }
+        if Instant::now() >= deadline {
+            assert_flows(ovs, expected);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A node configuration for `ovs`: active OpenFlow on br0's management socket, userspace
+/// datapath, no host network part, and a DNS resolver with no servers (tests never query the
+/// host's resolver; the DNS tests bring their own server).
+pub fn node_config(ovs: &Ovs, state_dir: &Path) -> NodeConfig {
+    let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state_dir);
+    cfg.datapath_type = Some("netdev".into());
+    cfg.manage_host_network = false;
+    cfg.dns = DnsConfig {
+        nameservers: Some(Vec::new()),
+        ..DnsConfig::default()
+    };
+    cfg.connect_timeout = Duration::from_secs(20);
+    cfg
+}
+
+/// A private OVS and a node on it, not yet set up.
+pub struct Fixture {
+    pub ovs: Ovs,
+    pub state: tempfile::TempDir,
+    pub node: Node,
+}
+
+impl Fixture {
+    pub async fn start() -> Fixture {
+        Fixture::start_with(|_, _| {}).await
+    }
+
+    /// Started with the test's changes to the configuration.
+    pub async fn start_with(change: impl FnOnce(&Ovs, &mut NodeConfig)) -> Fixture {
+        let ovs = Ovs::start().expect("start private OVS");
+        let state = tempfile::tempdir().expect("state dir");
+        let mut cfg = node_config(&ovs, state.path());
+        change(&ovs, &mut cfg);
+        let node = Node::start(cfg).await.expect("start node");
+        Fixture { ovs, state, node }
+    }
+
+    /// Stops the node and starts a new one on the same OVS and state directory (an ofnode
+    /// restart).
+    pub async fn restart_node(&mut self) {
+        self.node.shutdown().await;
+        let cfg = node_config(&self.ovs, self.state.path());
+        self.node = Node::start(cfg).await.expect("restart node");
+    }
+
+    /// Started and set up in `mode`, with the table checked against the seed's.
+    pub async fn set_up(mode: Mode) -> Fixture {
+        let f = Fixture::start().await;
+        let outcome = f.node.setup(&setup_request(mode)).await.expect("setup");
+        assert_eq!(outcome, SetupOutcome::Built);
+        assert_flows(&f.ovs, &base_flows(mode));
+        f
+    }
+
+    /// Creates a veth pair in the OVS namespace for a pod; the host end is `name`.
+    pub fn veth(&self, name: &str) {
+        let peer = format!("{name}p");
+        self.ovs
+            .netns()
+            .exec_ok(&[
+                "ip", "link", "add", name, "type", "veth", "peer", "name", &peer,
+            ])
+            .expect("create veth");
+        self.ovs
+            .netns()
+            .exec_ok(&["ip", "link", "set", name, "up"])
+            .expect("veth up");
+    }
+
+    /// `ovs-vsctl get Interface NAME ofport`.
+    pub fn ofport(&self, name: &str) -> Option<u16> {
+        self.ovs
+            .vsctl(&["get", "Interface", name, "ofport"])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    }
+
+    pub fn ports(&self) -> Vec<String> {
+        let out = self.ovs.vsctl(&["list-ports", "br0"]).expect("list-ports");
+        out.lines().map(|s| s.to_string()).collect()
+    }
+}
+
+/// The sandbox id whose bytes are 0xa0, 0xa1, … 0xbf.
+pub const SANDBOX: &str = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf";
+/// Its note as ovs-ofctl prints it (padded with zeros to the action's 8-byte boundary).
+pub const SANDBOX_NOTE: &str = "a0.a1.a2.a3.a4.a5.a6.a7.a8.a9.aa.ab.ac.ad.ae.af.b0.b1.b2.b3.b4.b5.b6.b7.b8.b9.ba.bb.bc.bd.be.bf.00.00.00.00.00.00";
+
+pub fn pod(veth: &str, ip: &str, mac: &str, sandbox: &str, vnid: u32) -> PodAdd {
+    PodAdd {
+        veth: veth.parse().unwrap(),
+        ip: ip.parse().unwrap(),
+        mac: mac.parse().unwrap(),
+        sandbox: sandbox.parse().unwrap(),
+        vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
+    }
+}

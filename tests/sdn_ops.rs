@@ -1,0 +1,488 @@
+//! Every node operation against a private OVS: after each one the FULL flow table, as
+//! `ovs-ofctl dump-flows` prints it, equals what the seed's ovsController would have produced.
+
+mod sdn_common;
+
+use ofnode::sdn::{Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
+use sdn_common::*;
+
+fn vnid(v: u32) -> Vnid {
+    Vnid::new(v).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_builds_the_seed_table_and_ports() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    assert!(f.node.already_set_up().await.unwrap());
+    // The seed's ports: vxlan0 at 1 (remote_ip/key from the flow), tun0 at 2.
+    assert_eq!(f.ofport("vxlan0"), Some(1));
+    assert_eq!(f.ofport("tun0"), Some(2));
+    let options = f
+        .ovs
+        .vsctl(&["get", "Interface", "vxlan0", "options"])
+        .unwrap();
+    assert_eq!(options.trim(), r#"{key=flow, remote_ip=flow}"#);
+    assert_eq!(
+        f.ovs
+            .vsctl(&["get", "Bridge", "br0", "fail_mode"])
+            .unwrap()
+            .trim(),
+        "secure"
+    );
+    assert_eq!(
+        f.ovs
+            .vsctl(&["get", "Bridge", "br0", "protocols"])
+            .unwrap()
+            .trim(),
+        "[OpenFlow13]"
+    );
+    // Fragments are matched as nx-match (the seed's SetFrags).
+    let frags = f.ovs.ofctl("get-frags", "br0", &[]).unwrap();
+    assert_eq!(frags.trim(), "nx-match");
+    let status = f.node.status();
+    assert!(status.set_up && status.switch_connected && status.ovsdb_connected);
+    assert_eq!(status.version_note.as_deref(), Some("00.03"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_multitenant_has_its_table_80() {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    assert!(f.node.already_set_up().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_again_changes_nothing_other_parameters_rebuild() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    f.veth("vethA");
+    f.node
+        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 0))
+        .await
+        .unwrap();
+    let with_pod = f.ovs.dump_flows("br0").unwrap();
+    let outcome = f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
+    assert_eq!(outcome, SetupOutcome::AlreadySetUp);
+    assert_flows(&f.ovs, &with_pod);
+    assert!(f.ports().contains(&"vethA".to_string()));
+
+    // Other parameters: the table is rebuilt from scratch, the pod is gone with its port.
+    let outcome = f
+        .node
+        .setup(&setup_request(Mode::Multitenant))
+        .await
+        .unwrap();
+    assert_eq!(outcome, SetupOutcome::Rebuilt);
+    assert_flows(&f.ovs, &base_flows(Mode::Multitenant));
+    assert!(!f.ports().contains(&"vethA".to_string()));
+    assert_eq!(f.node.status().pods, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_add_update_del() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    f.veth("vethA");
+    let ofport = f
+        .node
+        .pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(Some(ofport), f.ofport("vethA"));
+    assert_eq!(ofport, 3, "the first pod port after vxlan0 and tun0");
+    let note_flow = format!("table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21");
+    let pod_flows = |vnid_hex: &str| {
+        vec![
+            note_flow.replace("load:0xa", &format!("load:{vnid_hex}")),
+            format!("table=20, priority=100,ip,in_port=3,nw_src=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG0[],goto_table:21"),
+            "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:3".to_string(),
+            format!("table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80"),
+        ]
+    };
+    let expect = |vnid_hex: &str| -> Vec<String> {
+        base.iter().cloned().chain(pod_flows(vnid_hex)).collect()
+    };
+    assert_flows(&f.ovs, &expect("0xa"));
+
+    // Found through its sandbox id; re-installed with the new VNID.
+    f.node
+        .pod_update(&SANDBOX.parse().unwrap(), vnid(11))
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &expect("0xb"));
+
+    // An unknown sandbox is an error that changes nothing.
+    let other = "00".repeat(32).parse().unwrap();
+    let err = f.node.pod_update(&other, vnid(12)).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert_flows(&f.ovs, &expect("0xb"));
+
+    f.node
+        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &base);
+    assert!(!f.ports().contains(&"vethA".to_string()));
+    // Deleting again succeeds and changes nothing.
+    f.node
+        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_update_finds_a_pod_through_the_note_on_the_switch() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    // Flows a previous controller (the seed) installed: only the switch knows this pod.
+    let seed_flows = [
+        format!("table=20, priority=100, in_port=7, arp, nw_src=10.128.0.9, arp_sha=0a:58:0a:80:00:09, actions=load:5->NXM_NX_REG0[], note:{}, goto_table:21", SANDBOX_NOTE.trim_end_matches(".00")),
+        "table=20, priority=100, in_port=7, ip, nw_src=10.128.0.9, actions=load:5->NXM_NX_REG0[], goto_table:21".to_string(),
+        "table=40, priority=100, arp, nw_dst=10.128.0.9, actions=output:7".to_string(),
+        "table=70, priority=100, ip, nw_dst=10.128.0.9, actions=load:5->NXM_NX_REG1[], load:7->NXM_NX_REG2[], goto_table:80".to_string(),
+    ];
+    for flow in &seed_flows {
+        f.ovs.ofctl("add-flow", "br0", &[flow]).unwrap();
+    }
+    f.node
+        .pod_update(&SANDBOX.parse().unwrap(), vnid(6))
+        .await
+        .unwrap();
+    let expected = with(
+        &base_flows(Mode::Subnet),
+        &[
+            &format!("table=20, priority=100,arp,in_port=7,arp_spa=10.128.0.9,arp_sha=0a:58:0a:80:00:09 actions=load:0x6->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+            "table=20, priority=100,ip,in_port=7,nw_src=10.128.0.9 actions=load:0x6->NXM_NX_REG0[],goto_table:21",
+            "table=40, priority=100,arp,arp_tpa=10.128.0.9 actions=output:7",
+            "table=70, priority=100,ip,nw_dst=10.128.0.9 actions=load:0x6->NXM_NX_REG1[],load:0x7->NXM_NX_REG2[],goto_table:80",
+        ],
+    );
+    assert_flows(&f.ovs, &expected);
+    assert_eq!(f.node.status().pods, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multitenant_vnid_rules_follow_their_users() {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    let base = base_flows(Mode::Multitenant);
+    let rule = "table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]";
+    f.veth("vethA");
+    f.veth("vethB");
+    f.node
+        .pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+        .unwrap();
+    let pod_a = [
+        &format!("table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21") as &str,
+        "table=20, priority=100,ip,in_port=3,nw_src=10.128.0.5 actions=load:0xa->NXM_NX_REG0[],goto_table:21",
+        "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:3",
+        "table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:0xa->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
+    ]
+    .map(str::to_string);
+    let with_a: Vec<String> = base.iter().cloned().chain(pod_a.clone()).collect();
+    assert_flows(&f.ovs, &with(&with_a, &[rule]));
+
+    // A service of the same VNID shares the rule.
+    let svc = Service {
+        ip: "172.30.0.10".parse().unwrap(),
+        vnid: vnid(10),
+        ports: vec!["tcp/80".parse().unwrap()],
+    };
+    f.node.service_add(&svc).await.unwrap();
+    let svc_flows = [
+        "table=60, priority=100,ip,nw_dst=172.30.0.10,nw_frag=later actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+        "table=60, priority=100,tcp,nw_dst=172.30.0.10,tp_dst=80 actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+    ];
+    let with_a_svc = with(&with(&with_a, &svc_flows), &[rule]);
+    assert_flows(&f.ovs, &with_a_svc);
+
+    // A pod of VNID 0 adds no rule (setup's reg0=0/reg1=0 flows cover it).
+    f.node
+        .pod_add(&pod(
+            "vethB",
+            "10.128.0.6",
+            "0a:58:0a:80:00:06",
+            &"11".repeat(32),
+            0,
+        ))
+        .await
+        .unwrap();
+    let pod_b = [
+        "table=20, priority=100,arp,in_port=4,arp_spa=10.128.0.6,arp_sha=0a:58:0a:80:00:06 actions=load:0->NXM_NX_REG0[],note:11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.11.00.00.00.00.00.00,goto_table:21",
+        "table=20, priority=100,ip,in_port=4,nw_src=10.128.0.6 actions=load:0->NXM_NX_REG0[],goto_table:21",
+        "table=40, priority=100,arp,arp_tpa=10.128.0.6 actions=output:4",
+        "table=70, priority=100,ip,nw_dst=10.128.0.6 actions=load:0->NXM_NX_REG1[],load:0x4->NXM_NX_REG2[],goto_table:80",
+    ];
+    assert_flows(&f.ovs, &with(&with_a_svc, &pod_b));
+    f.node
+        .pod_del(&"vethB".parse().unwrap(), "10.128.0.6".parse().unwrap())
+        .await
+        .unwrap();
+
+    // The pod goes; the service still uses VNID 10, so the rule stays.
+    f.node
+        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &with(&with(&base, &svc_flows), &[rule]));
+    assert!(f.node.unused_vnids().await.unwrap().is_empty());
+
+    // Its last user gone, the rule goes too (the seed's SyncVNIDRules).
+    f.node.service_del(svc.ip).await.unwrap();
+    assert_flows(&f.ovs, &base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unused_vnids_are_found_on_the_switch() {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    f.veth("vethA");
+    f.node
+        .pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+        .unwrap();
+    assert!(f.node.unused_vnids().await.unwrap().is_empty());
+    // Rules for VNIDs nothing uses (left by someone else): the seed's FindUnusedVNIDs sees them.
+    for v in [99, 7] {
+        f.ovs
+            .ofctl(
+                "add-flow",
+                "br0",
+                &[&format!(
+                    "table=80, priority=100, reg0={v}, reg1={v}, actions=output:NXM_NX_REG2[]"
+                )],
+            )
+            .unwrap();
+    }
+    assert_eq!(
+        f.node.unused_vnids().await.unwrap(),
+        vec![vnid(7), vnid(99)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_subnets_plain_and_fixed_vnid() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    let plain = HostSubnet {
+        host_ip: "192.0.2.2".parse().unwrap(),
+        subnet: "10.130.0.0/23".parse().unwrap(),
+        fixed_vnid: None,
+        vtep_mac: None,
+    };
+    let fixed = HostSubnet {
+        host_ip: "192.0.2.3".parse().unwrap(),
+        subnet: "10.130.2.0/23".parse().unwrap(),
+        fixed_vnid: Some(vnid(77)),
+        vtep_mac: Some("0a:00:00:00:00:03".parse().unwrap()),
+    };
+    f.node.hostsubnet_add(&plain).await.unwrap();
+    f.node.hostsubnet_add(&fixed).await.unwrap();
+    let plain_flows = [
+        "table=10, priority=100,tun_src=192.0.2.2 actions=goto_table:30",
+        "table=50, priority=100,arp,arp_tpa=10.130.0.0/23 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
+        "table=90, priority=100,ip,nw_dst=10.130.0.0/23 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
+    ];
+    let fixed_flows = [
+        "table=10, priority=100,tun_src=192.0.2.3 actions=goto_table:30",
+        "table=50, priority=100,arp,arp_tpa=10.130.2.0/23 actions=load:0x4d->NXM_NX_TUN_ID[0..31],set_field:192.0.2.3->tun_dst,output:1",
+        "table=90, priority=100,ip,nw_dst=10.130.2.0/23 actions=load:0x4d->NXM_NX_TUN_ID[0..31],set_field:192.0.2.3->tun_dst,output:1",
+    ];
+    assert_flows(&f.ovs, &with(&with(&base, &plain_flows), &fixed_flows));
+
+    // Deleting with the wrong host is refused and changes nothing.
+    let err = f
+        .node
+        .hostsubnet_del("192.0.2.9".parse().unwrap(), plain.subnet)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    f.node
+        .hostsubnet_del(plain.host_ip, plain.subnet)
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &with(&base, &fixed_flows));
+    f.node
+        .hostsubnet_del(fixed.host_ip, fixed.subnet)
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_tcp_udp_and_fragments() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    let svc = Service {
+        ip: "172.30.0.10".parse().unwrap(),
+        vnid: vnid(10),
+        ports: vec!["tcp/80".parse().unwrap(), "udp/53".parse().unwrap()],
+    };
+    f.node.service_add(&svc).await.unwrap();
+    let flows = [
+        "table=60, priority=100,ip,nw_dst=172.30.0.10,nw_frag=later actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+        "table=60, priority=100,tcp,nw_dst=172.30.0.10,tp_dst=80 actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+        "table=60, priority=100,udp,nw_dst=172.30.0.10,tp_dst=53 actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+    ];
+    assert_flows(&f.ovs, &with(&base, &flows));
+    f.node.service_del(svc.ip).await.unwrap();
+    assert_flows(&f.ovs, &base);
+
+    // Other protocols never get that far: the port does not parse.
+    let err = "sctp/80".parse::<ofnode::sdn::ServicePort>().unwrap_err();
+    assert!(err.to_string().contains("unhandled protocol"), "{err}");
+    let bad = r#"{"ip":"172.30.0.11","vnid":1,"ports":["sctp/80"]}"#;
+    assert!(serde_json::from_str::<Service>(bad).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multicast_local_and_vxlan() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    f.node
+        .multicast_local(vnid(10), true, &[4, 10, 3])
+        .await
+        .unwrap();
+    let local = [
+        "table=110, reg0=0xa actions=goto_table:111",
+        // Sorted as strings, as the seed sorts them.
+        "table=120, priority=100,reg0=0xa actions=output:10,output:3,output:4",
+    ];
+    assert_flows(&f.ovs, &with(&base, &local));
+    f.node.multicast_local(vnid(10), true, &[]).await.unwrap();
+    assert_flows(&f.ovs, &with(&base, &local[..1]));
+    f.node.multicast_local(vnid(10), false, &[3]).await.unwrap();
+    assert_flows(&f.ovs, &base);
+
+    f.node
+        .multicast_vxlan(&["192.0.2.3".parse().unwrap(), "192.0.2.2".parse().unwrap()])
+        .await
+        .unwrap();
+    let vxlan = "table=111, priority=100 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1,set_field:192.0.2.3->tun_dst,output:1,goto_table:120";
+    assert_flows(
+        &f.ovs,
+        &with(
+            &without(&base, &["table=111, priority=100 actions=goto_table:120"]),
+            &[vxlan],
+        ),
+    );
+    f.node.multicast_vxlan(&[]).await.unwrap();
+    assert_flows(&f.ovs, &base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_before_setup_and_bad_input_change_nothing() {
+    let f = Fixture::start().await;
+    let err = f
+        .node
+        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotSetUp), "{err}");
+    assert_eq!(err.http_status(), 409);
+    assert!(!f.node.already_set_up().await.unwrap_or(false));
+
+    // A gateway outside the local subnet is refused before anything is touched.
+    let mut bad = setup_request(Mode::Subnet);
+    bad.gateway = "10.129.0.1".parse().unwrap();
+    let err = f.node.setup(&bad).await.unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert_eq!(err.http_status(), 400);
+    assert!(f.ovs.vsctl(&["br-exists", "br0"]).is_err());
+
+    f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
+    let base = base_flows(Mode::Subnet);
+    // A port that cannot be found is refused.
+    let err = f
+        .node
+        .multicast_local(vnid(3), true, &[0])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    let err = f
+        .node
+        .pod_bandwidth(&"nosuch".parse().unwrap(), Some(1000), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert_flows(&f.ovs, &base);
+    // Validation of the input types themselves.
+    assert!("10.128.0.0/33".parse::<ofnode::sdn::Cidr>().is_err());
+    assert!(Vnid::new(1 << 24).is_err());
+    assert!("abc".parse::<ofnode::sdn::SandboxId>().is_err());
+    assert!("0a:58".parse::<ofnode::sdn::MacAddr>().is_err());
+    assert!("a-much-too-long-name"
+        .parse::<ofnode::sdn::IfName>()
+        .is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_bandwidth_sets_qos_and_policing() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    f.veth("vethA");
+    f.node
+        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 0))
+        .await
+        .unwrap();
+    let veth = "vethA".parse().unwrap();
+    f.node
+        .pod_bandwidth(&veth, Some(1_000_000), Some(2_048_000))
+        .await
+        .unwrap();
+    let qos = f.ovs.vsctl(&["get", "Port", "vethA", "qos"]).unwrap();
+    let qos = qos.trim();
+    assert_ne!(qos, "[]");
+    assert_eq!(
+        f.ovs.vsctl(&["get", "QoS", qos, "type"]).unwrap().trim(),
+        "linux-htb"
+    );
+    assert_eq!(
+        f.ovs
+            .vsctl(&["get", "QoS", qos, "other_config:max-rate"])
+            .unwrap()
+            .trim(),
+        "\"1000000\""
+    );
+    assert_eq!(
+        f.ovs
+            .vsctl(&["get", "Interface", "vethA", "ingress_policing_rate"])
+            .unwrap()
+            .trim(),
+        "2000"
+    );
+    f.node.pod_bandwidth(&veth, None, None).await.unwrap();
+    assert_eq!(
+        f.ovs
+            .vsctl(&["get", "Port", "vethA", "qos"])
+            .unwrap()
+            .trim(),
+        "[]"
+    );
+    assert_eq!(f.ovs.vsctl(&["list", "QoS"]).unwrap().trim(), "");
+    // Teardown clears the QoS with the port.
+    f.node
+        .pod_bandwidth(&veth, Some(5_000_000), None)
+        .await
+        .unwrap();
+    f.node
+        .pod_del(&veth, "10.128.0.5".parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(f.ovs.vsctl(&["list", "QoS"]).unwrap().trim(), "");
+    assert_flows(&f.ovs, &base_flows(Mode::Subnet));
+}

@@ -1,0 +1,286 @@
+//! Restarts: ovs-vswitchd killed with SIGKILL and started again gets its whole table back (one
+//! bundle); ofnode restarted repairs what changed on the switch meanwhile; ofnode killed with
+//! SIGKILL during a stream of pod adds keeps every pod whose add returned success, and no
+//! stale flows.
+
+mod sdn_common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ofnode::sdn::{HostSubnet, Mode, Node, NodeState, Service, Vnid};
+use sdn_common::*;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn vnid(v: u32) -> Vnid {
+    Vnid::new(v).unwrap()
+}
+
+/// A node with a bit of everything, and the table the seed would show for it.
+async fn populated() -> (Fixture, Vec<String>) {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    f.veth("vethA");
+    f.node
+        .pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+        .unwrap();
+    f.node
+        .hostsubnet_add(&HostSubnet {
+            host_ip: "192.0.2.2".parse().unwrap(),
+            subnet: "10.130.0.0/23".parse().unwrap(),
+            fixed_vnid: None,
+            vtep_mac: None,
+        })
+        .await
+        .unwrap();
+    f.node
+        .service_add(&Service {
+            ip: "172.30.0.10".parse().unwrap(),
+            vnid: vnid(10),
+            ports: vec!["tcp/80".parse().unwrap()],
+        })
+        .await
+        .unwrap();
+    f.node.multicast_local(vnid(10), true, &[3]).await.unwrap();
+    let expected = with(
+        &base_flows(Mode::Multitenant),
+        &[
+            &format!("table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+            "table=20, priority=100,ip,in_port=3,nw_src=10.128.0.5 actions=load:0xa->NXM_NX_REG0[],goto_table:21",
+            "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:3",
+            "table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:0xa->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
+            "table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]",
+            "table=10, priority=100,tun_src=192.0.2.2 actions=goto_table:30",
+            "table=50, priority=100,arp,arp_tpa=10.130.0.0/23 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
+            "table=90, priority=100,ip,nw_dst=10.130.0.0/23 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
+            "table=60, priority=100,ip,nw_dst=172.30.0.10,nw_frag=later actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+            "table=60, priority=100,tcp,nw_dst=172.30.0.10,tp_dst=80 actions=load:0xa->NXM_NX_REG1[],load:0x2->NXM_NX_REG2[],goto_table:80",
+            "table=110, reg0=0xa actions=goto_table:111",
+            "table=120, priority=100,reg0=0xa actions=output:3",
+        ],
+    );
+    assert_flows(&f.ovs, &expected);
+    (f, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vswitchd_killed_and_restarted_gets_the_table_back() {
+    let (f, expected) = populated().await;
+    let reinstalls = f.node.metrics().full_reinstalls.load(Ordering::Relaxed);
+    f.ovs.kill_vswitchd();
+    f.ovs.start_vswitchd().unwrap();
+    wait_for_flows(&f.ovs, &expected, DEADLINE);
+    // It came back as a whole-table re-install (one bundle), with the fragment mode.
+    assert_eq!(
+        f.node.metrics().full_reinstalls.load(Ordering::Relaxed),
+        reinstalls + 1
+    );
+    assert_eq!(
+        f.ovs.ofctl("get-frags", "br0", &[]).unwrap().trim(),
+        "nx-match"
+    );
+    assert!(f.node.already_set_up().await.unwrap());
+    // A later reconnect to an intact table changes nothing.
+    f.node.resync(false).await.unwrap();
+    assert_eq!(
+        f.node.metrics().full_reinstalls.load(Ordering::Relaxed),
+        reinstalls + 1
+    );
+    assert_eq!(f.node.metrics().repairs.load(Ordering::Relaxed), 0);
+    assert_flows(&f.ovs, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ofnode_restart_repairs_the_switch() {
+    let (mut f, expected) = populated().await;
+    f.node.shutdown().await;
+    // Meanwhile the switch drifts: a stale flow appears, a wanted one disappears, one changes.
+    f.ovs
+        .ofctl(
+            "add-flow",
+            "br0",
+            &["table=40, priority=100, arp, nw_dst=10.128.0.99, actions=output:9"],
+        )
+        .unwrap();
+    f.ovs
+        .ofctl(
+            "del-flows",
+            "br0",
+            &["--strict", "table=40, priority=100, arp, nw_dst=10.128.0.5"],
+        )
+        .unwrap();
+    f.ovs
+        .ofctl(
+            "add-flow",
+            "br0",
+            &["table=10, priority=100, tun_src=192.0.2.2, actions=drop"],
+        )
+        .unwrap();
+    f.restart_node().await;
+    wait_for_flows(&f.ovs, &expected, DEADLINE);
+    let state = f.node.state().await.unwrap();
+    assert_eq!(state.pods.len(), 1);
+    assert_eq!(state.host_subnets.len(), 1);
+    assert_eq!(state.services.len(), 1);
+    // Repaired in place: no whole-table re-install was needed (the version note was there).
+    assert_eq!(f.node.metrics().full_reinstalls.load(Ordering::Relaxed), 0);
+    assert_eq!(f.node.metrics().repairs.load(Ordering::Relaxed), 1);
+    // Operations continue on the reloaded state.
+    f.node
+        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .await
+        .unwrap();
+    let status = f.node.status();
+    assert_eq!(status.pods, 0);
+}
+
+/// The pods the child stream adds: veth `vs<i>`, IP 10.128.1.<i>.
+fn stream_pod(i: usize) -> ofnode::sdn::PodAdd {
+    pod(
+        &format!("vs{i}"),
+        &format!("10.128.1.{i}"),
+        &format!("0a:58:0a:80:01:{i:02x}"),
+        &format!("{i:064x}"),
+        0,
+    )
+}
+
+const STREAM_PODS: usize = 120;
+
+/// Not a test on its own: the body of the child process `ofnode_killed_during_pod_adds` runs
+/// and kills. It adds pods one after another and prints `ACK <i>` once each add returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_pod_stream() {
+    let (Ok(db), Ok(mgmt), Ok(state)) = (
+        std::env::var("OFNODE_TEST_DB"),
+        std::env::var("OFNODE_TEST_MGMT"),
+        std::env::var("OFNODE_TEST_STATE"),
+    ) else {
+        return;
+    };
+    let mut cfg = ofnode::sdn::NodeConfig::new(db, mgmt, state);
+    cfg.datapath_type = Some("netdev".into());
+    cfg.manage_host_network = false;
+    cfg.dns.nameservers = Some(Vec::new());
+    let node = Node::start(cfg).await.unwrap();
+    node.switch()
+        .wait_connected(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let mut out = std::io::stdout();
+    for i in 1..=STREAM_PODS {
+        node.pod_add(&stream_pod(i)).await.unwrap();
+        writeln!(out, "ACK {i}").unwrap();
+        out.flush().unwrap();
+    }
+    // Wait to be killed.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ofnode_killed_during_pod_adds() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let ns = f.ovs.netns().name().to_string();
+    let batch: String = (1..=STREAM_PODS)
+        .map(|i| format!("link add vs{i} up type veth peer name vs{i}p\n"))
+        .collect();
+    let mut ip = Command::new("ip")
+        .args(["-n", &ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ip.stdin
+        .take()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    assert!(ip.wait().unwrap().success());
+    // Hand the state directory to the child: this node stops first.
+    f.node.shutdown().await;
+
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_pod_stream",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OFNODE_TEST_DB", f.ovs.db_target())
+        .env("OFNODE_TEST_MGMT", f.ovs.mgmt_target("br0"))
+        .env("OFNODE_TEST_STATE", f.state.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = ChildGuard(child);
+    let mut acked = Vec::new();
+    let lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
+    for line in lines {
+        let line = line.unwrap();
+        if let Some(i) = line.strip_prefix("ACK ") {
+            acked.push(i.parse::<usize>().unwrap());
+            // Kill it in the middle of the stream, with adds in flight.
+            if acked.len() == STREAM_PODS / 2 {
+                break;
+            }
+        }
+    }
+    // Child::kill is SIGKILL: no chance to finish anything.
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    assert_eq!(acked.len(), STREAM_PODS / 2);
+
+    // ofnode starts again on the same state: every acknowledged pod is there, and the switch
+    // holds exactly the table of the state (nothing stale from the add that was cut short).
+    let node = Node::start(node_config(&f.ovs, f.state.path()))
+        .await
+        .unwrap();
+    let state: NodeState = node.state().await.unwrap();
+    for i in &acked {
+        let ip = format!("10.128.1.{i}").parse().unwrap();
+        assert!(state.pods.contains_key(&ip), "acknowledged pod {i} lost");
+    }
+    assert!(
+        state.pods.len() <= acked.len() + 1,
+        "at most the add in flight is extra"
+    );
+    let mut expected = base_flows(Mode::Subnet);
+    for pod in state.pods.values() {
+        let (ip, port, mac) = (pod.ip, pod.ofport, pod.mac);
+        let note: Vec<String> = pod
+            .sandbox
+            .bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        expected.extend([
+            format!("table=20, priority=100,arp,in_port={port},arp_spa={ip},arp_sha={mac} actions=load:0->NXM_NX_REG0[],note:{}.00.00.00.00.00.00,goto_table:21", note.join(".")),
+            format!("table=20, priority=100,ip,in_port={port},nw_src={ip} actions=load:0->NXM_NX_REG0[],goto_table:21"),
+            format!("table=40, priority=100,arp,arp_tpa={ip} actions=output:{port}"),
+            format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0->NXM_NX_REG1[],load:{port:#x}->NXM_NX_REG2[],goto_table:80"),
+        ]);
+    }
+    wait_for_flows(&f.ovs, &expected, DEADLINE);
+    node.shutdown().await;
+}
+
+/// Kills (SIGKILL) and reaps a child process we spawned if the test fails before it does.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

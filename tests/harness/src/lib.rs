@@ -5,11 +5,13 @@
 //! every run first reaps what dead runs left (`reap_stale`): their state directories live under
 //! [`STATE_ROOT`] and carry the owner's PID in their name.
 
+pub mod cluster;
 mod daemon;
 mod netns;
 mod ovs;
 mod process;
 
+pub use cluster::{Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Pod};
 pub use daemon::Daemon;
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions};

@@ -1,0 +1,626 @@
+//! A small cluster on one machine: nodes, an underlay joining them, pods, and external hosts, all
+//! inside network namespaces this process creates and removes.
+//!
+//! ```text
+//!   pod ns ─ veth ─┐                       underlay ns (Linux bridge brU)
+//!                  br0 ─ vxlan0 ··· br-phy ─ ul0 ═══ uN ─┤
+//!   tun0 (gateway) ┘        node ns (private OVS)         ├─ other nodes
+//! ```
+//!
+//! Each node is one [`Ovs`] (its own namespace, userspace datapath). Userspace VXLAN needs the
+//! tunnel endpoint on an OVS bridge: `br-phy` (standalone) holds the underlay veth `ul0` and the
+//! node's underlay IP, and `ul0` has `arp_ignore=1` so the kernel does not answer ARP for that IP
+//! with `ul0`'s own MAC. `br0` is built and programmed by the chosen [`Control`]: the ofnode
+//! daemon through its CLI, exactly as an operator would, or the seed's flows written with
+//! `ovs-ofctl` (the reference that proves the plumbing without ofnode).
+//!
+//! Addressing (only the documentation and cluster ranges): node `i` has underlay IP
+//! `192.0.2.(11+i)`, local subnet `10.128.(2i).0/23` with gateway `.1`, pods from `.10` up; an
+//! external host behind node `i` is `198.51.100.(4i+2)`, reached through the node at `(4i+1)`.
+//!
+//! Drop order is the cleanup order: pods and external hosts are owned by the caller and drop
+//! first (their namespaces take their veths with them), then nodes (daemon, then OVS and the node
+//! namespace), then the underlay namespace.
+
+mod pod;
+mod seed_flows;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::daemon::Daemon;
+use crate::netns::{Netns, Veth};
+use crate::ovs::{Ovs, OvsOptions};
+use crate::process::CommandError;
+
+pub use pod::{
+    reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, PingStats, Pinger, Pod, Reply,
+    Transfer,
+};
+
+pub const CLUSTER_NETWORK: &str = "10.128.0.0/14";
+pub const SERVICE_NETWORK: &str = "172.30.0.0/16";
+/// Pod and tun0 MTU: the 1500-byte underlay minus the 50 bytes of VXLAN encapsulation.
+pub const POD_MTU: u32 = 1450;
+/// The prefix length of every node's pod subnet.
+pub const SUBNET_PREFIX: u8 = 23;
+/// br0's VXLAN port, where setup puts it.
+pub const VXLAN_OFPORT: u32 = 1;
+const UNDERLAY_BRIDGE: &str = "brU";
+const UNDERLAY_PORT: &str = "ul0";
+const PHYS_BRIDGE: &str = "br-phy";
+const MAX_PODS_PER_NODE: u8 = 200;
+
+/// How br0 is programmed.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// An `ofnode run` daemon per node, driven by the ofnode CLI (`setup`, `hostsubnet add`,
+    /// `pod add`, `egress set`). The path is the `ofnode` binary.
+    Ofnode(PathBuf),
+    /// The seed's flows written with ovs-vsctl/ovs-ofctl and tun0 configured with `ip`: no
+    /// ofnode involved. Proves the cluster plumbing and is what ofnode's table must behave like.
+    SeedFlows,
+}
+
+impl Control {
+    /// ofnode (this binary) unless the environment asks for the reference: `OFNODE_E2E_CONTROL=seed`
+    /// runs the same tests against the seed's flows, which tells a plumbing failure from an
+    /// ofnode one.
+    pub fn from_env(ofnode: impl Into<PathBuf>) -> Control {
+        match std::env::var("OFNODE_E2E_CONTROL").as_deref() {
+            Ok("seed") => Control::SeedFlows,
+            _ => Control::Ofnode(ofnode.into()),
+        }
+    }
+}
+
+/// The network policy mode of every node (`ofnode setup --mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Subnet,
+    Multitenant,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Subnet => "subnet",
+            Mode::Multitenant => "multitenant",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Number of nodes (1 to 8).
+    pub nodes: usize,
+    pub mode: Mode,
+    pub control: Control,
+    /// Print every ofnode CLI command before running it, as an operator would type it.
+    pub echo: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{what}: {source}")]
+    Step {
+        what: String,
+        #[source]
+        source: CommandError,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Adds "what was being done" to a failed command.
+pub(crate) trait Context<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, ClusterError>;
+}
+
+impl<T> Context<T> for Result<T, CommandError> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, ClusterError> {
+        self.map_err(|source| ClusterError::Step {
+            what: what(),
+            source,
+        })
+    }
+}
+
+/// One node: a private OVS in its own namespace, and its ofnode daemon when the cluster has one.
+#[derive(Debug)]
+pub struct Node {
+    pub index: usize,
+    pub underlay_ip: Ipv4Addr,
+    /// The node's pod subnet, `10.128.(2i).0`, prefix length 23.
+    pub subnet: Ipv4Addr,
+    pub gateway: Ipv4Addr,
+    // Field order is drop order: the daemon stops before its switch.
+    daemon: Option<Daemon>,
+    ovs: Ovs,
+    next_pod: AtomicU8,
+    has_external: std::sync::atomic::AtomicBool,
+    echo: bool,
+}
+
+impl Node {
+    pub fn ovs(&self) -> &Ovs {
+        &self.ovs
+    }
+
+    pub fn netns(&self) -> &Netns {
+        self.ovs.netns()
+    }
+
+    pub fn daemon(&self) -> Option<&Daemon> {
+        self.daemon.as_ref()
+    }
+
+    pub fn daemon_mut(&mut self) -> Option<&mut Daemon> {
+        self.daemon.as_mut()
+    }
+
+    /// `10.128.(2i).0/23`.
+    pub fn subnet_cidr(&self) -> String {
+        format!("{}/{SUBNET_PREFIX}", self.subnet)
+    }
+
+    /// Runs a command inside the node's namespace.
+    pub fn exec(&self, argv: &[&str]) -> Result<String, ClusterError> {
+        self.netns()
+            .exec_ok(argv)
+            .context(|| format!("node {}: {}", self.index, argv.join(" ")))
+    }
+
+    /// Runs the ofnode CLI against this node's daemon (`ofnode ARGS… --api SOCK`).
+    pub fn cli(&self, args: &[&str]) -> Result<String, ClusterError> {
+        let daemon = self.daemon.as_ref().ok_or_else(|| {
+            ClusterError::Invalid(format!("node {} runs no ofnode daemon", self.index))
+        })?;
+        if self.echo {
+            println!("  [node {}] $ ofnode {}", self.index, args.join(" "));
+        }
+        daemon.cli(args).context(|| {
+            format!(
+                "node {}: ofnode {}\n--- ofnode log ---\n{}",
+                self.index,
+                args.join(" "),
+                daemon.log_tail(20)
+            )
+        })
+    }
+
+    /// br0's flows as `ovs-ofctl dump-flows --no-stats` prints them (the oracle).
+    pub fn flows(&self) -> Result<Vec<String>, ClusterError> {
+        self.ovs
+            .dump_flows("br0")
+            .context(|| format!("node {}: dump-flows br0", self.index))
+    }
+
+    /// Packets br0's port `ofport` received and transmitted, as `ovs-ofctl dump-ports` counts
+    /// them.
+    pub fn port_packets(&self, ofport: u32) -> Result<PortPackets, ClusterError> {
+        let text = self
+            .ovs
+            .ofctl("dump-ports", "br0", &[&ofport.to_string()])
+            .context(|| format!("node {}: dump-ports br0 {ofport}", self.index))?;
+        let count = |direction: &str| -> Option<u64> {
+            let (_, rest) = text.split_once(&format!("{direction} pkts="))?;
+            rest.split(',').next()?.trim().parse().ok()
+        };
+        match (count("rx"), count("tx")) {
+            (Some(rx), Some(tx)) => Ok(PortPackets { rx, tx }),
+            _ => Err(ClusterError::Invalid(format!(
+                "node {}: no packet counts in dump-ports:\n{text}",
+                self.index
+            ))),
+        }
+    }
+
+    /// The MAC of br-phy, the node's tunnel endpoint.
+    pub fn vtep_mac(&self) -> Result<String, ClusterError> {
+        let text = self.exec(&["cat", &format!("/sys/class/net/{PHYS_BRIDGE}/address")])?;
+        Ok(text.trim().to_string())
+    }
+
+    /// Everything useful when a packet did not arrive: br0's flows with statistics, its ports,
+    /// the node's addresses and routes, and the daemon's log.
+    pub fn diagnostics(&self) -> String {
+        let mut text = format!("===== node {} ({})\n", self.index, self.netns().name());
+        let mut add = |title: &str, body: String| {
+            text.push_str(&format!("--- {title}\n{body}\n"));
+        };
+        add(
+            "dump-flows br0",
+            self.ovs
+                .ofctl("dump-flows", "br0", &[])
+                .unwrap_or_else(|e| e.to_string()),
+        );
+        add(
+            "dump-ports-desc br0",
+            self.ovs
+                .ofctl("dump-ports-desc", "br0", &[])
+                .unwrap_or_else(|e| e.to_string()),
+        );
+        add(
+            "ip addr / route",
+            self.netns()
+                .exec_ok(&["sh", "-c", "ip -br addr; ip route"])
+                .unwrap_or_else(|e| e.to_string()),
+        );
+        add("ovs-vswitchd log", self.ovs.log_tail("vswitchd", 15));
+        if let Some(daemon) = &self.daemon {
+            add("ofnode log", daemon.log_tail(30));
+        }
+        text
+    }
+
+    fn allocate_pod_number(&self) -> Result<u8, ClusterError> {
+        let n = self.next_pod.fetch_add(1, Ordering::Relaxed);
+        if n >= MAX_PODS_PER_NODE {
+            return Err(ClusterError::Invalid(format!(
+                "node {}: more than {MAX_PODS_PER_NODE} pods",
+                self.index
+            )));
+        }
+        Ok(n)
+    }
+}
+
+/// A br0 port's packet counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortPackets {
+    pub rx: u64,
+    pub tx: u64,
+}
+
+/// The cluster. Create pods with [`Cluster::add_pod`]; they are dropped by the caller.
+#[derive(Debug)]
+pub struct Cluster {
+    pub mode: Mode,
+    control: Control,
+    echo: bool,
+    // Field order is drop order: nodes, then the underlay links and namespace.
+    nodes: Vec<Node>,
+    _underlay_links: Vec<Veth>,
+    underlay: Netns,
+}
+
+impl Cluster {
+    /// Builds the underlay and every node, sets each node up and tells it about every other
+    /// node's subnet, and seeds the tunnel ARP caches so the first packet is not lost.
+    pub fn start(options: ClusterOptions) -> Result<Cluster, ClusterError> {
+        if !(1..=8).contains(&options.nodes) {
+            return Err(ClusterError::Invalid(format!(
+                "a cluster has 1 to 8 nodes, not {}",
+                options.nodes
+            )));
+        }
+        let underlay = Netns::new("u").context(|| "create the underlay namespace".into())?;
+        underlay
+            .exec_ok(&["ip", "link", "add", UNDERLAY_BRIDGE, "type", "bridge"])
+            .and_then(|_| underlay.exec_ok(&["ip", "link", "set", UNDERLAY_BRIDGE, "up"]))
+            .context(|| "create the underlay bridge".into())?;
+        let mut cluster = Cluster {
+            mode: options.mode,
+            control: options.control,
+            echo: options.echo,
+            nodes: Vec::new(),
+            _underlay_links: Vec::new(),
+            underlay,
+        };
+        for index in 0..options.nodes {
+            let (node, link) = cluster.start_node(index)?;
+            cluster.nodes.push(node);
+            cluster._underlay_links.push(link);
+        }
+        for node in &cluster.nodes {
+            cluster.setup_node(node)?;
+        }
+        for node in &cluster.nodes {
+            for remote in cluster.nodes.iter().filter(|r| r.index != node.index) {
+                cluster.add_host_subnet(node, remote)?;
+            }
+        }
+        cluster.seed_tunnel_arp()?;
+        Ok(cluster)
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn node(&self, index: usize) -> &Node {
+        &self.nodes[index]
+    }
+
+    pub fn node_mut(&mut self, index: usize) -> &mut Node {
+        &mut self.nodes[index]
+    }
+
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
+    pub fn underlay(&self) -> &Netns {
+        &self.underlay
+    }
+
+    fn start_node(&self, index: usize) -> Result<(Node, Veth), ClusterError> {
+        let octet = |base: usize| -> Result<u8, ClusterError> {
+            u8::try_from(base).map_err(|_| ClusterError::Invalid(format!("node {index}")))
+        };
+        let subnet_octet = octet(2 * index)?;
+        let ovs = Ovs::start_with(OvsOptions {
+            prefix: "n".into(),
+            vswitchd: true,
+        })
+        .context(|| format!("node {index}: start Open vSwitch"))?;
+        let node = Node {
+            index,
+            underlay_ip: Ipv4Addr::new(192, 0, 2, octet(11 + index)?),
+            subnet: Ipv4Addr::new(10, 128, subnet_octet, 0),
+            gateway: Ipv4Addr::new(10, 128, subnet_octet, 1),
+            daemon: None,
+            ovs,
+            next_pod: AtomicU8::new(0),
+            has_external: Default::default(),
+            echo: self.echo,
+        };
+        let link = self.attach_underlay(&node)?;
+        let node = match &self.control {
+            Control::Ofnode(binary) => {
+                let daemon = Daemon::start(&node.ovs, binary, &[])
+                    .context(|| format!("node {index}: start ofnode"))?;
+                Node {
+                    daemon: Some(daemon),
+                    ..node
+                }
+            }
+            Control::SeedFlows => node,
+        };
+        Ok((node, link))
+    }
+
+    /// Joins the node to the underlay bridge and puts its underlay IP on br-phy.
+    fn attach_underlay(&self, node: &Node) -> Result<Veth, ClusterError> {
+        let underlay_end = format!("u{}", node.index);
+        let link = Veth::new(&underlay_end, &self.underlay, UNDERLAY_PORT, node.netns())
+            .context(|| format!("node {}: underlay veth", node.index))?;
+        self.underlay
+            .exec_ok(&[
+                "ip",
+                "link",
+                "set",
+                &underlay_end,
+                "master",
+                UNDERLAY_BRIDGE,
+            ])
+            .context(|| format!("node {}: attach to the underlay bridge", node.index))?;
+        node.exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.conf.{UNDERLAY_PORT}.arp_ignore=1"),
+        ])?;
+        node.ovs
+            .vsctl(&[
+                "add-br",
+                PHYS_BRIDGE,
+                "--",
+                "set",
+                "bridge",
+                PHYS_BRIDGE,
+                "datapath_type=netdev",
+                "fail-mode=standalone",
+                "--",
+                "add-port",
+                PHYS_BRIDGE,
+                UNDERLAY_PORT,
+            ])
+            .context(|| format!("node {}: create {PHYS_BRIDGE}", node.index))?;
+        let address = format!("{}/24", node.underlay_ip);
+        node.exec(&["ip", "addr", "add", &address, "dev", PHYS_BRIDGE])?;
+        node.exec(&["ip", "link", "set", PHYS_BRIDGE, "up"])?;
+        Ok(link)
+    }
+
+    fn setup_node(&self, node: &Node) -> Result<(), ClusterError> {
+        match &self.control {
+            Control::Ofnode(_) => {
+                node.cli(&[
+                    "setup",
+                    "--cluster-network",
+                    CLUSTER_NETWORK,
+                    "--service-network",
+                    SERVICE_NETWORK,
+                    "--local-subnet",
+                    &node.subnet_cidr(),
+                    "--gateway",
+                    &node.gateway.to_string(),
+                    "--mode",
+                    self.mode.as_str(),
+                ])?;
+                Ok(())
+            }
+            Control::SeedFlows => seed_flows::setup(node, self.mode),
+        }
+    }
+
+    fn add_host_subnet(&self, node: &Node, remote: &Node) -> Result<(), ClusterError> {
+        match &self.control {
+            Control::Ofnode(_) => {
+                node.cli(&[
+                    "hostsubnet",
+                    "add",
+                    "--host-ip",
+                    &remote.underlay_ip.to_string(),
+                    "--subnet",
+                    &remote.subnet_cidr(),
+                ])?;
+                Ok(())
+            }
+            Control::SeedFlows => seed_flows::host_subnet(node, remote),
+        }
+    }
+
+    /// OVS resolves a tunnel's next hop by ARP from br-phy and drops the packet that triggered
+    /// it; seeding every remote endpoint's MAC makes the first packet of a test arrive.
+    fn seed_tunnel_arp(&self) -> Result<(), ClusterError> {
+        let macs = self
+            .nodes
+            .iter()
+            .map(Node::vtep_mac)
+            .collect::<Result<Vec<_>, _>>()?;
+        for node in &self.nodes {
+            for (remote, mac) in self.nodes.iter().zip(&macs) {
+                if remote.index == node.index {
+                    continue;
+                }
+                let ip = remote.underlay_ip.to_string();
+                node.ovs
+                    .appctl(&["tnl/arp/set", PHYS_BRIDGE, &ip, mac])
+                    .context(|| format!("node {}: tnl/arp/set {ip}", node.index))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a pod on `node` in tenant `vnid`: a namespace whose `eth0` (MTU 1450, MAC
+    /// 0a:58:<ip>, transmit checksum offload off) is a veth to the node, default route via the
+    /// node's gateway and the cluster network on-link (as OpenShift's IPAM config did), then
+    /// attaches it to br0 (`ofnode pod add`, or the seed's port + flows).
+    pub fn add_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
+        let node = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ClusterError::Invalid(format!("no node {node}")))?;
+        let number = node.allocate_pod_number()?;
+        let mut pod = Pod::create(node, number, vnid)?;
+        pod.ofport = match &self.control {
+            Control::Ofnode(_) => {
+                let out = node.cli(&[
+                    "pod",
+                    "add",
+                    "--veth",
+                    &pod.host_veth,
+                    "--ip",
+                    &pod.ip.to_string(),
+                    "--mac",
+                    &pod.mac,
+                    "--sandbox",
+                    &pod.sandbox,
+                    "--vnid",
+                    &vnid.to_string(),
+                ])?;
+                out.trim().parse().map_err(|_| {
+                    ClusterError::Invalid(format!(
+                        "`ofnode pod add` printed {out:?}, not an ofport"
+                    ))
+                })?
+            }
+            Control::SeedFlows => seed_flows::pod_add(node, self.mode, &pod)?,
+        };
+        Ok(pod)
+    }
+
+    /// Creates a host outside the cluster reached through `node` (its namespace routes to it):
+    /// traffic from pods to it leaves br0 through tun0, passing table 100 (egress policy).
+    pub fn add_external_host(&self, node: usize) -> Result<ExternalHost, ClusterError> {
+        let node = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ClusterError::Invalid(format!("no node {node}")))?;
+        if node.has_external.swap(true, Ordering::Relaxed) {
+            return Err(ClusterError::Invalid(format!(
+                "node {} already has its external host",
+                node.index
+            )));
+        }
+        ExternalHost::create(node)
+    }
+
+    /// Sets the egress policy of tenant `vnid` (namespace `namespace`) on every node: one rule,
+    /// Deny to `cidr`.
+    pub fn egress_deny(&self, vnid: u32, namespace: &str, cidr: &str) -> Result<(), ClusterError> {
+        for node in &self.nodes {
+            match &self.control {
+                Control::Ofnode(_) => {
+                    let policy = deny_policy_json(namespace, cidr);
+                    let path = node.ovs.dir().join(format!("egress-{vnid}.json"));
+                    std::fs::write(&path, policy).map_err(|e| {
+                        ClusterError::Invalid(format!("write {}: {e}", path.display()))
+                    })?;
+                    node.cli(&[
+                        "egress",
+                        "set",
+                        "--vnid",
+                        &vnid.to_string(),
+                        "--namespace",
+                        namespace,
+                        "--policy",
+                        &path.display().to_string(),
+                    ])?;
+                }
+                Control::SeedFlows => seed_flows::egress_deny(node, vnid, cidr)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the egress policy of tenant `vnid` on every node.
+    pub fn egress_clear(&self, vnid: u32, namespace: &str) -> Result<(), ClusterError> {
+        for node in &self.nodes {
+            match &self.control {
+                Control::Ofnode(_) => {
+                    node.cli(&[
+                        "egress",
+                        "set",
+                        "--vnid",
+                        &vnid.to_string(),
+                        "--namespace",
+                        namespace,
+                    ])?;
+                }
+                Control::SeedFlows => seed_flows::egress_clear(node, vnid)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Every node's diagnostics, for a failing test's message.
+    pub fn diagnostics(&self) -> String {
+        self.nodes.iter().map(Node::diagnostics).collect()
+    }
+
+    /// A human-readable description of the cluster, for the demo.
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "cluster network {CLUSTER_NETWORK}, service network {SERVICE_NETWORK}, mode {}, underlay bridge {UNDERLAY_BRIDGE} in namespace {}\n",
+            self.mode.as_str(),
+            self.underlay.name()
+        );
+        for node in &self.nodes {
+            text.push_str(&format!(
+                "  node {} (namespace {}): underlay {} on {PHYS_BRIDGE}, subnet {}, gateway {} on tun0{}\n",
+                node.index,
+                node.netns().name(),
+                node.underlay_ip,
+                node.subnet_cidr(),
+                node.gateway,
+                match node.daemon() {
+                    Some(d) => format!(", ofnode pid {}", d.pid().unwrap_or(0)),
+                    None => String::new(),
+                },
+            ));
+        }
+        text
+    }
+}
+
+/// One EgressNetworkPolicy with a single Deny CIDR rule, as the ofnode CLI reads it.
+fn deny_policy_json(namespace: &str, cidr: &str) -> String {
+    format!(
+        r#"{{"namespace":"{namespace}","name":"deny-{}","spec":{{"egress":[{{"type":"Deny","to":{{"cidrSelector":"{cidr}"}}}}]}}}}"#,
+        cidr.replace(['/', '.'], "-")
+    )
+}

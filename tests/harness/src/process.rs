@@ -150,8 +150,8 @@ fn reap_dir(dir: &Path) {
         let path: PathBuf = file.path();
         if path.extension().is_some_and(|ext| ext == "pid") {
             if let Some(pid) = read_pidfile(&path) {
-                // Our daemons are ovsdb-server and ovs-vswitchd, and ofnode itself.
-                for comm in ["ovsdb-server", "ovs-vswitchd", "ofnode"] {
+                // Our daemons (ovsdb-server, ovs-vswitchd), ofnode itself, and pingers of e2e tests.
+                for comm in ["ovsdb-server", "ovs-vswitchd", "ofnode", "ping"] {
                     if signal_if_ours(pid, comm, SIGKILL) {
                         wait_exit(pid, Duration::from_secs(3));
                     }

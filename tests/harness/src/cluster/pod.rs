@@ -53,6 +53,11 @@ pub trait Endpoint: Sync {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| ClusterError::Invalid(format!("start ping {dst}: {e}")))?;
+        // A pidfile in the namespace's state directory lets `reap_stale` end this pinger if the
+        // test process is killed before the guard runs (it would keep the namespace alive).
+        let pidfile = crate::process::state_dir_for(self.netns().name())
+            .join(format!("ping-{}.pid", child.id()));
+        let _ = std::fs::write(pidfile, child.id().to_string());
         let replies = Arc::new(Mutex::new(Vec::new()));
         // ping flushes each line; read them as they come (this also keeps the pipe from filling).
         let stdout = child.stdout.take();

@@ -141,13 +141,11 @@ impl Node {
         };
         tokio::spawn(writer.run());
         tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
-        // Names resolved before the restart are resolved again, and then kept fresh.
-        let names: Vec<String> = state
-            .egress
-            .values()
-            .flat_map(|e| e.dns.keys().cloned())
-            .collect();
-        dns.resolve_all(names.iter().map(String::as_str)).await;
+        // Names resolved before the restart are resolved again soon (in the background: a
+        // slow DNS server must not hold up the start), and then kept fresh.
+        for (name, ips) in state.egress.values().flat_map(|e| e.dns.iter()) {
+            dns.remember(name, ips);
+        }
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
         if node.passive() {
             node.point_controller_here().await?;

@@ -49,6 +49,7 @@ struct Inner {
     switch: Switch,
     ovsdb: ovsdb::Client,
     netlink: Option<crate::netlink::Handle>,
+    vxlan: Option<crate::netlink::VxlanManager>,
     requests: mpsc::Sender<Request>,
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
@@ -102,13 +103,17 @@ impl Node {
         switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
         switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
         let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb::ClientOptions::default()).await?;
-        let netlink = if cfg.manage_host_network {
+        let netlink = if cfg.manage_host_network || cfg.vxlan.is_some() {
             Some(match &cfg.netns {
                 Some(path) => crate::netlink::Handle::in_netns(path)?,
                 None => crate::netlink::Handle::new()?,
             })
         } else {
             None
+        };
+        let vxlan = match (&cfg.vxlan, &netlink) {
+            (Some(settings), Some(handle)) => Some(start_vxlan(settings, handle, &state).await?),
+            _ => None,
         };
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::default());
@@ -131,6 +136,7 @@ impl Node {
                 switch,
                 ovsdb,
                 netlink,
+                vxlan,
                 requests: requests.clone(),
                 gate: RwLock::new(()),
                 published,
@@ -223,6 +229,7 @@ impl Node {
             multicast_vnids: p.multicast_vnids,
             egress_vnids: p.egress_vnids,
             flows: p.flows,
+            vxlan: self.inner.vxlan.as_ref().map(|v| v.status()),
         }
     }
 
@@ -356,6 +363,9 @@ impl Node {
     }
 
     async fn setup_host(&self, req: &SetupRequest) -> Result<(), Error> {
+        if !self.inner.cfg.manage_host_network {
+            return Ok(());
+        }
         if let Some(handle) = &self.inner.netlink {
             setup_host_network(handle, req, self.inner.cfg.mtu).await?;
         }
@@ -541,6 +551,12 @@ impl Node {
             }]))
         })
         .await?;
+        if let Some(vxlan) = &self.inner.vxlan {
+            match known_host(&hs) {
+                Some(host) => vxlan.upsert_host(host).await?,
+                None => vxlan.remove_host(hs.host_ip).await?,
+            }
+        }
         Ok(())
     }
 
@@ -548,25 +564,39 @@ impl Node {
     /// succeeds.
     pub async fn hostsubnet_del(&self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.plan(move |state| {
-            let changes = match state.host_subnets.get(&subnet) {
-                Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
-                    subnet,
-                    host_subnet: None,
-                }],
-                Some(hs) => {
-                    return Err(Error::NotFound {
-                        what: format!(
-                            "host subnet {subnet} of host {host_ip} (it belongs to host {})",
-                            hs.host_ip
-                        ),
-                    })
-                }
-                None => Vec::new(),
-            };
-            Ok(Planned::changes(changes))
-        })
-        .await?;
+        let output = self
+            .plan(move |state| {
+                let changes = match state.host_subnets.get(&subnet) {
+                    Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
+                        subnet,
+                        host_subnet: None,
+                    }],
+                    Some(hs) => {
+                        return Err(Error::NotFound {
+                            what: format!(
+                                "host subnet {subnet} of host {host_ip} (it belongs to host {})",
+                                hs.host_ip
+                            ),
+                        })
+                    }
+                    None => Vec::new(),
+                };
+                // The host stays reachable while another of its subnets is routed.
+                let host_still_used = state
+                    .host_subnets
+                    .values()
+                    .any(|hs| hs.host_ip == host_ip && hs.subnet != subnet);
+                Ok(Planned {
+                    changes,
+                    output: Output::Found(host_still_used),
+                })
+            })
+            .await?;
+        if let Some(vxlan) = &self.inner.vxlan {
+            if !matches!(output, Output::Found(true)) {
+                vxlan.remove_host(host_ip).await?;
+            }
+        }
         Ok(())
     }
 
@@ -780,6 +810,30 @@ impl Node {
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.submit(Op::Resync { force }).await.map(|_| ())
     }
+}
+
+/// The VXLAN device of `settings`, with entries for the host subnets of `state`.
+async fn start_vxlan(
+    settings: &crate::netlink::VxlanSettings,
+    handle: &crate::netlink::Handle,
+    state: &NodeState,
+) -> Result<crate::netlink::VxlanManager, Error> {
+    let options = settings.to_options(handle).await?;
+    let manager = crate::netlink::VxlanManager::start(handle, options).await?;
+    manager
+        .set_hosts(state.host_subnets.values().filter_map(known_host))
+        .await?;
+    Ok(manager)
+}
+
+/// A host subnet as the VXLAN device knows it; only those with a VTEP MAC can be reached.
+fn known_host(hs: &HostSubnet) -> Option<crate::netlink::KnownHost> {
+    let subnet = crate::netlink::Ipv4Net::new(hs.subnet.addr(), hs.subnet.prefix()).ok()?;
+    Some(crate::netlink::KnownHost {
+        host_ip: hs.host_ip,
+        subnet,
+        vtep_mac: crate::netlink::MacAddr(hs.vtep_mac?.0),
+    })
 }
 
 /// Resyncs the switch's table at every (re)connect.

@@ -77,57 +77,31 @@ impl Node {
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
         let (store, state) = Store::open(&cfg.state_dir)?;
-        let datapath_type = match &cfg.datapath_type {
-            Some(kind) => kind.clone(),
-            None => {
-                let kind = detect_datapath_type();
-                tracing::info!(
-                    datapath_type = kind,
-                    "datapath type chosen: {}",
-                    if kind == "system" {
-                        "the openvswitch kernel module is loaded"
-                    } else {
-                        "no openvswitch kernel module: userspace datapath"
-                    }
-                );
-                kind.to_string()
-            }
-        };
-        let target: Target = cfg
-            .openflow
-            .parse()
-            .map_err(|e: crate::openflow::TargetError| {
-                invalid("OpenFlow target", &cfg.openflow, e.reason)
-            })?;
-        let mut switch_cfg = SwitchConfig::new(target);
-        switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
-        switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+        let datapath_type = datapath_type(&cfg);
+        let switch_cfg = switch_config(&cfg)?;
         let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb::ClientOptions::default()).await?;
-        let netlink = if cfg.manage_host_network || cfg.vxlan.is_some() {
-            Some(match &cfg.netns {
-                Some(path) => crate::netlink::Handle::in_netns(path)?,
-                None => crate::netlink::Handle::new()?,
-            })
-        } else {
-            None
-        };
+        let netlink = netlink_handle(&cfg)?;
         let vxlan = match (&cfg.vxlan, &netlink) {
             (Some(settings), Some(handle)) => Some(start_vxlan(settings, handle, &state).await?),
             _ => None,
         };
+        let dns = Arc::new(Dns::new(cfg.dns.clone()));
+        // Names resolved before the restart are resolved again soon (in the background: a
+        // slow DNS server must not hold up the start), and then kept fresh.
+        for (name, ips) in state.egress.values().flat_map(|e| e.dns.iter()) {
+            dns.remember(name, ips);
+        }
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::default());
         let (requests, requests_rx) = mpsc::channel(4096);
         let writer = Writer::new(
-            state.clone(),
+            state,
             store,
             switch.clone(),
             metrics.clone(),
             requests_rx,
             cfg.max_batch,
         )?;
-        let published = writer.published.clone();
-        let dns = Arc::new(Dns::new(cfg.dns.clone()));
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {
             inner: Arc::new(Inner {
@@ -139,7 +113,7 @@ impl Node {
                 vxlan,
                 requests: requests.clone(),
                 gate: RwLock::new(()),
-                published,
+                published: writer.published.clone(),
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
@@ -147,16 +121,12 @@ impl Node {
         };
         tokio::spawn(writer.run());
         tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
-        // Names resolved before the restart are resolved again soon (in the background: a
-        // slow DNS server must not hold up the start), and then kept fresh.
-        for (name, ips) in state.egress.values().flat_map(|e| e.dns.iter()) {
-            dns.remember(name, ips);
-        }
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
+        // Only the Node holds the channel strongly: the writer stops when the last one goes.
+        drop(requests);
         if node.passive() {
             node.point_controller_here().await?;
         }
-        drop(requests);
         Ok(node)
     }
 
@@ -810,6 +780,48 @@ impl Node {
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.submit(Op::Resync { force }).await.map(|_| ())
     }
+}
+
+/// The configured datapath type, or the one this machine supports (logged).
+fn datapath_type(cfg: &NodeConfig) -> String {
+    if let Some(kind) = &cfg.datapath_type {
+        return kind.clone();
+    }
+    let kind = detect_datapath_type();
+    let why = if kind == "system" {
+        "the openvswitch kernel module is loaded"
+    } else {
+        "no openvswitch kernel module: userspace datapath"
+    };
+    tracing::info!(datapath_type = kind, "datapath type chosen: {why}");
+    kind.to_string()
+}
+
+/// The OpenFlow connection: the node's target, fragments matched as nx-match (the seed's
+/// SetFrags, sent again at every connect), quick reconnects.
+fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
+    let target: Target = cfg
+        .openflow
+        .parse()
+        .map_err(|e: crate::openflow::TargetError| {
+            invalid("OpenFlow target", &cfg.openflow, e.reason)
+        })?;
+    let mut switch_cfg = SwitchConfig::new(target);
+    switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
+    switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+    Ok(switch_cfg)
+}
+
+/// A netlink handle in the configured namespace, when the node manages anything there.
+fn netlink_handle(cfg: &NodeConfig) -> Result<Option<crate::netlink::Handle>, Error> {
+    if !cfg.manage_host_network && cfg.vxlan.is_none() {
+        return Ok(None);
+    }
+    let handle = match &cfg.netns {
+        Some(path) => crate::netlink::Handle::in_netns(path)?,
+        None => crate::netlink::Handle::new()?,
+    };
+    Ok(Some(handle))
 }
 
 /// The VXLAN device of `settings`, with entries for the host subnets of `state`.

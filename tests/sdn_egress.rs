@@ -265,11 +265,11 @@ async fn dns_names_resolve_and_follow_changes() {
     let dns = FakeDns::start().await;
     dns.set("allowed.ofnode.test", &["198.51.100.7", "198.51.100.8"]);
     let server = dns.addr;
-    let f = Fixture::start_with(|_, cfg| {
+    let dns_config = move |_: &ofnode_harness::Ovs, cfg: &mut ofnode::sdn::NodeConfig| {
         cfg.dns.nameservers = Some(vec![server]);
         cfg.dns.min_refresh = Duration::from_secs(1);
-    })
-    .await;
+    };
+    let mut f = Fixture::start_with(dns_config).await;
     f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
     let base = base_flows(Mode::Subnet);
     let rules = r#"{"type":"Allow","to":{"dnsName":"allowed.ofnode.test"}},
@@ -310,4 +310,16 @@ async fn dns_names_resolve_and_follow_changes() {
         entry.dns["allowed.ofnode.test"],
         vec!["198.51.100.9".parse::<Ipv4Addr>().unwrap()]
     );
+
+    // ofnode restarts; meanwhile the answer changed again. The flows of before come back at
+    // once (from the state), then follow the new answer.
+    f.node.shutdown().await;
+    dns.set("allowed.ofnode.test", &["198.51.100.10"]);
+    f.restart_node_with(dns_config).await;
+    let third = [
+        "table=100, priority=3,ip,reg0=0x2a,nw_dst=198.51.100.10 actions=output:2",
+        "table=100, priority=2,ip,reg0=0x2a,nw_dst=203.0.113.5 actions=output:2",
+        "table=100, priority=1,ip,reg0=0x2a actions=drop",
+    ];
+    wait_for_flows(&f.ovs, &with(&base, &third), Duration::from_secs(30));
 }

@@ -486,3 +486,115 @@ async fn pod_bandwidth_sets_qos_and_policing() {
     assert_eq!(f.ovs.vsctl(&["list", "QoS"]).unwrap().trim(), "");
     assert_flows(&f.ovs, &base_flows(Mode::Subnet));
 }
+
+/// The seed's four flows of a pod with VNID 0, as ovs-ofctl prints them.
+fn pod_flows_vnid0(ip: &str, port: u16, mac: &str, sandbox_note: &str) -> Vec<String> {
+    vec![
+        format!("table=20, priority=100,arp,in_port={port},arp_spa={ip},arp_sha={mac} actions=load:0->NXM_NX_REG0[],note:{sandbox_note}.00.00.00.00.00.00,goto_table:21"),
+        format!("table=20, priority=100,ip,in_port={port},nw_src={ip} actions=load:0->NXM_NX_REG0[],goto_table:21"),
+        format!("table=40, priority=100,arp,arp_tpa={ip} actions=output:{port}"),
+        format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0->NXM_NX_REG1[],load:{port:#x}->NXM_NX_REG2[],goto_table:80"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pod_adds_and_deletes_keep_the_table_exact() {
+    const PODS: usize = 48;
+    const CLIENTS: usize = 16;
+    let f = Fixture::set_up(Mode::Subnet).await;
+    for i in 0..PODS {
+        f.veth(&format!("vc{i}"));
+    }
+    let sandbox = |i: usize| format!("{:02x}", i + 1).repeat(32);
+    let add = move |i: usize| {
+        pod(
+            &format!("vc{i}"),
+            &format!("10.128.1.{}", i + 1),
+            &format!("0a:58:0a:80:01:{:02x}", i + 1),
+            &sandbox(i),
+            0,
+        )
+    };
+    let mut tasks = Vec::new();
+    for client in 0..CLIENTS {
+        let node = f.node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ports = Vec::new();
+            for i in (client..PODS).step_by(CLIENTS) {
+                ports.push((i, node.pod_add(&add(i)).await.unwrap()));
+            }
+            ports
+        }));
+    }
+    let mut ports = std::collections::BTreeMap::new();
+    for task in tasks {
+        ports.extend(task.await.unwrap());
+    }
+    let expected_for = |alive: &dyn Fn(usize) -> bool| {
+        let mut expected = base_flows(Mode::Subnet);
+        for (i, port) in &ports {
+            if alive(*i) {
+                let note = sandbox(*i)
+                    .as_bytes()
+                    .chunks(2)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(".");
+                expected.extend(pod_flows_vnid0(
+                    &format!("10.128.1.{}", i + 1),
+                    *port,
+                    &format!("0a:58:0a:80:01:{:02x}", i + 1),
+                    &note,
+                ));
+            }
+        }
+        expected
+    };
+    for (i, port) in &ports {
+        assert_eq!(f.ofport(&format!("vc{i}")), Some(*port));
+    }
+    assert_flows(&f.ovs, &expected_for(&|_| true));
+
+    // Half of them go, concurrently.
+    let mut tasks = Vec::new();
+    for i in (0..PODS).filter(|i| i % 2 == 0) {
+        let node = f.node.clone();
+        tasks.push(tokio::spawn(async move {
+            node.pod_del(
+                &format!("vc{i}").parse().unwrap(),
+                format!("10.128.1.{}", i + 1).parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_flows(&f.ovs, &expected_for(&|i| i % 2 == 1));
+    assert_eq!(f.node.status().pods, PODS / 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passive_openflow_points_the_bridge_at_the_node() {
+    let f = Fixture::start_with(|ovs, cfg| {
+        cfg.openflow = format!("punix:{}", ovs.dir().join("ofnode.sock").display());
+    })
+    .await;
+    let outcome = f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
+    assert_eq!(outcome, SetupOutcome::Built);
+    assert_flows(&f.ovs, &base_flows(Mode::Subnet));
+    let controller = f.ovs.vsctl(&["get-controller", "br0"]).unwrap();
+    assert_eq!(
+        controller.trim(),
+        format!("unix:{}", f.ovs.dir().join("ofnode.sock").display())
+    );
+    let status = f.node.status();
+    assert!(status.switch_connected && status.in_sync);
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["version_note"], "00.03");
+    assert_eq!(json["flows"], base_flows(Mode::Subnet).len());
+    let metrics = f.node.metrics().render(&status);
+    assert!(metrics.contains("ofnode_switch_connected 1"), "{metrics}");
+    assert!(metrics.contains("# TYPE ofnode_operation_duration_seconds histogram"));
+}

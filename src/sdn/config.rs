@@ -37,6 +37,9 @@ pub struct NodeConfig {
     pub reconnect_max: Duration,
     /// Most operations merged into one bundle and one journal write.
     pub max_batch: usize,
+    /// A kernel VXLAN device kept in line with the host subnets (issue 6): its entries for
+    /// every host subnet that names a VTEP MAC, programmed up front or on the kernel's misses.
+    pub vxlan: Option<crate::netlink::VxlanSettings>,
 }
 
 impl NodeConfig {
@@ -59,6 +62,7 @@ impl NodeConfig {
             connect_timeout: Duration::from_secs(10),
             reconnect_max: Duration::from_millis(500),
             max_batch: 256,
+            vxlan: None,
         }
     }
 }
@@ -86,7 +90,7 @@ pub enum SetupOutcome {
 }
 
 /// A snapshot of the node for `ofnode status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     pub switch_connected: bool,
     pub ovsdb_connected: bool,
@@ -109,4 +113,7 @@ pub struct Status {
     pub egress_vnids: usize,
     /// Flows in the desired table.
     pub flows: usize,
+    /// The VXLAN device, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vxlan: Option<crate::netlink::VxlanStatus>,
 }

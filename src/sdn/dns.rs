@@ -163,6 +163,15 @@ impl Dns {
         }
     }
 
+    /// Takes answers from before a restart as they were, due to be resolved again at once.
+    pub fn remember(&self, name: &str, ips: &[Ipv4Addr]) {
+        let answer = Answer {
+            ips: ips.to_vec(),
+            refresh_at: Instant::now(),
+        };
+        self.lock().insert(name.to_string(), answer);
+    }
+
     /// Forgets the answers of names no policy uses any more.
     pub fn retain(&self, names: &HashSet<String>) {
         self.lock().retain(|name, _| names.contains(name));

@@ -49,6 +49,7 @@ struct Inner {
     switch: Switch,
     ovsdb: ovsdb::Client,
     netlink: Option<crate::netlink::Handle>,
+    vxlan: Option<crate::netlink::VxlanManager>,
     requests: mpsc::Sender<Request>,
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
@@ -76,53 +77,31 @@ impl Node {
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
         let (store, state) = Store::open(&cfg.state_dir)?;
-        let datapath_type = match &cfg.datapath_type {
-            Some(kind) => kind.clone(),
-            None => {
-                let kind = detect_datapath_type();
-                tracing::info!(
-                    datapath_type = kind,
-                    "datapath type chosen: {}",
-                    if kind == "system" {
-                        "the openvswitch kernel module is loaded"
-                    } else {
-                        "no openvswitch kernel module: userspace datapath"
-                    }
-                );
-                kind.to_string()
-            }
-        };
-        let target: Target = cfg
-            .openflow
-            .parse()
-            .map_err(|e: crate::openflow::TargetError| {
-                invalid("OpenFlow target", &cfg.openflow, e.reason)
-            })?;
-        let mut switch_cfg = SwitchConfig::new(target);
-        switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
-        switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+        let datapath_type = datapath_type(&cfg);
+        let switch_cfg = switch_config(&cfg)?;
         let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb::ClientOptions::default()).await?;
-        let netlink = if cfg.manage_host_network {
-            Some(match &cfg.netns {
-                Some(path) => crate::netlink::Handle::in_netns(path)?,
-                None => crate::netlink::Handle::new()?,
-            })
-        } else {
-            None
+        let netlink = netlink_handle(&cfg)?;
+        let vxlan = match (&cfg.vxlan, &netlink) {
+            (Some(settings), Some(handle)) => Some(start_vxlan(settings, handle, &state).await?),
+            _ => None,
         };
+        let dns = Arc::new(Dns::new(cfg.dns.clone()));
+        // Names resolved before the restart are resolved again soon (in the background: a
+        // slow DNS server must not hold up the start), and then kept fresh.
+        for (name, ips) in state.egress.values().flat_map(|e| e.dns.iter()) {
+            dns.remember(name, ips);
+        }
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::default());
         let (requests, requests_rx) = mpsc::channel(4096);
         let writer = Writer::new(
-            state.clone(),
+            state,
             store,
             switch.clone(),
             metrics.clone(),
             requests_rx,
             cfg.max_batch,
         )?;
-        let published = writer.published.clone();
-        let dns = Arc::new(Dns::new(cfg.dns.clone()));
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {
             inner: Arc::new(Inner {
@@ -131,9 +110,10 @@ impl Node {
                 switch,
                 ovsdb,
                 netlink,
+                vxlan,
                 requests: requests.clone(),
                 gate: RwLock::new(()),
-                published,
+                published: writer.published.clone(),
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
@@ -141,18 +121,12 @@ impl Node {
         };
         tokio::spawn(writer.run());
         tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
-        // Names resolved before the restart are resolved again, and then kept fresh.
-        let names: Vec<String> = state
-            .egress
-            .values()
-            .flat_map(|e| e.dns.keys().cloned())
-            .collect();
-        dns.resolve_all(names.iter().map(String::as_str)).await;
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
+        // Only the Node holds the channel strongly: the writer stops when the last one goes.
+        drop(requests);
         if node.passive() {
             node.point_controller_here().await?;
         }
-        drop(requests);
         Ok(node)
     }
 
@@ -225,6 +199,7 @@ impl Node {
             multicast_vnids: p.multicast_vnids,
             egress_vnids: p.egress_vnids,
             flows: p.flows,
+            vxlan: self.inner.vxlan.as_ref().map(|v| v.status()),
         }
     }
 
@@ -358,6 +333,9 @@ impl Node {
     }
 
     async fn setup_host(&self, req: &SetupRequest) -> Result<(), Error> {
+        if !self.inner.cfg.manage_host_network {
+            return Ok(());
+        }
         if let Some(handle) = &self.inner.netlink {
             setup_host_network(handle, req, self.inner.cfg.mtu).await?;
         }
@@ -543,6 +521,12 @@ impl Node {
             }]))
         })
         .await?;
+        if let Some(vxlan) = &self.inner.vxlan {
+            match known_host(&hs) {
+                Some(host) => vxlan.upsert_host(host).await?,
+                None => vxlan.remove_host(hs.host_ip).await?,
+            }
+        }
         Ok(())
     }
 
@@ -550,25 +534,39 @@ impl Node {
     /// succeeds.
     pub async fn hostsubnet_del(&self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.plan(move |state| {
-            let changes = match state.host_subnets.get(&subnet) {
-                Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
-                    subnet,
-                    host_subnet: None,
-                }],
-                Some(hs) => {
-                    return Err(Error::NotFound {
-                        what: format!(
-                            "host subnet {subnet} of host {host_ip} (it belongs to host {})",
-                            hs.host_ip
-                        ),
-                    })
-                }
-                None => Vec::new(),
-            };
-            Ok(Planned::changes(changes))
-        })
-        .await?;
+        let output = self
+            .plan(move |state| {
+                let changes = match state.host_subnets.get(&subnet) {
+                    Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
+                        subnet,
+                        host_subnet: None,
+                    }],
+                    Some(hs) => {
+                        return Err(Error::NotFound {
+                            what: format!(
+                                "host subnet {subnet} of host {host_ip} (it belongs to host {})",
+                                hs.host_ip
+                            ),
+                        })
+                    }
+                    None => Vec::new(),
+                };
+                // The host stays reachable while another of its subnets is routed.
+                let host_still_used = state
+                    .host_subnets
+                    .values()
+                    .any(|hs| hs.host_ip == host_ip && hs.subnet != subnet);
+                Ok(Planned {
+                    changes,
+                    output: Output::Found(host_still_used),
+                })
+            })
+            .await?;
+        if let Some(vxlan) = &self.inner.vxlan {
+            if !matches!(output, Output::Found(true)) {
+                vxlan.remove_host(host_ip).await?;
+            }
+        }
         Ok(())
     }
 
@@ -782,6 +780,72 @@ impl Node {
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.submit(Op::Resync { force }).await.map(|_| ())
     }
+}
+
+/// The configured datapath type, or the one this machine supports (logged).
+fn datapath_type(cfg: &NodeConfig) -> String {
+    if let Some(kind) = &cfg.datapath_type {
+        return kind.clone();
+    }
+    let kind = detect_datapath_type();
+    let why = if kind == "system" {
+        "the openvswitch kernel module is loaded"
+    } else {
+        "no openvswitch kernel module: userspace datapath"
+    };
+    tracing::info!(datapath_type = kind, "datapath type chosen: {why}");
+    kind.to_string()
+}
+
+/// The OpenFlow connection: the node's target, fragments matched as nx-match (the seed's
+/// SetFrags, sent again at every connect), quick reconnects.
+fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
+    let target: Target = cfg
+        .openflow
+        .parse()
+        .map_err(|e: crate::openflow::TargetError| {
+            invalid("OpenFlow target", &cfg.openflow, e.reason)
+        })?;
+    let mut switch_cfg = SwitchConfig::new(target);
+    switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
+    switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+    Ok(switch_cfg)
+}
+
+/// A netlink handle in the configured namespace, when the node manages anything there.
+fn netlink_handle(cfg: &NodeConfig) -> Result<Option<crate::netlink::Handle>, Error> {
+    if !cfg.manage_host_network && cfg.vxlan.is_none() {
+        return Ok(None);
+    }
+    let handle = match &cfg.netns {
+        Some(path) => crate::netlink::Handle::in_netns(path)?,
+        None => crate::netlink::Handle::new()?,
+    };
+    Ok(Some(handle))
+}
+
+/// The VXLAN device of `settings`, with entries for the host subnets of `state`.
+async fn start_vxlan(
+    settings: &crate::netlink::VxlanSettings,
+    handle: &crate::netlink::Handle,
+    state: &NodeState,
+) -> Result<crate::netlink::VxlanManager, Error> {
+    let options = settings.to_options(handle).await?;
+    let manager = crate::netlink::VxlanManager::start(handle, options).await?;
+    manager
+        .set_hosts(state.host_subnets.values().filter_map(known_host))
+        .await?;
+    Ok(manager)
+}
+
+/// A host subnet as the VXLAN device knows it; only those with a VTEP MAC can be reached.
+fn known_host(hs: &HostSubnet) -> Option<crate::netlink::KnownHost> {
+    let subnet = crate::netlink::Ipv4Net::new(hs.subnet.addr(), hs.subnet.prefix()).ok()?;
+    Some(crate::netlink::KnownHost {
+        host_ip: hs.host_ip,
+        subnet,
+        vtep_mac: crate::netlink::MacAddr(hs.vtep_mac?.0),
+    })
 }
 
 /// Resyncs the switch's table at every (re)connect.

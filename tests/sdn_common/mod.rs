@@ -188,8 +188,14 @@ impl Fixture {
     /// Stops the node and starts a new one on the same OVS and state directory (an ofnode
     /// restart).
     pub async fn restart_node(&mut self) {
+        self.restart_node_with(|_, _| {}).await;
+    }
+
+    /// `restart_node` with the test's changes to the configuration.
+    pub async fn restart_node_with(&mut self, change: impl FnOnce(&Ovs, &mut NodeConfig)) {
         self.node.shutdown().await;
-        let cfg = node_config(&self.ovs, self.state.path());
+        let mut cfg = node_config(&self.ovs, self.state.path());
+        change(&self.ovs, &mut cfg);
         self.node = Node::start(cfg).await.expect("restart node");
     }
 

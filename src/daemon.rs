@@ -57,6 +57,9 @@ pub struct ConfigFile {
     pub manage_host_network: Option<bool>,
     /// Largest control API request body, in bytes.
     pub api_max_body: Option<usize>,
+    /// An optional kernel VXLAN device (flannel-style) kept in line with the host subnets:
+    /// `[vxlan]` with `address`, `vni`, `vtep_device`, `mode = "static" | "miss"`, ….
+    pub vxlan: Option<crate::netlink::VxlanSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +131,7 @@ impl Settings {
                 mtu,
                 manage_host_network: !args.no_host_network
                     && file.manage_host_network.unwrap_or(true),
+                vxlan: file.vxlan,
                 ..NodeConfig::new(
                     args.ovsdb
                         .or(file.ovsdb)
@@ -213,6 +217,18 @@ mod tests {
         assert_eq!(settings.node.mtu, 9000);
         assert_eq!(settings.node.ovsdb, DEFAULT_OVSDB);
         assert_eq!(settings.node.state_dir, PathBuf::from("/tmp/x"));
+        std::fs::write(
+            &path,
+            "[vxlan]\naddress = \"10.128.0.1/14\"\nvni = 7\nmode = \"miss\"\n",
+        )
+        .unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let vxlan = settings.node.vxlan.expect("the [vxlan] section");
+        assert_eq!(vxlan.vni, 7);
         std::fs::write(&path, "brige = \"typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs {
             config: Some(path),

@@ -101,6 +101,7 @@ impl Node {
             metrics.clone(),
             requests_rx,
             cfg.max_batch,
+            cfg.connect_timeout,
         )?;
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {

@@ -11,7 +11,7 @@
 //! Setup and resync (after a reconnect) run alone and install the whole table in one bundle.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ofnode_proto::{Action, Field, FlowStatsRequest, Instruction};
 use tokio::sync::{mpsc, oneshot};
@@ -109,6 +109,9 @@ pub struct Writer {
     pub published: Arc<Mutex<Published>>,
     pub requests: mpsc::Receiver<Request>,
     pub max_batch: usize,
+    /// How long a bundle waits for the switch's session when there is none (a daemon just
+    /// started, or the switch reconnecting) before the operation fails.
+    pub connect_timeout: Duration,
     /// The switch's table is known to equal the desired one.
     pub in_sync: bool,
     pending: Option<Request>,
@@ -153,6 +156,7 @@ impl Writer {
         metrics: Arc<Metrics>,
         requests: mpsc::Receiver<Request>,
         max_batch: usize,
+        connect_timeout: Duration,
     ) -> Result<Writer, Error> {
         let table = build_table(&state)?;
         let writer = Writer {
@@ -164,6 +168,7 @@ impl Writer {
             published: Arc::default(),
             requests,
             max_batch: max_batch.max(1),
+            connect_timeout,
             in_sync: false,
             pending: None,
         };
@@ -371,7 +376,10 @@ impl Writer {
     async fn commit(&mut self, tx: crate::openflow::Transaction) -> Result<(), Error> {
         let flow_mods = tx.len() as u64;
         let started = Instant::now();
-        let result = tx.commit().await;
+        let result = match await_session(&self.switch, self.connect_timeout).await {
+            Ok(()) => tx.commit().await.map_err(Error::from),
+            Err(e) => Err(e),
+        };
         self.metrics.transaction_latency.observe(started.elapsed());
         match result {
             Ok(()) => {
@@ -385,10 +393,11 @@ impl Writer {
                 Metrics::inc(&self.metrics.transaction_errors);
                 // After a failed bundle the switch may not be what we think (a lost connection
                 // may or may not have applied it); the reconnect resync settles it.
-                if matches!(e, crate::openflow::Error::Disconnected) {
+                if matches!(&e, Error::Switch(e) if matches!(**e, crate::openflow::Error::Disconnected))
+                {
                     self.in_sync = false;
                 }
-                Err(e.into())
+                Err(e)
             }
         }
     }
@@ -502,6 +511,7 @@ impl Writer {
         if force {
             return self.install_all().await;
         }
+        await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
         let note = version_note_bytes(&version_note(setup.mode));
         let has_note = current
@@ -530,6 +540,15 @@ impl Writer {
         self.in_sync = true;
         Ok(())
     }
+}
+
+/// Waits for the switch's session when there is none, so that an operation made right after
+/// a (re)start fails only when the switch stays away for `limit`.
+async fn await_session(switch: &Switch, limit: Duration) -> Result<(), Error> {
+    if !switch.is_connected() {
+        switch.wait_connected(limit).await?;
+    }
+    Ok(())
 }
 
 /// Hands memory freed after a whole-table operation back to the system. A 40,000-flow bundle

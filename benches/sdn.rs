@@ -34,6 +34,7 @@ fn setup_request() -> SetupRequest {
 fn config(ovs: &Ovs, state: &std::path::Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());
     cfg.connect_timeout = Duration::from_secs(30);

@@ -396,3 +396,54 @@ async fn get_set_clear_of_columns() {
         other => panic!("expected a server error, got {other:?}"),
     }
 }
+
+/// `add_port_pending` commits ports without ovs-vswitchd (stopped here): concurrent adds get
+/// distinct numbers, the lowest free ones on the bridge, which ovs-vswitchd then applies; a
+/// missing device is reported by `applied`, with ovs-vswitchd's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_ports_choose_distinct_free_numbers() {
+    let Setup { client, ovs } = start().await;
+    client.ensure_bridge(&seed_bridge()).await.unwrap();
+    client.add_port(&vxlan0()).await.unwrap();
+    client.add_port(&tun0()).await.unwrap();
+    for name in ["pa", "pb", "pc"] {
+        ovs.netns()
+            .exec_ok(&["ip", "link", "add", name, "up", "type", "veth"])
+            .unwrap();
+    }
+    let paused = ovs.pause_vswitchd();
+    let specs = ["pa", "pb", "pc", "nosuch"].map(port);
+    let (a, b, c, missing) = tokio::join!(
+        client.add_port_pending(&specs[0]),
+        client.add_port_pending(&specs[1]),
+        client.add_port_pending(&specs[2]),
+        client.add_port_pending(&specs[3]),
+    );
+    let pending = [a.unwrap(), b.unwrap(), c.unwrap(), missing.unwrap()];
+    let mut numbers: Vec<u16> = pending.iter().map(|p| p.ofport()).collect();
+    numbers.sort();
+    assert_eq!(numbers, [3, 4, 5, 6]);
+    drop(paused);
+    for port in pending {
+        let (name, chosen) = (port.name().to_string(), port.ofport());
+        match port.applied().await {
+            Ok(ofport) => {
+                assert_eq!(ofport, chosen);
+                assert_eq!(
+                    vsctl(&ovs, &["get", "Interface", &name, "ofport"]),
+                    chosen.to_string()
+                );
+            }
+            Err(Error::Interface { name, error }) => {
+                assert_eq!(name, "nosuch");
+                assert!(!error.is_empty());
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    // An applied port comes back as it is, without a transaction.
+    let again = client.add_port_pending(&port("pa")).await.unwrap();
+    let ofport = again.ofport();
+    assert_eq!(again.applied().await.unwrap(), ofport);
+    assert!(cache_differences(&ovs, &client).is_empty());
+}

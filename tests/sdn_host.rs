@@ -26,7 +26,6 @@ async fn setup_configures_tun0_routes_and_forwarding() {
     let f = Fixture::start_with(|ovs, cfg| {
         cfg.manage_host_network = true;
         cfg.mtu = 1400;
-        cfg.netns = Some(ovs.netns().path().into());
     })
     .await;
     let node = &f.node;

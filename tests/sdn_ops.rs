@@ -3,6 +3,8 @@
 
 mod sdn_common;
 
+use std::time::{Duration, Instant};
+
 use ofnode::sdn::{Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
 use sdn_common::*;
 
@@ -74,6 +76,61 @@ async fn setup_again_changes_nothing_other_parameters_rebuild() {
     assert_flows(&f.ovs, &base_flows(Mode::Multitenant));
     assert!(!f.ports().contains(&"vethA".to_string()));
     assert_eq!(f.node.status().pods, 0);
+}
+
+/// A pod add does not wait for ovs-vswitchd to apply its port: it chooses the number. When
+/// ovs-vswitchd then gives the port another number (here someone asked for 40 while
+/// ovs-vswitchd was stopped), the pod's flows follow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    f.veth("vethA");
+    let paused = f.ovs.pause_vswitchd();
+    let node = f.node.clone();
+    let add = tokio::spawn(async move {
+        node.pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+    });
+    // The port is in the database with the chosen number (its bundle waits for the switch).
+    let requested = || {
+        f.ovs
+            .vsctl_no_wait(&["get", "Interface", "vethA", "ofport_request"])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while requested() != "3" {
+        assert!(Instant::now() < deadline, "{:?}", requested());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f.ovs
+        .vsctl_no_wait(&["set", "Interface", "vethA", "ofport_request=40"])
+        .unwrap();
+    drop(paused);
+    assert_eq!(
+        add.await.unwrap().unwrap(),
+        3,
+        "the lowest number free on br0"
+    );
+    assert_eq!(f.ofport("vethA"), Some(40));
+    let pod_flows = [
+        format!("table=20, priority=100,arp,in_port=40,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+        "table=20, priority=100,ip,in_port=40,nw_src=10.128.0.5 actions=load:0xa->NXM_NX_REG0[],goto_table:21".to_string(),
+        "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:40".to_string(),
+        "table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:0xa->NXM_NX_REG1[],load:0x28->NXM_NX_REG2[],goto_table:80".to_string(),
+    ];
+    let expected: Vec<String> = base.iter().cloned().chain(pod_flows).collect();
+    wait_for_flows(&f.ovs, &expected, Duration::from_secs(10));
+    let state = f.node.state().await.unwrap();
+    let pod = state.pods.values().next().expect("the pod");
+    assert_eq!(pod.ofport, 40);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,6 +477,21 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    // A pod whose device does not exist gets no port and no flows.
+    let err = f
+        .node
+        .pod_add(&pod(
+            "nosuch",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            1,
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert!(err.to_string().contains("nosuch"), "{err}");
+    assert_eq!(f.ports(), ["tun0", "vxlan0"]);
     assert_flows(&f.ovs, &base);
     // Validation of the input types themselves.
     assert!("10.128.0.0/33".parse::<ofnode::sdn::Cidr>().is_err());

@@ -160,15 +160,17 @@ const STREAM_PODS: usize = 120;
 /// and kills. It adds pods one after another and prints `ACK <i>` once each add returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_pod_stream() {
-    let (Ok(db), Ok(mgmt), Ok(state)) = (
+    let (Ok(db), Ok(mgmt), Ok(state), Ok(netns)) = (
         std::env::var("OFNODE_TEST_DB"),
         std::env::var("OFNODE_TEST_MGMT"),
         std::env::var("OFNODE_TEST_STATE"),
+        std::env::var("OFNODE_TEST_NETNS"),
     ) else {
         return;
     };
     let mut cfg = ofnode::sdn::NodeConfig::new(db, mgmt, state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.netns = Some(netns.into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());
     let node = Node::start(cfg).await.unwrap();
@@ -217,6 +219,7 @@ async fn ofnode_killed_during_pod_adds() {
         .env("OFNODE_TEST_DB", f.ovs.db_target())
         .env("OFNODE_TEST_MGMT", f.ovs.mgmt_target("br0"))
         .env("OFNODE_TEST_STATE", f.state.path())
+        .env("OFNODE_TEST_NETNS", f.ovs.netns().path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -20,7 +20,6 @@ async fn host_subnets_program_the_vxlan_device() {
         serde_json::from_str(r#"{"address": "10.128.0.1/14", "port": 4789, "mode": "static"}"#)
             .unwrap();
     let mut f = Fixture::start_with(|ovs, cfg| {
-        cfg.netns = Some(ovs.netns().path().into());
         cfg.vxlan = Some(settings.clone());
     })
     .await;
@@ -49,7 +48,6 @@ async fn host_subnets_program_the_vxlan_device() {
 
     // A restarted node programs the device from its state.
     f.restart_node_with(|ovs, cfg| {
-        cfg.netns = Some(ovs.netns().path().into());
         cfg.vxlan = Some(settings.clone());
     })
     .await;

@@ -63,6 +63,8 @@ struct Inner {
     shared: Arc<Shared>,
     opts: ClientOptions,
     target: Target,
+    /// OpenFlow port numbers chosen for ports ovs-vswitchd has not applied yet.
+    pub(super) reserved_ofports: super::pending_port::Reservations,
 }
 
 impl std::fmt::Debug for Client {
@@ -98,8 +100,13 @@ impl Client {
                 shared,
                 opts,
                 target,
+                reserved_ofports: Default::default(),
             }),
         })
+    }
+
+    pub(super) fn reservations(&self) -> &super::pending_port::Reservations {
+        &self.inner.reserved_ofports
     }
 
     pub fn target(&self) -> String {
@@ -239,11 +246,29 @@ impl Client {
     /// and waits until ovs-vswitchd reports it applied that configuration.
     pub(crate) async fn transact_and_wait(
         &self,
-        mut ops: Vec<Operation>,
+        ops: Vec<Operation>,
         wait: bool,
     ) -> Result<Result<Vec<OpResult>, OpError>> {
+        let (results, next_cfg) = match self.transact_bumping(ops, wait).await? {
+            Ok(done) => done,
+            Err(err) => return Ok(Err(err)),
+        };
+        if let Some(next_cfg) = next_cfg {
+            self.wait_for_cfg(next_cfg).await?;
+        }
+        Ok(Ok(results))
+    }
+
+    /// Like [`Client::transact`]; with `bump`, also increments `next_cfg` in the same
+    /// transaction and returns its new value: ovs-vswitchd has applied the transaction once
+    /// `cur_cfg` reaches it.
+    pub(crate) async fn transact_bumping(
+        &self,
+        mut ops: Vec<Operation>,
+        bump: bool,
+    ) -> Result<Result<(Vec<OpResult>, Option<i64>), OpError>> {
         let n = ops.len();
-        if wait {
+        if bump {
             ops.push(Operation::Mutate {
                 table: "Open_vSwitch".into(),
                 conditions: vec![],
@@ -260,7 +285,7 @@ impl Client {
             Err(err) if err.index.is_some_and(|i| i >= n) => return Err(op_error(&ops, err)),
             Err(err) => return Ok(Err(err)),
         };
-        if wait {
+        let next_cfg = if bump {
             let next_cfg = results
                 .last()
                 .and_then(|r| r.rows.as_ref())
@@ -272,10 +297,12 @@ impl Client {
                         "the Open_vSwitch table has no row (was `ovs-vsctl init` run?)".into(),
                     )
                 })?;
-            self.wait_for_cfg(next_cfg).await?;
-        }
+            Some(next_cfg)
+        } else {
+            None
+        };
         results.truncate(n);
-        Ok(Ok(results))
+        Ok(Ok((results, next_cfg)))
     }
 
     /// Waits until the cache shows `cur_cfg >= cfg`. A reconnection while waiting ends the wait

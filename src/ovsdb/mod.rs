@@ -7,6 +7,7 @@
 //! - `rpc`: the connection task (echo, inactivity probe, reconnect).
 //! - [`Client`]: the handle, generic requests (`transact`, `get_column`, …) and the typed node
 //!   operations (`ensure_bridge`, `add_port`, `delete_port`, QoS, policing, controller).
+//! - [`PendingPort`]: a port added without waiting for ovs-vswitchd (`add_port_pending`).
 
 pub mod codec;
 pub mod monitor;
@@ -17,6 +18,7 @@ pub mod types;
 mod client;
 mod error;
 mod ops;
+mod pending_port;
 mod rpc;
 
 pub use client::{Client, ClientOptions};
@@ -24,6 +26,7 @@ pub use codec::fuzz_decode;
 pub use error::{Error, Result};
 pub use monitor::Cache;
 pub use ops::{BridgeSpec, PortSpec};
+pub use pending_port::PendingPort;
 pub use rpc::{Status, Target};
 pub use schema::Schema;
 pub use types::{Atom, Datum, Row, Uuid};

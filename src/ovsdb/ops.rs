@@ -41,13 +41,13 @@ pub struct PortSpec {
 }
 
 /// The largest OpenFlow port number `ofport_request` accepts (OFPP_MAX in OpenFlow 1.0 terms).
-const MAX_OFPORT_REQUEST: u16 = 65279;
+pub(super) const MAX_OFPORT_REQUEST: u16 = 65279;
 
 /// Re-planning after a stale cache is rare; a few attempts cover concurrent writers.
 const MAX_ATTEMPTS: usize = 3;
 
 /// A transaction and what its results must show.
-struct Plan {
+pub(super) struct Plan {
     ops: Vec<Operation>,
     /// The `wait` operation that checks the cache's view; its failure means "plan again".
     guard: Option<usize>,
@@ -114,25 +114,40 @@ fn str_map(map: &BTreeMap<String, String>) -> Datum {
 
 impl Client {
     /// Plans from the cache and runs the plan; `None` from `plan` means nothing needs doing.
+    /// With `wait`, returns once ovs-vswitchd has applied the transaction.
     async fn execute(
         &self,
         wait: bool,
         plan: impl Fn(&Cache) -> Result<Option<Plan>>,
     ) -> Result<()> {
+        if let Some(next_cfg) = self.execute_bumping(wait, plan).await? {
+            self.wait_for_cfg(next_cfg).await?;
+        }
+        Ok(())
+    }
+
+    /// Like `execute`, but with `bump` it returns the `next_cfg` that ovs-vswitchd will reach
+    /// once it has applied the transaction, without waiting for it (`None`: nothing was done
+    /// or nothing bumped).
+    pub(super) async fn execute_bumping(
+        &self,
+        bump: bool,
+        plan: impl Fn(&Cache) -> Result<Option<Plan>>,
+    ) -> Result<Option<i64>> {
         // A plan made from the cache of a dead session would rest on stale rows.
         if !self.connected() {
             return Err(self.disconnected());
         }
         for attempt in 1..=MAX_ATTEMPTS {
             let Some(plan) = self.with_cache(&plan)? else {
-                return Ok(());
+                return Ok(None);
             };
-            match self.transact_and_wait(plan.ops.clone(), wait).await? {
-                Ok(results) => {
+            match self.transact_bumping(plan.ops.clone(), bump).await? {
+                Ok((results, next_cfg)) => {
                     for (index, table, record) in &plan.must_touch {
                         expect_count(&results, *index, table, record)?;
                     }
-                    return Ok(());
+                    return Ok(next_cfg);
                 }
                 Err(err)
                     if err.index.is_some() && err.index == plan.guard && attempt < MAX_ATTEMPTS =>
@@ -185,30 +200,8 @@ impl Client {
     /// the error carries its `Interface.error` text; the port stays in the database, as with
     /// ovs-vsctl, and a later call retries it.
     pub async fn add_port(&self, spec: &PortSpec) -> Result<u16> {
-        if spec.name.is_empty() || spec.bridge.is_empty() {
-            return Err(Error::Invalid("a port needs a name and a bridge".into()));
-        }
-        if spec
-            .ofport_request
-            .is_some_and(|p| p == 0 || p > MAX_OFPORT_REQUEST)
-        {
-            return Err(Error::Invalid(format!(
-                "ofport_request must be 1-{MAX_OFPORT_REQUEST}, not {:?}",
-                spec.ofport_request
-            )));
-        }
-        let iface = row([
-            ("name", Datum::atom(spec.name.as_str())),
-            (
-                "type",
-                Datum::atom(spec.iface_type.as_deref().unwrap_or("")),
-            ),
-            ("options", str_map(&spec.options)),
-            (
-                "ofport_request",
-                Datum::optional(spec.ofport_request.map(i64::from)),
-            ),
-        ]);
+        validate_port_spec(spec)?;
+        let iface = interface_row(spec);
         // Always wait: the assigned port number is only known once ovs-vswitchd applied it.
         self.execute(true, |cache| plan_add_port(cache, spec, &iface).map(Some))
             .await?;
@@ -307,7 +300,39 @@ fn plan_bridge(cache: &Cache, name: &str, wanted: &Row) -> Option<Plan> {
     Some(plan)
 }
 
-fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Result<Plan> {
+pub(super) fn validate_port_spec(spec: &PortSpec) -> Result<()> {
+    if spec.name.is_empty() || spec.bridge.is_empty() {
+        return Err(Error::Invalid("a port needs a name and a bridge".into()));
+    }
+    if spec
+        .ofport_request
+        .is_some_and(|p| p == 0 || p > MAX_OFPORT_REQUEST)
+    {
+        return Err(Error::Invalid(format!(
+            "ofport_request must be 1-{MAX_OFPORT_REQUEST}, not {:?}",
+            spec.ofport_request
+        )));
+    }
+    Ok(())
+}
+
+/// The Interface columns `spec` asks for.
+pub(super) fn interface_row(spec: &PortSpec) -> Row {
+    row([
+        ("name", Datum::atom(spec.name.as_str())),
+        (
+            "type",
+            Datum::atom(spec.iface_type.as_deref().unwrap_or("")),
+        ),
+        ("options", str_map(&spec.options)),
+        (
+            "ofport_request",
+            Datum::optional(spec.ofport_request.map(i64::from)),
+        ),
+    ])
+}
+
+pub(super) fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Result<Plan> {
     let name = spec.name.as_str();
     let mut plan = Plan::new();
     if cache.find("Bridge", &spec.bridge).is_none() {
@@ -559,7 +584,7 @@ fn plan_controller(cache: &Cache, bridge: &str, targets: &[&str]) -> Result<Opti
 
 /// After ovs-vswitchd applied the configuration: the interface's OpenFlow port, or why there
 /// is none.
-fn check_interface(cache: &Cache, name: &str, requested: Option<u16>) -> Result<u16> {
+pub(super) fn check_interface(cache: &Cache, name: &str, requested: Option<u16>) -> Result<u16> {
     let (_, iface) = cache
         .find("Interface", name)
         .ok_or_else(|| Error::NotFound {

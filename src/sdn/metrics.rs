@@ -70,6 +70,8 @@ pub struct Metrics {
     /// Whole-table re-installs (after a vswitchd restart or at setup), and partial repairs.
     pub full_reinstalls: AtomicU64,
     pub repairs: AtomicU64,
+    /// Pod ports ovs-vswitchd could not set up after their add had returned.
+    pub port_errors: AtomicU64,
     /// Egress DNS names whose answers changed.
     pub dns_changes: AtomicU64,
     /// Time from a request's arrival to its answer.
@@ -128,6 +130,12 @@ impl Metrics {
             "ofnode_transaction_errors_total",
             "OpenFlow bundles that failed.",
             load(&self.transaction_errors),
+        );
+        counter(
+            &mut out,
+            "ofnode_port_errors_total",
+            "Pod ports ovs-vswitchd could not set up (see the log for the device and error).",
+            load(&self.port_errors),
         );
         counter(
             &mut out,

@@ -2,8 +2,9 @@
 //!
 //! Each operation validates its input (bad input changes nothing), does its OVSDB part, then
 //! hands the state change to the writer (see `writer.rs`), which makes it one bundle on the
-//! switch and one journal record on disk before answering. OVSDB parts run concurrently (pod
-//! adds do not queue behind each other's wait for ovs-vswitchd); setup runs alone.
+//! switch and one journal record on disk before answering. OVSDB parts run concurrently, and a
+//! pod add does not wait for ovs-vswitchd to apply its port (its outcome is checked in the
+//! background); setup runs alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::Ipv4Addr;
@@ -349,15 +350,19 @@ impl Node {
     pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        let ofport = self
+        self.require_device(&req.veth).await?;
+        // The port gets its number now and ovs-vswitchd applies it while the flows go in:
+        // waiting for ovs-vswitchd's reconfiguration would be most of the pod add's time.
+        let port = self
             .inner
             .ovsdb
-            .add_port(&PortSpec {
+            .add_port_pending(&PortSpec {
                 bridge: self.inner.cfg.bridge.clone(),
                 name: req.veth.to_string(),
                 ..PortSpec::default()
             })
             .await?;
+        let ofport = port.ofport();
         let pod = Pod {
             veth: Some(req.veth.clone()),
             ip: req.ip,
@@ -377,7 +382,30 @@ impl Node {
             }]))
         })
         .await?;
+        tokio::spawn(confirm_pod_port(
+            port,
+            req.ip,
+            req.sandbox,
+            self.inner.requests.downgrade(),
+            self.inner.metrics.clone(),
+        ));
         Ok(ofport)
+    }
+
+    /// Fails, as ovs-vsctl add-port would have, when the pod's host-side device does not exist
+    /// (checked over rtnetlink; without a netlink socket ovs-vswitchd's verdict is only logged).
+    async fn require_device(&self, veth: &IfName) -> Result<(), Error> {
+        let Some(netlink) = &self.inner.netlink else {
+            return Ok(());
+        };
+        match netlink.link_by_name(veth.as_str()).await? {
+            Some(_) => Ok(()),
+            None => Err(invalid(
+                "veth",
+                veth.as_str(),
+                "no such network device on this node",
+            )),
+        }
     }
 
     /// Moves a pod to another VNID (the seed's UpdatePod). The pod is found by its sandbox id;
@@ -814,15 +842,77 @@ fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
 }
 
 /// A netlink handle in the configured namespace, when the node manages anything there.
+/// The netlink socket of the node's network namespace. The host network and the VXLAN device
+/// need it; without them it only checks that pods' devices exist, so failing to open it is
+/// then a warning.
 fn netlink_handle(cfg: &NodeConfig) -> Result<Option<crate::netlink::Handle>, Error> {
-    if !cfg.manage_host_network && cfg.vxlan.is_none() {
-        return Ok(None);
-    }
     let handle = match &cfg.netns {
-        Some(path) => crate::netlink::Handle::in_netns(path)?,
-        None => crate::netlink::Handle::new()?,
+        Some(path) => crate::netlink::Handle::in_netns(path),
+        None => crate::netlink::Handle::new(),
     };
-    Ok(Some(handle))
+    match handle {
+        Ok(handle) => Ok(Some(handle)),
+        Err(e) if !cfg.manage_host_network && cfg.vxlan.is_none() => {
+            tracing::warn!(error = %e, "no netlink socket: pods' devices are not checked before their ports are added");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits for ovs-vswitchd to apply a pod's port. If another port got the number first, the
+/// pod's flows move to the number ovs-vswitchd assigned; if it could not open the device, the
+/// operator hears of it (log and `ofnode_port_errors_total`).
+async fn confirm_pod_port(
+    port: ovsdb::PendingPort,
+    ip: Ipv4Addr,
+    sandbox: SandboxId,
+    requests: mpsc::WeakSender<Request>,
+    metrics: Arc<Metrics>,
+) {
+    let name = port.name().to_string();
+    let chosen = port.ofport();
+    let assigned = match port.applied().await {
+        Ok(_) => return,
+        Err(ovsdb::Error::OfportMismatch { assigned, .. }) => assigned,
+        // Deleted before ovs-vswitchd got to it (a pod del right after the add).
+        Err(ovsdb::Error::NotFound { .. }) => return,
+        Err(e) => {
+            Metrics::inc(&metrics.port_errors);
+            tracing::error!(port = %name, %ip, error = %e, "ovs-vswitchd did not set up the pod's port");
+            return;
+        }
+    };
+    let Ok(assigned) = u16::try_from(assigned) else {
+        return;
+    };
+    tracing::warn!(port = %name, chosen, assigned, "the pod's port got another OpenFlow number; moving its flows");
+    let Some(requests) = requests.upgrade() else {
+        return;
+    };
+    let plan: Plan = Box::new(move |state| {
+        let pod = state
+            .pods
+            .get(&ip)
+            .filter(|pod| pod.sandbox == sandbox && pod.ofport == chosen);
+        let changes = pod
+            .map(|pod| Change::Pod {
+                ip,
+                pod: Some(Pod {
+                    ofport: assigned,
+                    ..pod.clone()
+                }),
+            })
+            .into_iter()
+            .collect();
+        Ok(Planned::changes(changes))
+    });
+    let (request, reply) = Request::new(Op::Plan(plan));
+    if requests.send(request).await.is_ok() {
+        if let Ok(Err(e)) = reply.await {
+            tracing::error!(port = %name, error = %e, "moving the pod's flows failed");
+        }
+    }
 }
 
 /// The VXLAN device of `settings`, with entries for the host subnets of `state`.

@@ -154,6 +154,7 @@ pub fn wait_for_flows(ovs: &Ovs, expected: &[String], limit: Duration) {
 pub fn node_config(ovs: &Ovs, state_dir: &Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state_dir);
     cfg.datapath_type = Some("netdev".into());
+    cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns = DnsConfig {
         nameservers: Some(Vec::new()),
@@ -223,12 +224,9 @@ impl Fixture {
             .expect("veth up");
     }
 
-    /// `ovs-vsctl get Interface NAME ofport`.
+    /// The interface's OpenFlow port once ovs-vswitchd has applied it (`ovs-vsctl get`).
     pub fn ofport(&self, name: &str) -> Option<u16> {
-        self.ovs
-            .vsctl(&["get", "Interface", name, "ofport"])
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
+        self.ovs.applied_ofport(name, Duration::from_secs(10))
     }
 
     pub fn ports(&self) -> Vec<String> {

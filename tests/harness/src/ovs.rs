@@ -96,6 +96,17 @@ impl Ovs {
         read_pidfile(&self.pidfile("vswitchd")).filter(|pid| pid_alive(*pid))
     }
 
+    /// Stops ovs-vswitchd (SIGSTOP) until the guard is dropped: the database moves on while the
+    /// switch applies nothing and answers nothing.
+    pub fn pause_vswitchd(&self) -> PausedVswitchd {
+        let pid = self.vswitchd_pid();
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) with a pid this harness started; no memory is involved.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+        PausedVswitchd { pid }
+    }
+
     /// Starts ovsdb-server on the existing database (creating it first when `create`).
     pub fn start_ovsdb(&self, create: bool) -> Result<(), CommandError> {
         let db = self.dir.join("conf.db");
@@ -189,6 +200,24 @@ impl Ovs {
         )
     }
 
+    /// The OpenFlow port of an interface once ovs-vswitchd has applied it (`ovs-vsctl get
+    /// Interface NAME ofport` shows a positive number), or `None` if it has not within `limit`.
+    /// ofnode's pod add returns before ovs-vswitchd has applied the port.
+    pub fn applied_ofport(&self, iface: &str, limit: Duration) -> Option<u16> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ofport = self
+                .vsctl_no_wait(&["get", "Interface", iface, "ofport"])
+                .ok()
+                .and_then(|s| s.trim().parse::<u16>().ok())
+                .filter(|port| *port > 0);
+            if ofport.is_some() || Instant::now() >= deadline {
+                return ofport;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// `ovs-ofctl -O OpenFlow13 CMD unix:DIR/<bridge>.mgmt ARGS…`.
     pub fn ofctl(&self, cmd: &str, bridge: &str, args: &[&str]) -> Result<String, CommandError> {
         run_ok(
@@ -269,5 +298,20 @@ impl Drop for Ovs {
         }
         self.netns.take();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Resumes ovs-vswitchd when dropped (see [`Ovs::pause_vswitchd`]).
+#[must_use]
+pub struct PausedVswitchd {
+    pid: Option<u32>,
+}
+
+impl Drop for PausedVswitchd {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            // SAFETY: as in pause_vswitchd.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+        }
     }
 }

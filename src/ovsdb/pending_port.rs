@@ -1,0 +1,166 @@
+//! Adding a port without waiting for ovs-vswitchd to apply it.
+//!
+//! `add_port` returns the OpenFlow port ovs-vswitchd assigned, so it waits for ovs-vswitchd's
+//! reconfiguration — most of the cost of adding a pod. `add_port_pending` instead chooses the
+//! number itself (`ofport_request`: the lowest one free on the bridge, as ovs-vswitchd would
+//! pick), commits the port, and returns at once; the caller can install flows for that number
+//! while ovs-vswitchd catches up, and learns the outcome from [`PendingPort::applied`].
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use super::client::Client;
+use super::error::Result;
+use super::monitor::Cache;
+use super::ops::{
+    check_interface, interface_row, plan_add_port, validate_port_spec, PortSpec, MAX_OFPORT_REQUEST,
+};
+use super::types::Datum;
+
+/// Numbers chosen for ports not applied yet, per bridge: two concurrent adds must not pick
+/// the same number before either shows in the cache.
+pub(super) type Reservations = Arc<Mutex<HashSet<(String, u16)>>>;
+
+/// A port committed to the database; ovs-vswitchd may not have applied it yet.
+#[derive(Debug)]
+pub struct PendingPort {
+    client: Client,
+    name: String,
+    ofport: u16,
+    /// The configuration ovs-vswitchd has applied the port in; `None` when it already had.
+    next_cfg: Option<i64>,
+    reservation: Option<(String, u16)>,
+}
+
+impl PendingPort {
+    /// The OpenFlow port the port has (or asked for, until ovs-vswitchd has applied it).
+    pub fn ofport(&self) -> u16 {
+        self.ofport
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until ovs-vswitchd has applied the port, and checks it got the chosen number:
+    /// `Error::OfportMismatch` (another port held it) or `Error::Interface` (ovs-vswitchd could
+    /// not open the device) otherwise.
+    pub async fn applied(self) -> Result<u16> {
+        if let Some(next_cfg) = self.next_cfg {
+            self.client.wait_for_cfg(next_cfg).await?;
+        }
+        let ofport = self.ofport;
+        self.client
+            .with_cache(|cache| check_interface(cache, &self.name, Some(ofport)))
+    }
+}
+
+impl Drop for PendingPort {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.reservation.take() {
+            lock(self.client.reservations()).remove(&reserved);
+        }
+    }
+}
+
+fn lock(reservations: &Reservations) -> std::sync::MutexGuard<'_, HashSet<(String, u16)>> {
+    reservations.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Client {
+    /// Adds a port (`--may-exist`, like [`Client::add_port`]) without waiting for ovs-vswitchd.
+    /// A port that is already applied with the spec's columns comes back as it is; otherwise
+    /// the port gets `spec.ofport_request`, or the lowest number free on the bridge.
+    pub async fn add_port_pending(&self, spec: &PortSpec) -> Result<PendingPort> {
+        validate_port_spec(spec)?;
+        if let Some(ofport) = self.with_cache(|cache| applied_port(cache, spec)) {
+            return Ok(self.pending(spec, ofport, None, None));
+        }
+        let ofport = match spec.ofport_request {
+            Some(requested) => requested,
+            None => self.reserve_free_ofport(&spec.bridge)?,
+        };
+        let reservation = spec
+            .ofport_request
+            .is_none()
+            .then(|| (spec.bridge.clone(), ofport));
+        // From here the reservation is released on every path, by PendingPort's drop.
+        let mut pending = self.pending(spec, ofport, None, reservation);
+        let spec = PortSpec {
+            ofport_request: Some(ofport),
+            ..spec.clone()
+        };
+        let iface = interface_row(&spec);
+        pending.next_cfg = self
+            .execute_bumping(true, |cache| plan_add_port(cache, &spec, &iface).map(Some))
+            .await?;
+        Ok(pending)
+    }
+
+    fn pending(
+        &self,
+        spec: &PortSpec,
+        ofport: u16,
+        next_cfg: Option<i64>,
+        reservation: Option<(String, u16)>,
+    ) -> PendingPort {
+        PendingPort {
+            client: self.clone(),
+            name: spec.name.clone(),
+            ofport,
+            next_cfg,
+            reservation,
+        }
+    }
+
+    fn reserve_free_ofport(&self, bridge: &str) -> Result<u16> {
+        let mut reserved = lock(self.reservations());
+        let taken = self.with_cache(|cache| ofports_on_bridge(cache, bridge));
+        let free = (1..=MAX_OFPORT_REQUEST)
+            .find(|n| !taken.contains(n) && !reserved.contains(&(bridge.to_string(), *n)))
+            .ok_or_else(|| {
+                super::Error::Invalid(format!("bridge {bridge} has no free OpenFlow port"))
+            })?;
+        reserved.insert((bridge.to_string(), free));
+        Ok(free)
+    }
+}
+
+/// The OpenFlow port of `spec`'s interface when it is on the bridge, applied, and has the
+/// columns the spec asks for (nothing to change).
+fn applied_port(cache: &Cache, spec: &PortSpec) -> Option<u16> {
+    let (port_uuid, _) = cache.find("Port", &spec.name)?;
+    if cache.bridge_of_port(port_uuid) != Some(spec.bridge.as_str()) {
+        return None;
+    }
+    let (_, iface) = cache.find("Interface", &spec.name)?;
+    let ofport = u16::try_from(iface.get("ofport")?.as_i64()?).ok()?;
+    let wanted = interface_row(spec);
+    let same = ["type", "options"]
+        .iter()
+        .all(|column| iface.get(*column) == wanted.get(*column));
+    let request_ok = spec.ofport_request.is_none_or(|r| r == ofport);
+    (ofport > 0 && same && request_ok).then_some(ofport)
+}
+
+/// Every OpenFlow port number assigned or requested on `bridge`.
+fn ofports_on_bridge(cache: &Cache, bridge: &str) -> HashSet<u16> {
+    let Some((_, bridge_row)) = cache.find("Bridge", bridge) else {
+        return HashSet::new();
+    };
+    let ports = bridge_row.get("ports").map(Datum::uuids);
+    ports
+        .into_iter()
+        .flatten()
+        .filter_map(|port| cache.row("Port", port))
+        .filter_map(|port| port.get("interfaces").map(Datum::uuids))
+        .flatten()
+        .filter_map(|iface| cache.row("Interface", iface))
+        .flat_map(|iface| {
+            ["ofport", "ofport_request"]
+                .into_iter()
+                .filter_map(|column| iface.get(column).and_then(Datum::as_i64))
+        })
+        .filter_map(|n| u16::try_from(n).ok())
+        .collect()
+}

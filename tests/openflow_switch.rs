@@ -112,9 +112,24 @@ async fn a_five_flow_bundle_lands_exactly() {
         (3, 60, 5, 5, 5),
     ];
     let mut tx = switch.transaction();
-    for (table, priority, reg0, reg1, port) in specs {
-        tx.add(reg_flow(table, priority, reg0, reg1, port));
+    for (table, priority, reg0, reg1, port) in &specs[..3] {
+        tx.add(reg_flow(*table, *priority, *reg0, *reg1, *port));
     }
+    // The rest as already encoded flow mods (any xid), as a node's stored table sends them.
+    for &(table, priority, reg0, reg1, port) in &specs[3..] {
+        let frame = Message::FlowMod(reg_flow(table, priority, reg0, reg1, port))
+            .to_bytes(77)
+            .freeze();
+        tx.push_encoded(frame).unwrap();
+    }
+    // What is not exactly one flow mod is refused and leaves the transaction as it was.
+    let frame = Message::FlowMod(reg_flow(0, 1, 1, 1, 1))
+        .to_bytes(1)
+        .freeze();
+    assert!(tx.push_encoded(frame.slice(..frame.len() - 1)).is_err());
+    assert!(tx
+        .push_encoded(Message::BarrierRequest.to_bytes(1).freeze())
+        .is_err());
     assert_eq!(tx.len(), 5);
     tx.commit().await.unwrap();
     let want = sorted(

@@ -123,12 +123,17 @@ fn encode_add_body(
     xid: u32,
     out: &mut BytesMut,
 ) {
+    put_add_prefix(bundle_id, flags, out);
+    message.encode(xid, out);
+}
+
+/// What a bundle add carries before its inner message.
+fn put_add_prefix(bundle_id: u32, flags: BundleFlags, out: &mut BytesMut) {
     out.put_u32(ONF_EXPERIMENTER_ID);
     out.put_u32(ONFT_BUNDLE_ADD_MESSAGE);
     out.put_u32(bundle_id);
     put_zeros(out, 2);
     out.put_u16(flags.0);
-    message.encode(xid, out);
 }
 
 /// Adds `message` to bundle `bundle_id`. On the wire the inner message carries the add
@@ -165,6 +170,41 @@ impl BundleAdd {
         .encode(out);
         encode_add_body(bundle_id, flags, message, xid, out);
         slot.finish(out, false);
+    }
+
+    /// Encodes a whole bundle add message around an inner message that is already encoded
+    /// (`frame`: exactly one OpenFlow message), giving it the add's own xid: the same bytes as
+    /// [`BundleAdd::encode_borrowed`] with `frame` decoded, without decoding it.
+    pub fn encode_framed(
+        bundle_id: u32,
+        flags: BundleFlags,
+        frame: &[u8],
+        xid: u32,
+        out: &mut BytesMut,
+    ) -> Result<(), DecodeError> {
+        let inner = crate::Header::parse(frame)?;
+        if usize::from(inner.length) != frame.len() {
+            return Err(DecodeError::BadLength {
+                what: "bundled message",
+                length: frame.len(),
+                reason: "is not exactly the one message its header describes",
+            });
+        }
+        let slot = crate::wire::LengthSlot::new(out, 2);
+        crate::Header {
+            version: crate::OFP_VERSION,
+            msg_type: crate::OFPT_EXPERIMENTER,
+            length: 0,
+            xid,
+        }
+        .encode(out);
+        put_add_prefix(bundle_id, flags, out);
+        // The header with the add's xid, then the body as it is.
+        out.put_slice(&frame[..4]);
+        out.put_u32(xid);
+        out.put_slice(&frame[crate::OFP_HEADER_LEN..]);
+        slot.finish(out, false);
+        Ok(())
     }
 
     /// Decodes the body after the experimenter id and type; `xid` is the outer message's.

@@ -265,6 +265,26 @@ fn borrowed_bundle_add_encodes_like_the_owned_one() {
 }
 
 #[test]
+fn framed_bundle_add_encodes_like_the_borrowed_one() {
+    let mut fm = FlowMod::new(FlowModCommand::Add);
+    fm.instructions = vec![Instruction::ApplyActions(vec![Action::output(7)])];
+    let inner = Message::FlowMod(fm);
+    let flags = BundleFlags::ATOMIC;
+    let mut borrowed = bytes::BytesMut::new();
+    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed);
+    // The stored frame has some other xid; the add gives it its own.
+    let frame = inner.to_bytes(0);
+    let mut framed = bytes::BytesMut::new();
+    BundleAdd::encode_framed(3, flags, &frame, 9, &mut framed).unwrap();
+    assert_eq!(framed, borrowed);
+    // A frame that is not exactly one message is refused and nothing is written.
+    let mut out = bytes::BytesMut::new();
+    assert!(BundleAdd::encode_framed(3, flags, &frame[..frame.len() - 1], 9, &mut out).is_err());
+    assert!(BundleAdd::encode_framed(3, flags, &frame[..4], 9, &mut out).is_err());
+    assert!(out.is_empty());
+}
+
+#[test]
 fn wrong_version_is_rejected() {
     let mut bytes = Message::BarrierRequest.to_bytes(1).to_vec();
     bytes[0] = 1;

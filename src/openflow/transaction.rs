@@ -16,10 +16,10 @@
 
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, ErrorMsg, FlowMod, FlowModCommand,
-    Message,
+    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, DecodeError, ErrorMsg, FlowMod,
+    FlowModCommand, Header, Message, OFPT_FLOW_MOD,
 };
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -33,10 +33,14 @@ use super::switch::{encode, Switch};
 const CHUNK_BYTES: usize = 64 * 1024;
 
 /// A batch of flow mods to apply atomically. Build it with `add`/`delete`/`push`, then `commit`.
+/// Flow mods are kept encoded (a 100,000-flow transaction holds its bytes, not 100,000 typed
+/// messages).
 #[derive(Debug)]
 pub struct Transaction {
     switch: Switch,
-    mods: Vec<FlowMod>,
+    /// One encoded FLOW_MOD message each (their xids are replaced when sent).
+    mods: Vec<Bytes>,
+    buf: BytesMut,
 }
 
 impl Transaction {
@@ -44,6 +48,7 @@ impl Transaction {
         Transaction {
             switch,
             mods: Vec::new(),
+            buf: BytesMut::new(),
         }
     }
 
@@ -63,8 +68,30 @@ impl Transaction {
 
     /// Any flow mod, with the command it carries.
     pub fn push(&mut self, flow: FlowMod) -> &mut Self {
-        self.mods.push(flow);
+        Message::FlowMod(flow).encode(0, &mut self.buf);
+        self.mods.push(self.buf.split().freeze());
         self
+    }
+
+    /// A flow mod that is already encoded: exactly one OFPT_FLOW_MOD message (its xid does
+    /// not matter). Anything else is refused and the transaction is unchanged.
+    pub fn push_encoded(&mut self, frame: Bytes) -> std::result::Result<&mut Self, DecodeError> {
+        let header = Header::parse(&frame)?;
+        if header.msg_type != OFPT_FLOW_MOD {
+            return Err(DecodeError::BadValue {
+                what: "message type of an encoded flow mod",
+                value: u64::from(header.msg_type),
+            });
+        }
+        if usize::from(header.length) != frame.len() {
+            return Err(DecodeError::BadLength {
+                what: "encoded flow mod",
+                length: frame.len(),
+                reason: "is not exactly the one message its header describes",
+            });
+        }
+        self.mods.push(frame);
+        Ok(self)
     }
 
     /// Parses `ovs-ofctl add-flow` text and adds it.
@@ -141,10 +168,8 @@ impl Xids {
 
 struct Commit {
     switch: Switch,
-    /// Flow mods not yet encoded; moved into `adds` as they are.
-    mods: Vec<FlowMod>,
-    /// The flow mods sent (as messages), kept to name a failing flow.
-    adds: Vec<Message>,
+    /// The encoded flow mods, also kept to name a failing flow.
+    mods: Vec<Bytes>,
     epoch: u64,
     bundle_id: u32,
     flags: BundleFlags,
@@ -159,7 +184,7 @@ struct Commit {
 
 impl Commit {
     fn start(tx: Transaction) -> Result<Commit> {
-        let Transaction { switch, mods } = tx;
+        let Transaction { switch, mods, .. } = tx;
         let epoch = switch.epoch()?;
         let flags = switch.config().bundle_flags;
         // Bounded by max_bundle_msgs, which the caller checked.
@@ -195,7 +220,6 @@ impl Commit {
         };
         Ok(Commit {
             switch,
-            adds: Vec::with_capacity(mods.len()),
             mods,
             epoch,
             bundle_id,
@@ -231,12 +255,11 @@ impl Commit {
             .encode(self.xids.open, &mut out);
         self.guard.armed = true;
         let mut total = 0;
-        let mods = std::mem::take(&mut self.mods);
-        for (index, flow) in mods.into_iter().enumerate() {
-            let inner = Message::FlowMod(flow);
+        for index in 0..self.mods.len() {
             let xid = self.xids.add(index);
-            BundleAdd::encode_borrowed(self.bundle_id, self.flags, &inner, xid, &mut out);
-            self.adds.push(inner);
+            // Every frame was checked when it was pushed.
+            BundleAdd::encode_framed(self.bundle_id, self.flags, &self.mods[index], xid, &mut out)
+                .map_err(|e| Error::Protocol(format!("encoded flow mod {index}: {e}")))?;
             if out.len() >= CHUNK_BYTES {
                 total += out.len();
                 let chunk = out.split().freeze();
@@ -308,8 +331,9 @@ impl Commit {
         let flow = self
             .xids
             .flow_index(xid)
-            .and_then(|index| self.adds.get(index))
-            .and_then(flow_text);
+            .and_then(|index| self.mods.get(index))
+            .and_then(|frame| Message::decode(frame).ok())
+            .and_then(|(_, msg)| flow_text(&msg));
         Error::Switch { flow, error }
     }
 }

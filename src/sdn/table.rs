@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
     text, DecodeError, FlowMod, FlowModCommand, FlowStats, Message, OFPTT_ALL, OFP_HEADER_LEN,
 };
@@ -33,7 +33,7 @@ const MATCH_LEN_AT: usize = MATCH_AT + 2;
 /// One flow: the encoded flow_mod that adds it. Equality and hashing look at the flow's
 /// identity only (table, priority, match); [`Flow::same`] compares everything.
 #[derive(Clone)]
-pub struct Flow(Box<[u8]>);
+pub struct Flow(Bytes);
 
 impl Flow {
     /// The flow a flow_mod adds (its command is ignored).
@@ -45,7 +45,8 @@ impl Flow {
         };
         let mut out = BytesMut::with_capacity(128);
         Message::FlowMod(fm).encode(0, &mut out);
-        Flow(out.to_vec().into_boxed_slice())
+        // Exactly its size: a big table holds tens of thousands of these.
+        Flow(Bytes::copy_from_slice(&out))
     }
 
     /// A flow the switch reported, in the same form.
@@ -97,6 +98,11 @@ impl Flow {
                 value: u64::from(other.msg_type()),
             }),
         }
+    }
+
+    /// The encoded flow_mod that adds this flow (shares its bytes).
+    pub fn encoded(&self) -> Bytes {
+        self.0.clone()
     }
 
     /// The flow_mod that deletes exactly this flow.
@@ -176,10 +182,15 @@ impl Diff {
     }
 
     /// The flow mods in bundle order.
-    pub fn flow_mods(&self) -> Result<Vec<FlowMod>, DecodeError> {
-        let deletes = self.deletes.iter().map(Flow::to_delete_strict);
-        let adds = self.adds.iter().map(Flow::to_add);
-        deletes.chain(adds).collect()
+    /// Adds the diff to `tx`: deletes first, then adds (sent as they are stored).
+    pub fn push_to(&self, tx: &mut crate::openflow::Transaction) -> Result<(), DecodeError> {
+        for flow in &self.deletes {
+            tx.push(flow.to_delete_strict()?);
+        }
+        for flow in &self.adds {
+            tx.push_encoded(flow.encoded())?;
+        }
+        Ok(())
     }
 }
 

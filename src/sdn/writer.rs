@@ -352,9 +352,7 @@ impl Writer {
             return Ok(());
         }
         let mut tx = self.switch.transaction();
-        for fm in diff.flow_mods().map_err(decode_error)? {
-            tx.push(fm);
-        }
+        diff.push_to(&mut tx).map_err(decode_error)?;
         self.commit(tx).await
     }
 
@@ -363,7 +361,7 @@ impl Writer {
         let mut tx = self.switch.transaction();
         tx.delete(table::delete_all());
         for flow in self.table.all_flows() {
-            tx.push(flow.to_add().map_err(decode_error)?);
+            tx.push_encoded(flow.encoded()).map_err(decode_error)?;
         }
         let committed = self.commit(tx).await;
         release_freed_memory();

@@ -5,7 +5,7 @@ mod ovsdb_common;
 
 use std::collections::BTreeMap;
 
-use ofnode::ovsdb::{Datum, Error, PortSpec};
+use ofnode::ovsdb::{BridgeSpec, Datum, Error, PortSpec};
 use ofnode_common::*;
 use ovsdb_common as ofnode_common;
 
@@ -445,5 +445,26 @@ async fn pending_ports_choose_distinct_free_numbers() {
     let again = client.add_port_pending(&port("pa")).await.unwrap();
     let ofport = again.ofport();
     assert_eq!(again.applied().await.unwrap(), ofport);
+
+    // Adds that share a transaction do not share a failure: a port that exists on another
+    // bridge fails alone, the other is added.
+    client
+        .ensure_bridge(&BridgeSpec {
+            name: "br1".into(),
+            ..seed_bridge()
+        })
+        .await
+        .unwrap();
+    ovs.netns()
+        .exec_ok(&["ip", "link", "add", "pd", "up", "type", "veth"])
+        .unwrap();
+    vsctl(&ovs, &["--no-wait", "add-port", "br1", "onbr1"]);
+    let specs = [port("pd"), port("onbr1")];
+    let (good, bad) = tokio::join!(
+        client.add_port_pending(&specs[0]),
+        client.add_port_pending(&specs[1]),
+    );
+    assert_eq!(good.unwrap().applied().await.unwrap(), 7);
+    assert!(matches!(bad, Err(Error::Conflict(_))), "{bad:?}");
     assert!(cache_differences(&ovs, &client).is_empty());
 }

@@ -65,6 +65,8 @@ struct Inner {
     target: Target,
     /// OpenFlow port numbers chosen for ports ovs-vswitchd has not applied yet.
     pub(super) reserved_ofports: super::pending_port::Reservations,
+    /// Port adds waiting to share a transaction.
+    pub(super) port_queue: std::sync::Mutex<super::pending_port::PortQueue>,
 }
 
 impl std::fmt::Debug for Client {
@@ -101,12 +103,17 @@ impl Client {
                 opts,
                 target,
                 reserved_ofports: Default::default(),
+                port_queue: Default::default(),
             }),
         })
     }
 
     pub(super) fn reservations(&self) -> &super::pending_port::Reservations {
         &self.inner.reserved_ofports
+    }
+
+    pub(super) fn port_queue(&self) -> &std::sync::Mutex<super::pending_port::PortQueue> {
+        &self.inner.port_queue
     }
 
     pub fn target(&self) -> String {

@@ -49,8 +49,8 @@ const MAX_ATTEMPTS: usize = 3;
 /// A transaction and what its results must show.
 pub(super) struct Plan {
     ops: Vec<Operation>,
-    /// The `wait` operation that checks the cache's view; its failure means "plan again".
-    guard: Option<usize>,
+    /// The `wait` operations that check the cache's view; a failure of one means "plan again".
+    guards: Vec<usize>,
     /// Operations (by index) that must have changed exactly one row, with the table and record.
     must_touch: Vec<(usize, &'static str, String)>,
 }
@@ -59,7 +59,7 @@ impl Plan {
     fn new() -> Plan {
         Plan {
             ops: Vec::new(),
-            guard: None,
+            guards: Vec::new(),
             must_touch: Vec::new(),
         }
     }
@@ -70,7 +70,8 @@ impl Plan {
     }
 
     fn guard(&mut self, op: Operation) {
-        self.guard = Some(self.push(op));
+        let index = self.push(op);
+        self.guards.push(index);
     }
 
     fn touch_one(&mut self, op: Operation, table: &'static str, record: &str) {
@@ -150,7 +151,8 @@ impl Client {
                     return Ok(next_cfg);
                 }
                 Err(err)
-                    if err.index.is_some() && err.index == plan.guard && attempt < MAX_ATTEMPTS =>
+                    if err.index.is_some_and(|i| plan.guards.contains(&i))
+                        && attempt < MAX_ATTEMPTS =>
                 {
                     tracing::debug!(error = %err.error, "cache was stale; planning again");
                 }
@@ -333,8 +335,30 @@ pub(super) fn interface_row(spec: &PortSpec) -> Row {
 }
 
 pub(super) fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Result<Plan> {
-    let name = spec.name.as_str();
     let mut plan = Plan::new();
+    plan_port_into(&mut plan, cache, spec, iface, 0)?;
+    Ok(plan)
+}
+
+/// Adds several ports in one transaction (one reconfiguration of ovs-vswitchd instead of one
+/// per port). `ports` pairs each spec with its Interface row.
+pub(super) fn plan_add_ports(cache: &Cache, ports: &[(PortSpec, Row)]) -> Result<Plan> {
+    let mut plan = Plan::new();
+    for (tag, (spec, iface)) in ports.iter().enumerate() {
+        plan_port_into(&mut plan, cache, spec, iface, tag)?;
+    }
+    Ok(plan)
+}
+
+/// The operations adding one port; `tag` keeps its named uuids apart from other ports'.
+fn plan_port_into(
+    plan: &mut Plan,
+    cache: &Cache,
+    spec: &PortSpec,
+    iface: &Row,
+    tag: usize,
+) -> Result<()> {
+    let name = spec.name.as_str();
     if cache.find("Bridge", &spec.bridge).is_none() {
         return Err(Error::NotFound {
             table: "Bridge".into(),
@@ -393,12 +417,13 @@ pub(super) fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Resu
                     "an interface named {name} already exists in another port"
                 )));
             }
+            let (iface_id, port_id) = (format!("iface{tag}"), format!("port{tag}"));
             plan.guard(guard_rows("Port", vec![named(name)], &["name"], vec![]));
-            plan.push(insert("Interface", "iface", iface.clone()));
+            plan.push(insert("Interface", &iface_id, iface.clone()));
             plan.push(insert(
                 "Port",
-                "port",
-                row([("name", name.into()), ("interfaces", named_uuid("iface"))]),
+                &port_id,
+                row([("name", name.into()), ("interfaces", named_uuid(&iface_id))]),
             ));
             plan.touch_one(
                 mutate_set(
@@ -406,14 +431,14 @@ pub(super) fn plan_add_port(cache: &Cache, spec: &PortSpec, iface: &Row) -> Resu
                     &spec.bridge,
                     "ports",
                     Mutator::Insert,
-                    named_uuid("port"),
+                    named_uuid(&port_id),
                 ),
                 "Bridge",
                 &spec.bridge,
             );
         }
     }
-    Ok(plan)
+    Ok(())
 }
 
 fn plan_delete_port(cache: &Cache, bridge: &str, name: &str) -> Result<Option<Plan>> {

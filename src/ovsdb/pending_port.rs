@@ -12,10 +12,13 @@ use std::sync::{Arc, Mutex};
 use super::client::Client;
 use super::error::Result;
 use super::monitor::Cache;
+use tokio::sync::oneshot;
+
 use super::ops::{
-    check_interface, interface_row, plan_add_port, validate_port_spec, PortSpec, MAX_OFPORT_REQUEST,
+    check_interface, interface_row, plan_add_port, plan_add_ports, validate_port_spec, PortSpec,
+    MAX_OFPORT_REQUEST,
 };
-use super::types::Datum;
+use super::types::{Datum, Row};
 
 /// Numbers chosen for ports not applied yet, per bridge: two concurrent adds must not pick
 /// the same number before either shows in the cache.
@@ -67,15 +70,106 @@ fn lock(reservations: &Reservations) -> std::sync::MutexGuard<'_, HashSet<(Strin
     reservations.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Port adds waiting for the next transaction. ovs-vswitchd reconfigures once per transaction,
+/// and each reconfiguration costs about as much for one port as for hundreds, so concurrent
+/// adds share one transaction (200 ports here: 0.15 s in one, 8.5 s in one each).
+#[derive(Debug, Default)]
+pub(super) struct PortQueue {
+    waiting: Vec<WaitingPort>,
+    /// A task is sending the waiting ports; it stops when none are left.
+    draining: bool,
+}
+
+type WaitingPort = (PortSpec, oneshot::Sender<Result<PendingPort>>);
+
+/// One transaction stays well below ovsdb-server's and ovs-vswitchd's message limits.
+const MAX_PORTS_PER_TRANSACTION: usize = 256;
+
+fn lock_queue(queue: &Mutex<PortQueue>) -> std::sync::MutexGuard<'_, PortQueue> {
+    queue.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Client {
     /// Adds a port (`--may-exist`, like [`Client::add_port`]) without waiting for ovs-vswitchd.
     /// A port that is already applied with the spec's columns comes back as it is; otherwise
-    /// the port gets `spec.ofport_request`, or the lowest number free on the bridge.
+    /// the port gets `spec.ofport_request`, or the lowest number free on the bridge. Concurrent
+    /// calls share one transaction.
     pub async fn add_port_pending(&self, spec: &PortSpec) -> Result<PendingPort> {
         validate_port_spec(spec)?;
         if let Some(ofport) = self.with_cache(|cache| applied_port(cache, spec)) {
-            return Ok(self.pending(spec, ofport, None, None));
+            return Ok(self.pending(spec, ofport, None));
         }
+        let (reply, answer) = oneshot::channel();
+        let start_draining = {
+            let mut queue = lock_queue(self.port_queue());
+            queue.waiting.push((spec.clone(), reply));
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start_draining {
+            tokio::spawn(self.clone().drain_port_queue());
+        }
+        answer.await.map_err(|_| super::Error::Disconnected {
+            reason: "the port queue stopped before answering".into(),
+        })?
+    }
+
+    async fn drain_port_queue(self) {
+        loop {
+            let batch: Vec<WaitingPort> = {
+                let mut queue = lock_queue(self.port_queue());
+                if queue.waiting.is_empty() {
+                    queue.draining = false;
+                    return;
+                }
+                let take = queue.waiting.len().min(MAX_PORTS_PER_TRANSACTION);
+                queue.waiting.drain(..take).collect()
+            };
+            self.add_waiting_ports(batch).await;
+        }
+    }
+
+    /// One transaction for the whole batch; if it fails, each port on its own, so that one bad
+    /// port does not fail the others and gets its own error.
+    async fn add_waiting_ports(&self, batch: Vec<WaitingPort>) {
+        let prepared: Vec<Result<Prepared>> = batch
+            .iter()
+            .map(|(spec, _)| self.prepare_port(spec))
+            .collect();
+        let rows: Vec<(PortSpec, Row)> = prepared
+            .iter()
+            .filter_map(|p| p.as_ref().ok())
+            .map(|p| (p.spec.clone(), interface_row(&p.spec)))
+            .collect();
+        let together = match rows.is_empty() {
+            true => Ok(None),
+            false => {
+                self.execute_bumping(true, |cache| plan_add_ports(cache, &rows).map(Some))
+                    .await
+            }
+        };
+        for ((_, reply), prepared) in batch.into_iter().zip(prepared) {
+            let outcome = match (prepared, &together) {
+                (Err(e), _) => Err(e),
+                (Ok(p), Ok(next_cfg)) => Ok(p.into_pending(*next_cfg)),
+                // Again alone: the error then is this port's own (or the same, for one port).
+                (Ok(p), Err(_)) => self.add_prepared_alone(p).await,
+            };
+            // The caller may have gone; its reservation goes with the dropped PendingPort.
+            let _ = reply.send(outcome);
+        }
+    }
+
+    async fn add_prepared_alone(&self, prepared: Prepared) -> Result<PendingPort> {
+        let iface = interface_row(&prepared.spec);
+        let spec = prepared.spec.clone();
+        let next_cfg = self
+            .execute_bumping(true, |cache| plan_add_port(cache, &spec, &iface).map(Some))
+            .await?;
+        Ok(prepared.into_pending(next_cfg))
+    }
+
+    /// The spec with its OpenFlow number (reserved when ofnode chose it).
+    fn prepare_port(&self, spec: &PortSpec) -> Result<Prepared> {
         let ofport = match spec.ofport_request {
             Some(requested) => requested,
             None => self.reserve_free_ofport(&spec.bridge)?,
@@ -85,30 +179,25 @@ impl Client {
             .is_none()
             .then(|| (spec.bridge.clone(), ofport));
         // From here the reservation is released on every path, by PendingPort's drop.
-        let mut pending = self.pending(spec, ofport, None, reservation);
+        let pending = self.pending(spec, ofport, reservation);
         let spec = PortSpec {
             ofport_request: Some(ofport),
             ..spec.clone()
         };
-        let iface = interface_row(&spec);
-        pending.next_cfg = self
-            .execute_bumping(true, |cache| plan_add_port(cache, &spec, &iface).map(Some))
-            .await?;
-        Ok(pending)
+        Ok(Prepared { spec, pending })
     }
 
     fn pending(
         &self,
         spec: &PortSpec,
         ofport: u16,
-        next_cfg: Option<i64>,
         reservation: Option<(String, u16)>,
     ) -> PendingPort {
         PendingPort {
             client: self.clone(),
             name: spec.name.clone(),
             ofport,
-            next_cfg,
+            next_cfg: None,
             reservation,
         }
     }
@@ -123,6 +212,20 @@ impl Client {
             })?;
         reserved.insert((bridge.to_string(), free));
         Ok(free)
+    }
+}
+
+/// A port ready for the transaction: the spec asks for its number.
+struct Prepared {
+    spec: PortSpec,
+    pending: PendingPort,
+}
+
+impl Prepared {
+    fn into_pending(self, next_cfg: Option<i64>) -> PendingPort {
+        let mut pending = self.pending;
+        pending.next_cfg = next_cfg;
+        pending
     }
 }
 

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofnode::openflow::{Switch, SwitchConfig};
+use ofnode_harness::cpu::{own_cpu, process_cpu};
 use ofnode_harness::Ovs;
 use ofnode_proto::{text, FlowMod, FlowModCommand, OFPC_FRAG_NX_MATCH};
 
@@ -114,31 +115,9 @@ fn latency(mut samples: Vec<Duration>) -> Latency {
     }
 }
 
-/// CPU time (user + system) of this process so far.
-fn own_cpu() -> Duration {
-    // SAFETY: getrusage only writes the struct we pass.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    assert_eq!(rc, 0);
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
 /// CPU time ovs-vswitchd (all threads) has used.
 fn vswitchd_cpu(ovs: &Ovs) -> Duration {
     process_cpu(ovs.vswitchd_pid().expect("ovs-vswitchd runs"))
-}
-
-/// CPU time (all threads) of process `pid`, from /proc/PID/stat.
-fn process_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let after = stat.rsplit_once(')').expect("stat format").1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Duration::from_micros(ticks * 1_000_000 / hz)
 }
 
 /// Flows in `table`, counted by the switch (ovs-ofctl dump-aggregate).

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ofnode::sdn::state::{Change, NodeState, Pod};
 use ofnode::sdn::store::Store;
 use ofnode::sdn::{Mode, Node, NodeConfig, PodAdd, SetupRequest, Vnid};
+use ofnode_harness::cpu::{own_cpu, process_cpu};
 use ofnode_harness::Ovs;
 
 const SINGLE_PODS: usize = 100;
@@ -183,6 +184,9 @@ async fn concurrent_pod_adds() {
     let node = Node::start(config(&ovs, state.path())).await.expect("node");
     node.setup(&setup_request()).await.expect("setup");
     make_veths(&ovs, "cp", 0..CONCURRENT_PODS);
+    let vswitchd = ovs.vswitchd_pid().expect("ovs-vswitchd runs");
+    let ovsdb = ovs.ovsdb_pid().expect("ovsdb-server runs");
+    let cpu_before = (own_cpu(), process_cpu(vswitchd), process_cpu(ovsdb));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for client in 0..CLIENTS {
@@ -197,15 +201,57 @@ async fn concurrent_pod_adds() {
         task.await.expect("client");
     }
     let elapsed = started.elapsed();
+    let cpu = |now: Duration, before: Duration| (now - before).as_secs_f64();
+    let (ours, switch, db) = (
+        cpu(own_cpu(), cpu_before.0),
+        cpu(process_cpu(vswitchd), cpu_before.1),
+        cpu(process_cpu(ovsdb), cpu_before.2),
+    );
     let m = node.metrics();
     println!(
-        "sdn concurrent pod adds: {CONCURRENT_PODS} pods by {CLIENTS} clients in {:.2} s = {:.0} pods/s ({} bundles, {} flow mods)",
+        "sdn concurrent pod adds: {CONCURRENT_PODS} pods by {CLIENTS} clients in {:.2} s = {:.0} pods/s ({} bundles, {} flow mods); CPU meanwhile: ovs-vswitchd {switch:.2} s, ovsdb-server {db:.2} s, this process {ours:.2} s",
         elapsed.as_secs_f64(),
         CONCURRENT_PODS as f64 / elapsed.as_secs_f64(),
         m.transactions.load(Ordering::Relaxed),
         m.flow_mods.load(Ordering::Relaxed),
     );
     node.shutdown().await;
+}
+
+/// The same 1,000 pods the seed's way (ovs-vsctl + ovs-ofctl exec per pod) from 16 threads.
+fn seed_concurrent_pod_adds() {
+    let ovs = Ovs::start().expect("OVS");
+    let state = tempfile::tempdir().expect("tempdir");
+    ovs.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+        "protocols=OpenFlow13",
+    ])
+    .expect("add-br");
+    make_veths(&ovs, "sp", 0..CONCURRENT_PODS);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for client in 0..CLIENTS {
+            let (ovs, dir) = (&ovs, state.path());
+            scope.spawn(move || {
+                let file = dir.join(format!("client{client}.flows"));
+                for i in (client..CONCURRENT_PODS).step_by(CLIENTS) {
+                    seed_pod_add(ovs, &pod_add("sp", i), &file);
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed();
+    println!(
+        "sdn concurrent pod adds the seed's way: {CONCURRENT_PODS} pods by {CLIENTS} threads in {:.2} s = {:.0} pods/s",
+        elapsed.as_secs_f64(),
+        CONCURRENT_PODS as f64 / elapsed.as_secs_f64(),
+    );
 }
 
 /// Returns what building the state freed, so the node's own footprint shows.
@@ -334,6 +380,7 @@ fn main() {
         }
         if run("concurrent") {
             concurrent_pod_adds().await;
+            seed_concurrent_pod_adds();
         }
         if run("big") {
             ten_thousand_pods().await;

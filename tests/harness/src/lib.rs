@@ -6,6 +6,7 @@
 //! [`STATE_ROOT`] and carry the owner's PID in their name.
 
 pub mod cluster;
+pub mod cpu;
 mod daemon;
 mod netns;
 mod ovs;

@@ -19,7 +19,7 @@ async fn host_subnets_program_the_vxlan_device() {
     let settings: ofnode::netlink::VxlanSettings =
         serde_json::from_str(r#"{"address": "10.128.0.1/14", "port": 4789, "mode": "static"}"#)
             .unwrap();
-    let mut f = Fixture::start_with(|ovs, cfg| {
+    let mut f = Fixture::start_with(|_, cfg| {
         cfg.vxlan = Some(settings.clone());
     })
     .await;
@@ -47,7 +47,7 @@ async fn host_subnets_program_the_vxlan_device() {
     assert_eq!((status.device.as_str(), status.hosts), ("ofnode.1", 1));
 
     // A restarted node programs the device from its state.
-    f.restart_node_with(|ovs, cfg| {
+    f.restart_node_with(|_, cfg| {
         cfg.vxlan = Some(settings.clone());
     })
     .await;

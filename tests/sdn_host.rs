@@ -23,7 +23,7 @@ fn routes(f: &Fixture) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_configures_tun0_routes_and_forwarding() {
-    let f = Fixture::start_with(|ovs, cfg| {
+    let f = Fixture::start_with(|_, cfg| {
         cfg.manage_host_network = true;
         cfg.mtu = 1400;
     })

@@ -1,6 +1,7 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
 pub mod api;
+pub mod cni;
 pub mod cli;
 pub mod daemon;
 pub mod netlink;

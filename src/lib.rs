@@ -1,8 +1,8 @@
 //! ofnode: native OpenFlow 1.3 node controller.
 
 pub mod api;
-pub mod cni;
 pub mod cli;
+pub mod cni;
 pub mod daemon;
 pub mod netlink;
 pub mod openflow;

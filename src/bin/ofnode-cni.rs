@@ -16,7 +16,9 @@ fn main() -> ExitCode {
             .build()
         {
             Ok(runtime) => runtime.block_on(cni::run(|name| std::env::var(name).ok(), &stdin)),
-            Err(err) => failed(CniError::Io(format!("cannot start the async runtime: {err}"))),
+            Err(err) => failed(CniError::Io(format!(
+                "cannot start the async runtime: {err}"
+            ))),
         },
         Err(err) => failed(err),
     };

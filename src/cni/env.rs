@@ -180,7 +180,10 @@ mod tests {
             .contains("CNI_CONTAINERID"));
         let mut no_netns = add_vars("");
         no_netns.remove(2);
-        assert!(parse(&no_netns).unwrap_err().to_string().contains("CNI_NETNS"));
+        assert!(parse(&no_netns)
+            .unwrap_err()
+            .to_string()
+            .contains("CNI_NETNS"));
         no_netns[0].1 = "DEL".into();
         assert!(parse(&no_netns).unwrap().netns.is_none());
         no_netns[0].1 = "GET".into();

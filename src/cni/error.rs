@@ -20,11 +20,15 @@ pub mod code {
     pub const CHECK_FAILED: u32 = 101;
     /// The IPAM plugin could not be run or answered something that is not a result.
     pub const IPAM_EXEC: u32 = 102;
+    /// ADD for a container whose network is already there.
+    pub const ALREADY_ADDED: u32 = 103;
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum CniError {
-    #[error("CNI version {requested:?} is not supported (this plugin supports {SUPPORTED_VERSIONS:?})")]
+    #[error(
+        "CNI version {requested:?} is not supported (this plugin supports {SUPPORTED_VERSIONS:?})"
+    )]
     IncompatibleVersion { requested: String },
     #[error("environment variable {name}: {reason}")]
     Env { name: &'static str, reason: String },
@@ -52,6 +56,8 @@ pub enum CniError {
     Check(String),
     #[error("{0}")]
     Io(String),
+    #[error("this container already has its network (host veth {veth} exists); DEL it first")]
+    AlreadyAdded { veth: String },
 }
 
 impl CniError {
@@ -69,6 +75,7 @@ impl CniError {
             CniError::Daemon(ClientError::Connect { .. }) => code::TRY_AGAIN_LATER,
             CniError::Daemon(_) => code::DAEMON,
             CniError::Check(_) => code::CHECK_FAILED,
+            CniError::AlreadyAdded { .. } => code::ALREADY_ADDED,
         }
     }
 

@@ -46,7 +46,8 @@ impl Ipam {
     /// ADD: the addresses it allocated.
     pub async fn add(&self, config: &[u8]) -> Result<CniResult, CniError> {
         let out = self.exec("ADD", config).await?;
-        serde_json::from_slice(&out).map_err(|e| self.exec_error(format!("ADD printed no result: {e}")))
+        serde_json::from_slice(&out)
+            .map_err(|e| self.exec_error(format!("ADD printed no result: {e}")))
     }
 
     /// DEL: releases what ADD allocated; the plugin succeeds when there is nothing to release.

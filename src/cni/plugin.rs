@@ -93,18 +93,24 @@ impl Call<'_> {
         let ipam = self.ipam()?;
         let host = Handle::new()?;
         let pod_ns = Handle::in_netns(netns)?;
+        let veth = host_veth_name(&self.env.container_id)?;
+        // A repeated ADD must fail before IPAM: undoing it would release (host-local releases
+        // by container id) the address the first ADD gave the pod.
+        if host.link_by_name(veth.as_str()).await?.is_some() {
+            return Err(CniError::AlreadyAdded {
+                veth: veth.to_string(),
+            });
+        }
 
         done.push(Done::Ipam(ipam.clone()));
         let allocated = ipam.add(self.raw).await?;
-        let (address, gateway) = allocated.ipv4().ok_or_else(|| {
-            CniError::Config(format!("IPAM gave no IPv4 address: {allocated:?}"))
-        })?;
-        let gateway = gateway.ok_or_else(|| {
-            CniError::Config(format!("IPAM gave {address} without a gateway"))
-        })?;
+        let (address, gateway) = allocated
+            .ipv4()
+            .ok_or_else(|| CniError::Config(format!("IPAM gave no IPv4 address: {allocated:?}")))?;
+        let gateway = gateway
+            .ok_or_else(|| CniError::Config(format!("IPAM gave {address} without a gateway")))?;
         let mac = pod_mac(address.addr());
 
-        let veth = host_veth_name(&self.env.container_id)?;
         host.create_veth(&VethPair {
             host: veth.as_str(),
             peer: self.env.ifname.as_str(),
@@ -305,12 +311,19 @@ impl Call<'_> {
             .ipv4()
             .ok_or_else(|| CniError::Config("prevResult has no IPv4 address".into()))?;
         let netns = self.netns()?;
-        let check = |ok: bool, what: String| if ok { Ok(()) } else { Err(CniError::Check(what)) };
+        let check = |ok: bool, what: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(CniError::Check(what))
+            }
+        };
 
         let pod_ns = Handle::in_netns(netns)?;
         let ifname = self.env.ifname.as_str();
         let link = pod_ns.link_by_name(ifname).await?;
-        let link = link.ok_or_else(|| CniError::Check(format!("no {ifname} in {}", netns.display())))?;
+        let link =
+            link.ok_or_else(|| CniError::Check(format!("no {ifname} in {}", netns.display())))?;
         check(link.up, format!("{ifname} is down"))?;
         let addrs = pod_ns.ipv4_addrs(link.index).await?;
         check(
@@ -327,12 +340,19 @@ impl Call<'_> {
             .ok_or_else(|| CniError::Check("the daemon has no pod for this container".into()))?;
         check(
             status.pod.ip == address.addr(),
-            format!("the daemon has the pod at {}, not {}", status.pod.ip, address.addr()),
+            format!(
+                "the daemon has the pod at {}, not {}",
+                status.pod.ip,
+                address.addr()
+            ),
         )?;
         check(status.port, format!("{veth} is not a port of the bridge"))?;
         check(
             status.missing_flows.is_empty(),
-            format!("the switch lacks the pod's flows: {:?}", status.missing_flows),
+            format!(
+                "the switch lacks the pod's flows: {:?}",
+                status.missing_flows
+            ),
         )?;
         self.ipam()?.check(self.raw).await
     }
@@ -402,7 +422,10 @@ mod tests {
             vec![
                 (Ipv4Net::default(), gw),
                 ("10.128.0.0/14".parse().unwrap(), gw),
-                ("172.30.0.0/16".parse().unwrap(), Ipv4Addr::new(10, 128, 0, 3)),
+                (
+                    "172.30.0.0/16".parse().unwrap(),
+                    Ipv4Addr::new(10, 128, 0, 3)
+                ),
             ]
         );
     }

@@ -118,11 +118,13 @@ pub struct Route {
 impl CniResult {
     /// The first IPv4 address and its gateway (the daemon's pods are IPv4).
     pub fn ipv4(&self) -> Option<(Ipv4Net, Option<Ipv4Addr>)> {
-        self.ips.iter().find_map(|ip| match (ip.address, ip.gateway) {
-            (IpNet::V4(net), Some(IpAddr::V4(gw))) => Some((net, Some(gw))),
-            (IpNet::V4(net), _) => Some((net, None)),
-            _ => None,
-        })
+        self.ips
+            .iter()
+            .find_map(|ip| match (ip.address, ip.gateway) {
+                (IpNet::V4(net), Some(IpAddr::V4(gw))) => Some((net, Some(gw))),
+                (IpNet::V4(net), _) => Some((net, None)),
+                _ => None,
+            })
     }
 }
 

@@ -18,11 +18,11 @@ use super::dns::Dns;
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
 use super::flows::{pod_flows, version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
-use super::table::{parse_flow, Flow};
 use super::host::{setup_host_network, TUN};
 use super::metrics::Metrics;
 use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 use super::store::Store;
+use super::table::{parse_flow, Flow};
 use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, InvalidInput, PodAdd, SandboxId, Service,
     SetupRequest, Vnid,

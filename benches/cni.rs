@@ -5,7 +5,7 @@
 //! One node (`ofnode run` on a private OVS, userspace datapath), pods added one after another.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Mode};

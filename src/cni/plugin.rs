@@ -44,7 +44,7 @@ pub fn pod_mac(ip: Ipv4Addr) -> MacAddr {
 /// What ADD has done so far, undone in reverse order when a later step fails.
 enum Done {
     Ipam(Ipam),
-    Veth(u32),
+    Veth(IfName),
     Pod { veth: IfName, ip: Ipv4Addr },
 }
 
@@ -119,8 +119,7 @@ impl Call<'_> {
             peer_mac: Some(netlink::MacAddr(mac.0)),
         })
         .await?;
-        let host_index = host.link_index(veth.as_str()).await?;
-        done.push(Done::Veth(host_index));
+        done.push(Done::Veth(veth.clone()));
         let routes = pod_routes(&allocated, gateway);
         self.configure_pod_interface(&pod_ns, netns, address, &routes)
             .await?;
@@ -237,7 +236,7 @@ impl Call<'_> {
         for step in done.into_iter().rev() {
             let outcome = match step {
                 Done::Pod { veth, ip } => self.detach(&veth, ip).await,
-                Done::Veth(index) => delete_link(index).await,
+                Done::Veth(name) => delete_link_named(&name).await,
                 Done::Ipam(ipam) => ipam.del(self.raw).await,
             };
             if let Err(err) = outcome {
@@ -374,10 +373,6 @@ fn pod_routes(allocated: &CniResult, gateway: Ipv4Addr) -> Vec<(Ipv4Net, Ipv4Add
         }
     }
     routes
-}
-
-async fn delete_link(index: u32) -> Result<(), CniError> {
-    Ok(Handle::new()?.delete_link(index).await?)
 }
 
 /// Deletes the host end (and with it the pod end) if it still exists.

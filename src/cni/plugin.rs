@@ -310,7 +310,7 @@ impl Call<'_> {
             .ipv4()
             .ok_or_else(|| CniError::Config("prevResult has no IPv4 address".into()))?;
         let netns = self.netns()?;
-        let check = |ok: bool, what: String| {
+        let ensure = |ok: bool, what: String| {
             if ok {
                 Ok(())
             } else {
@@ -323,21 +323,21 @@ impl Call<'_> {
         let link = pod_ns.link_by_name(ifname).await?;
         let link =
             link.ok_or_else(|| CniError::Check(format!("no {ifname} in {}", netns.display())))?;
-        check(link.up, format!("{ifname} is down"))?;
+        ensure(link.up, format!("{ifname} is down"))?;
         let addrs = pod_ns.ipv4_addrs(link.index).await?;
-        check(
+        ensure(
             addrs.contains(&address),
             format!("{ifname} has {addrs:?}, not {address}"),
         )?;
         let veth = host_veth_name(&self.env.container_id)?;
         let host_link = Handle::new()?.link_by_name(veth.as_str()).await?;
-        check(host_link.is_some(), format!("host veth {veth} is gone"))?;
+        ensure(host_link.is_some(), format!("host veth {veth} is gone"))?;
 
         let status = self
             .pod_status()
             .await?
             .ok_or_else(|| CniError::Check("the daemon has no pod for this container".into()))?;
-        check(
+        ensure(
             status.pod.ip == address.addr(),
             format!(
                 "the daemon has the pod at {}, not {}",
@@ -345,8 +345,8 @@ impl Call<'_> {
                 address.addr()
             ),
         )?;
-        check(status.port, format!("{veth} is not a port of the bridge"))?;
-        check(
+        ensure(status.port, format!("{veth} is not a port of the bridge"))?;
+        ensure(
             status.missing_flows.is_empty(),
             format!(
                 "the switch lacks the pod's flows: {:?}",

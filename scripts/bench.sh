@@ -14,8 +14,9 @@ run() {
 
 # Sans-IO codec (criterion).
 run cargo bench -q -p ofnode-proto --bench codec -- --noplot
-# Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end.
-for bench in openflow ovsdb sdn; do
+# Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end,
+# and the CNI plugin as a runtime runs it.
+for bench in openflow ovsdb sdn cni; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

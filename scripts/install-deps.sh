@@ -13,6 +13,7 @@ declare -A NEED=(
   [python3-os-ken]=/usr/bin/osken-manager
   [procps]=/usr/bin/pgrep
   [curl]=/usr/bin/curl
+  [containernetworking-plugins]=/usr/lib/cni/host-local
 )
 
 missing=()

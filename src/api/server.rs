@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
 
 use super::wire::{self, ErrorBody};
-use crate::sdn::{self, HostSubnet, Node, PodAdd, Service, SetupRequest};
+use crate::sdn::{self, HostSubnet, Node, PodAdd, SandboxId, Service, SetupRequest};
 
 /// Limits on what a client can make the daemon do.
 #[derive(Debug, Clone)]
@@ -120,7 +120,7 @@ fn router(node: Node, max_body: usize) -> Router {
     Router::new()
         .route("/v1/setup", post(setup))
         .route("/v1/status", get(status))
-        .route("/v1/pods", post(pod_add).delete(pod_del))
+        .route("/v1/pods", get(pod_status).post(pod_add).delete(pod_del))
         .route("/v1/pods/update", post(pod_update))
         .route("/v1/pods/bandwidth", post(pod_bandwidth))
         .route(
@@ -212,6 +212,20 @@ async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::P
     Ok(Json(wire::PodAdded { ofport }))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PodQuery {
+    sandbox: SandboxId,
+}
+
+async fn pod_status(
+    State(s): Shared,
+    query: Result<Query<PodQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<sdn::PodStatus> {
+    let Query(query) = query.map_err(bad_query)?;
+    Ok(Json(s.node.pod_status(&query.sandbox).await?))
+}
+
 async fn pod_update(State(s): Shared, Body(req): Body<wire::PodUpdate>) -> ApiResult<wire::Ok> {
     s.node.pod_update(&req.sandbox, req.vnid).await?;
     done()
@@ -295,12 +309,16 @@ async fn dump_flows(
     State(s): Shared,
     query: Result<Query<FlowsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<wire::Flows> {
-    let Query(query) = query.map_err(|rejection| ApiError {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("bad query: {}", rejection.body_text()),
-    })?;
+    let Query(query) = query.map_err(bad_query)?;
     let flows = s.node.dump_flows(query.table).await?;
     Ok(Json(wire::Flows { flows }))
+}
+
+fn bad_query(rejection: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("bad query: {}", rejection.body_text()),
+    }
 }
 
 async fn render_metrics(State(s): Shared) -> Response {

@@ -63,6 +63,12 @@ pub enum Error {
     NameTooLong { name: String, len: usize },
     #[error("interface name {name:?} is invalid: {reason}")]
     BadName { name: String, reason: &'static str },
+    #[error("ethtool on {ifname:?}: {source}")]
+    Ethtool {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("VNI {vni} does not fit in 24 bits (at most 16777215)")]
     VniOutOfRange { vni: u32 },
 }

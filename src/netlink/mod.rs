@@ -26,6 +26,7 @@ mod neigh;
 mod netns;
 mod sysctl;
 mod types;
+mod veth;
 mod vxlan;
 
 pub use addr_route::{Route, Scope};
@@ -42,4 +43,5 @@ pub use types::{
     parse_ipv4, parse_ipv4_net, require_ipv4, validate_ifname, validate_vni, MacAddr,
     MAX_IFNAME_LEN, MAX_VNI,
 };
+pub use veth::{disable_tx_checksum, VethPair};
 pub use vxlan::{incompatibility, EnsureOutcome, VxlanAttrs, VxlanDevice, VxlanInfo, APP_SOLICIT};

@@ -27,7 +27,7 @@ pub use dns::DnsConfig;
 pub use error::Error;
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use state::{EgressState, LocalMulticast, NodeState, Pod};
+pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 pub use types::{
     Cidr, EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, EgressSet, HostSubnet,
     HostSubnetDel, IfName, InvalidInput, MacAddr, Mode, MulticastLocalSet, MulticastVxlanSet,

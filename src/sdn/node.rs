@@ -18,11 +18,12 @@ use super::config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 use super::dns::Dns;
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
-use super::flows::{version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
+use super::flows::{pod_flows, version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
 use super::host::{setup_host_network, TUN};
 use super::metrics::Metrics;
-use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod};
+use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 use super::store::Store;
+use super::table::{parse_flow, Flow};
 use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, InvalidInput, PodAdd, SandboxId, Service,
     SetupRequest, Vnid,
@@ -497,6 +498,67 @@ impl Node {
         .await?;
         self.remove_port(veth.as_str()).await;
         Ok(())
+    }
+
+    /// What the node knows about the pod with this sandbox id, checked against the switch and
+    /// OVSDB: whether its port exists and which of its flows the switch lacks (for a CNI CHECK).
+    pub async fn pod_status(&self, sandbox: &SandboxId) -> Result<PodStatus, Error> {
+        let sandbox = *sandbox;
+        let output = self
+            .plan(move |state| {
+                Ok(Planned {
+                    changes: Vec::new(),
+                    output: Output::Pod(state.pod_by_sandbox(&sandbox).cloned().map(Box::new)),
+                })
+            })
+            .await?;
+        let Output::Pod(Some(pod)) = output else {
+            return Err(Error::NotFound {
+                what: format!("pod with sandbox id {sandbox}"),
+            });
+        };
+        let port = pod.veth.as_ref().is_some_and(|veth| {
+            self.inner
+                .ovsdb
+                .with_cache(|c| c.find("Port", veth.as_str()).is_some())
+        });
+        let missing_flows = self.missing_flows(&pod_flows(&pod)).await?;
+        Ok(PodStatus {
+            pod: *pod,
+            port,
+            missing_flows,
+        })
+    }
+
+    /// The flows of `wanted` (ovs-ofctl text) that the switch does not hold exactly.
+    async fn missing_flows(&self, wanted: &[String]) -> Result<Vec<String>, Error> {
+        let wanted = wanted
+            .iter()
+            .map(|text| {
+                parse_flow(text)
+                    .map(|flow| (text, flow))
+                    .map_err(|e| Error::Flow {
+                        flow: text.clone(),
+                        reason: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        // Only the tables the flows are in: a pod's flows are a handful among many thousands.
+        let tables: BTreeSet<u8> = wanted.iter().map(|(_, flow)| flow.table()).collect();
+        let mut held = Vec::new();
+        for table_id in tables {
+            let filter = FlowStatsRequest {
+                table_id,
+                ..FlowStatsRequest::default()
+            };
+            let stats = self.inner.switch.dump_flows(filter).await?;
+            held.extend(stats.iter().map(Flow::from_stats));
+        }
+        Ok(wanted
+            .into_iter()
+            .filter(|(_, flow)| !held.iter().any(|h| h.same(flow)))
+            .map(|(text, _)| text.clone())
+            .collect())
     }
 
     /// Clears a port's QoS and deletes it; failures are logged (the seed ignored them too).

@@ -24,6 +24,16 @@ pub struct Pod {
     pub ofport: u16,
 }
 
+/// A pod as the node holds it, checked against the switch and OVSDB (the API's pod lookup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodStatus {
+    pub pod: Pod,
+    /// Its veth is a port of the bridge (false when the veth name is unknown).
+    pub port: bool,
+    /// Its flows (ovs-ofctl text) that the switch does not hold exactly; empty when all are in.
+    pub missing_flows: Vec<String>,
+}
+
 /// Local multicast of an enabled VNID: the ports that receive it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocalMulticast {

@@ -54,6 +54,8 @@ pub enum Output {
     State(Box<NodeState>),
     /// Whether the plan found what it looked for.
     Found(bool),
+    /// The pod a lookup found, if any.
+    Pod(Option<Box<Pod>>),
 }
 
 pub type Plan = Box<dyn FnOnce(&NodeState) -> Result<Planned, Error> + Send>;

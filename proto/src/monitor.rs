@@ -179,7 +179,9 @@ pub struct FlowChange {
 pub enum FlowUpdate {
     Full(FlowChange),
     /// A change this connection made itself, named by the xid of the message that made it.
-    Abbrev { xid: u32 },
+    Abbrev {
+        xid: u32,
+    },
 }
 
 impl FlowUpdate {
@@ -281,9 +283,7 @@ pub(crate) fn is_flow_monitor_body(body: &[u8]) -> bool {
 }
 
 /// The request entries of a flow monitor body (experimenter header included).
-pub(crate) fn decode_requests(
-    r: &mut Reader<'_>,
-) -> Result<Vec<FlowMonitorRequest>, DecodeError> {
+pub(crate) fn decode_requests(r: &mut Reader<'_>) -> Result<Vec<FlowMonitorRequest>, DecodeError> {
     r.skip(8)?;
     let mut requests = Vec::new();
     while !r.is_empty() {

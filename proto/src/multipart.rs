@@ -268,7 +268,10 @@ pub enum MultipartReplyBody {
     Desc(Desc),
     /// ONF flow monitor updates (the initial dump, or changes as they happen).
     FlowMonitor(Vec<FlowUpdate>),
-    Other { mp_type: u16, body: Bytes },
+    Other {
+        mp_type: u16,
+        body: Bytes,
+    },
 }
 
 /// One part of a multipart reply; `flags & OFPMPF_REPLY_MORE` says more parts follow.

@@ -557,10 +557,6 @@ fn flow_monitor_bodies_with_bad_lengths_are_refused() {
         let body = format!("{header}{body}");
         let len = 8 + body.len() / 2;
         let frame = hex(&format!("0413{len:04x}00000000{body}"));
-        assert!(
-            Message::decode(&frame).is_err(),
-            "accepted {}",
-            body.len()
-        );
+        assert!(Message::decode(&frame).is_err(), "accepted {}", body.len());
     }
 }

@@ -10,6 +10,7 @@
 mod config;
 pub mod desired;
 pub mod dns;
+pub mod drift;
 pub mod egress;
 mod error;
 pub mod flows;
@@ -24,6 +25,7 @@ mod writer;
 
 pub use config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 pub use dns::DnsConfig;
+pub use drift::{Detection, DriftReport, DriftStatus, DriftTiming};
 pub use error::Error;
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, Notify, RwLock};
 
 use super::config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 use super::dns::Dns;
+use super::drift::{SharedDriftStatus, Watcher};
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
 use super::flows::{version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
@@ -30,7 +31,7 @@ use super::writer::{
     flow_note_has_prefix, flow_notes, loaded_value, version_note_bytes, Op, Output, Plan, Planned,
     Published, Request, Writer,
 };
-use crate::openflow::{Switch, SwitchConfig, SwitchEvent, Target};
+use crate::openflow::{Switch, SwitchConfig, Target};
 use crate::ovsdb::{self, BridgeSpec, PortSpec};
 
 /// The VXLAN port (the seed's VXLAN).
@@ -54,6 +55,7 @@ struct Inner {
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
     published: Arc<Mutex<Published>>,
+    drift: SharedDriftStatus,
     metrics: Arc<Metrics>,
     dns: Arc<Dns>,
     dns_wakeup: Arc<Notify>,
@@ -115,13 +117,22 @@ impl Node {
                 requests: requests.clone(),
                 gate: RwLock::new(()),
                 published: writer.published.clone(),
+                drift: writer.drift.clone(),
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
             }),
         };
         tokio::spawn(writer.run());
-        tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
+        let watcher = Watcher {
+            events,
+            requests: requests.downgrade(),
+            switch: node.inner.switch.clone(),
+            metrics: metrics.clone(),
+            status: node.inner.drift.clone(),
+            timing: node.inner.cfg.drift,
+        };
+        tokio::spawn(watcher.run());
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);
@@ -201,6 +212,12 @@ impl Node {
             egress_vnids: p.egress_vnids,
             flows: p.flows,
             vxlan: self.inner.vxlan.as_ref().map(|v| v.status()),
+            drift: self
+                .inner
+                .drift
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 
@@ -847,39 +864,6 @@ fn known_host(hs: &HostSubnet) -> Option<crate::netlink::KnownHost> {
         subnet,
         vtep_mac: crate::netlink::MacAddr(hs.vtep_mac?.0),
     })
-}
-
-/// Resyncs the switch's table at every (re)connect.
-async fn watch_switch(
-    mut events: mpsc::Receiver<SwitchEvent>,
-    requests: mpsc::WeakSender<Request>,
-    metrics: Arc<Metrics>,
-) {
-    while let Some(event) = events.recv().await {
-        match event {
-            SwitchEvent::Connected { datapath_id } => {
-                Metrics::inc(&metrics.switch_connects);
-                tracing::info!(
-                    datapath_id = format!("{datapath_id:016x}"),
-                    "switch connected; reconciling its flow table"
-                );
-                let Some(requests) = requests.upgrade() else {
-                    return;
-                };
-                let (request, _) = Request::new(Op::Resync { force: false });
-                if requests.send(request).await.is_err() {
-                    return;
-                }
-            }
-            SwitchEvent::Disconnected { reason } => {
-                tracing::warn!(%reason, "switch disconnected");
-            }
-            SwitchEvent::AsyncError(error) => {
-                tracing::warn!(%error, "switch reported an error");
-            }
-            SwitchEvent::PortStatus(_) | SwitchEvent::PacketIn(_) => {}
-        }
-    }
 }
 
 /// Resolves egress DNS names again when their answers expire, and updates the flows of every

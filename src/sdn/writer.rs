@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::config::SetupOutcome;
 use super::desired::{all_entities, entity_flows};
+use super::drift::{record_repair, Repaired, SharedDriftStatus};
 use super::error::Error;
 use super::flows::{version_note, VERSION_TABLE};
 use super::metrics::Metrics;
@@ -65,6 +66,9 @@ pub enum Op {
     Setup(SetupRequest),
     /// Make the switch's table equal to the desired one; `force` re-installs it whole.
     Resync { force: bool },
+    /// The same as a resync without force, after the switch reported foreign changes
+    /// (`seen` says which); a repair that changes anything is recorded as drift.
+    RepairDrift { seen: String },
     /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
     Shutdown,
 }
@@ -107,6 +111,8 @@ pub struct Writer {
     pub switch: Switch,
     pub metrics: Arc<Metrics>,
     pub published: Arc<Mutex<Published>>,
+    /// Drift detection and repairs, shared with the switch watcher.
+    pub drift: SharedDriftStatus,
     pub requests: mpsc::Receiver<Request>,
     pub max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -166,6 +172,7 @@ impl Writer {
             switch,
             metrics,
             published: Arc::default(),
+            drift: Arc::default(),
             requests,
             max_batch: max_batch.max(1),
             connect_timeout,
@@ -190,6 +197,10 @@ impl Writer {
                 }
                 Op::Resync { force } => {
                     let result = self.resync(force).await.map(|()| Output::None);
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::RepairDrift { seen } => {
+                    let result = self.repair_drift(&seen).await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
                 Op::Shutdown => {
@@ -505,11 +516,34 @@ impl Writer {
     /// Makes the switch's table equal to the desired one: the whole table when the version
     /// note is missing (ovs-vswitchd restarted) or `force`, else just the differences.
     async fn resync(&mut self, force: bool) -> Result<(), Error> {
+        self.reconcile(force).await.map(|_| ())
+    }
+
+    /// A resync after the switch reported changes it did not get from us. Our own changes
+    /// can be reported too (the switch abbreviates those of our connection, but not
+    /// necessarily all), so only a comparison that finds a difference counts as drift.
+    async fn repair_drift(&mut self, seen: &str) -> Result<(), Error> {
+        Metrics::inc(&self.metrics.drift_checks);
+        match self.reconcile(false).await? {
+            Repaired::Nothing => {
+                tracing::debug!(%seen, "flow changes reported, but the table is as desired");
+            }
+            repaired => record_repair(&self.drift, &self.metrics, seen, &repaired),
+        }
+        Ok(())
+    }
+
+    /// `resync`, saying what it changed.
+    async fn reconcile(&mut self, force: bool) -> Result<Repaired, Error> {
         let Some(setup) = self.state.setup else {
-            return Ok(());
+            return Ok(Repaired::Nothing);
+        };
+        let reinstalled = Repaired::Reinstalled {
+            flows: self.table.len(),
         };
         if force {
-            return self.install_all().await;
+            self.install_all().await?;
+            return Ok(reinstalled);
         }
         await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
@@ -523,7 +557,8 @@ impl Writer {
                 flows = self.table.len(),
                 "switch lacks the version note: re-installing the whole table in one bundle"
             );
-            return self.install_all().await;
+            self.install_all().await?;
+            return Ok(reinstalled);
         }
         let diff = self.table.reconcile(&current);
         drop(current);
@@ -538,7 +573,7 @@ impl Writer {
             Metrics::inc(&self.metrics.repairs);
         }
         self.in_sync = true;
-        Ok(())
+        Ok(Repaired::from_diff(&diff))
     }
 }
 

@@ -211,6 +211,13 @@ fn all_messages() -> Vec<Message> {
             role: Role::Slave,
             generation_id: 8,
         }),
+        Message::GetAsyncRequest,
+        Message::SetAsync(AsyncConfig {
+            packet_in_mask: [0x7, 1 << OFPR_ACTION],
+            port_status_mask: [0x7, 0x7],
+            flow_removed_mask: [0xf, 0],
+        }),
+        Message::GetAsyncReply(AsyncConfig::default()),
         Message::BundleControl(BundleControl {
             bundle_id: 42,
             ctrl_type: BundleCtrlType::DiscardRequest,

@@ -60,6 +60,9 @@ pub struct ConfigFile {
     /// An optional kernel VXLAN device (flannel-style) kept in line with the host subnets:
     /// `[vxlan]` with `address`, `vni`, `vtep_device`, `mode = "static" | "miss"`, ….
     pub vxlan: Option<crate::netlink::VxlanSettings>,
+    /// High availability with peers on the same bridge: `[ha]` with `id`, `controllers`
+    /// (every peer's target as the switch dials it), `heartbeat_ms`, `takeover_ms`.
+    pub ha: Option<crate::sdn::HaConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +135,7 @@ impl Settings {
                 manage_host_network: !args.no_host_network
                     && file.manage_host_network.unwrap_or(true),
                 vxlan: file.vxlan,
+                ha: file.ha,
                 ..NodeConfig::new(
                     args.ovsdb
                         .or(file.ovsdb)

@@ -224,9 +224,6 @@ pub struct AsyncConfig {
     pub flow_removed_mask: [u32; 2],
 }
 
-/// Packet-in reason: an `output:CONTROLLER` action sent it.
-pub const OFPR_ACTION: u8 = 1;
-
 impl AsyncConfig {
     pub(crate) fn encode(&self, out: &mut BytesMut) {
         for mask in [

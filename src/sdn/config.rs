@@ -43,6 +43,8 @@ pub struct NodeConfig {
     /// When flow table drift is repaired (debounce after a reported change; polling period
     /// when the switch refuses the flow monitor).
     pub drift: super::drift::DriftTiming,
+    /// High availability with peers on the same bridge (see `ha.rs`); None: this daemon alone.
+    pub ha: Option<super::ha::HaConfig>,
 }
 
 impl NodeConfig {
@@ -70,6 +72,7 @@ impl NodeConfig {
                 debounce: Duration::from_millis(100),
                 poll_interval: Duration::from_secs(10),
             },
+            ha: None,
         }
     }
 }
@@ -126,4 +129,7 @@ pub struct Status {
     /// How flow table drift is detected, and the repairs so far.
     #[serde(default)]
     pub drift: super::drift::DriftStatus,
+    /// High availability, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<super::ha::HaStatus>,
 }

@@ -229,6 +229,9 @@ pub(crate) struct Watcher {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) status: SharedDriftStatus,
     pub(crate) timing: DriftTiming,
+    /// High availability: heartbeats arrive as packet-ins, and every new session needs its
+    /// role set up by the agent (notified here).
+    pub(crate) ha: Option<(Arc<super::ha::HaShared>, Arc<tokio::sync::Notify>)>,
 }
 
 impl Watcher {
@@ -270,6 +273,9 @@ impl Watcher {
         match event {
             SwitchEvent::Connected { datapath_id } => {
                 Metrics::inc(&self.metrics.switch_connects);
+                if let Some((_, new_session)) = &self.ha {
+                    new_session.notify_one();
+                }
                 tracing::info!(
                     datapath_id = format!("{datapath_id:016x}"),
                     "switch connected; reconciling its flow table"
@@ -308,7 +314,13 @@ impl Watcher {
                 repair_at.get_or_insert_with(|| Instant::now() + self.timing.debounce);
                 None
             }
-            SwitchEvent::PortStatus(_) | SwitchEvent::PacketIn(_) => None,
+            SwitchEvent::PacketIn(packet_in) => {
+                if let Some((shared, _)) = &self.ha {
+                    shared.on_packet_in(&packet_in);
+                }
+                None
+            }
+            SwitchEvent::PortStatus(_) => None,
         }
     }
 

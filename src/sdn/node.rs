@@ -19,6 +19,7 @@ use super::drift::{SharedDriftStatus, Watcher};
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
 use super::flows::{version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
+use super::ha::{Agent, HaShared};
 use super::host::{setup_host_network, TUN};
 use super::metrics::Metrics;
 use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod};
@@ -56,6 +57,7 @@ struct Inner {
     gate: RwLock<()>,
     published: Arc<Mutex<Published>>,
     drift: SharedDriftStatus,
+    ha: Option<Arc<HaShared>>,
     metrics: Arc<Metrics>,
     dns: Arc<Dns>,
     dns_wakeup: Arc<Notify>,
@@ -96,7 +98,7 @@ impl Node {
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::default());
         let (requests, requests_rx) = mpsc::channel(4096);
-        let writer = Writer::new(
+        let mut writer = Writer::new(
             state,
             store,
             switch.clone(),
@@ -105,6 +107,20 @@ impl Node {
             cfg.max_batch,
             cfg.connect_timeout,
         )?;
+        let ha = match &cfg.ha {
+            Some(ha_cfg) => {
+                ha_cfg
+                    .validate()
+                    .map_err(|reason| invalid("[ha] config", format!("{ha_cfg:?}"), reason))?;
+                Some(Arc::new(HaShared::new(
+                    ha_cfg.id,
+                    ovsdb.clone(),
+                    cfg.bridge.clone(),
+                )))
+            }
+            None => None,
+        };
+        writer.ha = ha.clone();
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {
             inner: Arc::new(Inner {
@@ -118,12 +134,24 @@ impl Node {
                 gate: RwLock::new(()),
                 published: writer.published.clone(),
                 drift: writer.drift.clone(),
+                ha: ha.clone(),
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
             }),
         };
         tokio::spawn(writer.run());
+        let new_session = Arc::new(Notify::new());
+        if let (Some(shared), Some(ha_cfg)) = (&ha, &node.inner.cfg.ha) {
+            let agent = Agent {
+                cfg: ha_cfg.clone(),
+                switch: node.inner.switch.clone(),
+                shared: shared.clone(),
+                requests: requests.downgrade(),
+                new_session: new_session.clone(),
+            };
+            tokio::spawn(agent.run());
+        }
         let watcher = Watcher {
             events,
             requests: requests.downgrade(),
@@ -131,6 +159,7 @@ impl Node {
             metrics: metrics.clone(),
             status: node.inner.drift.clone(),
             timing: node.inner.cfg.drift,
+            ha: ha.map(|shared| (shared, new_session)),
         };
         tokio::spawn(watcher.run());
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
@@ -158,6 +187,14 @@ impl Node {
             .ovsdb
             .with_cache(|c| c.find("Bridge", bridge).is_some());
         if !exists {
+            return Ok(());
+        }
+        if let Some(ha) = &self.inner.cfg.ha {
+            // Every peer sets the same list: the switch dials all of them.
+            self.inner
+                .ovsdb
+                .set_controller(bridge, &ha.controllers)
+                .await?;
             return Ok(());
         }
         let target = match self.inner.cfg.openflow.parse::<Target>() {
@@ -218,6 +255,7 @@ impl Node {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            ha: self.inner.ha.as_ref().map(|ha| ha.status()),
         }
     }
 
@@ -256,7 +294,17 @@ impl Node {
     }
 
     fn require_setup(&self) -> Result<SetupRequest, Error> {
+        self.require_active()?;
         self.published().setup.ok_or(Error::NotSetUp)
+    }
+
+    /// High availability: a standby refuses operations before touching anything (OVSDB
+    /// included); the writer refuses them too, for the operations that go straight to it.
+    fn require_active(&self) -> Result<(), Error> {
+        match &self.inner.ha {
+            Some(ha) if !ha.is_active() => Err(ha.standby_error()),
+            _ => Ok(()),
+        }
     }
 
     /// The seed's AlreadySetUp: the switch holds the version note of this node's setup.
@@ -283,6 +331,7 @@ impl Node {
     /// with already, nothing changes; with others, the table is rebuilt from scratch.
     pub async fn setup(&self, req: &SetupRequest) -> Result<SetupOutcome, Error> {
         req.validate()?;
+        self.require_active()?;
         let _exclusive = self.inner.gate.write().await;
         let current = self.published().setup;
         if current == Some(*req) && self.switch_has_version_note(req).await.unwrap_or(false) {
@@ -510,6 +559,7 @@ impl Node {
         ingress_bps: Option<u64>,
         egress_bps: Option<u64>,
     ) -> Result<(), Error> {
+        self.require_active()?;
         let _shared = self.inner.gate.read().await;
         let ovsdb = &self.inner.ovsdb;
         let veth = veth.as_str();

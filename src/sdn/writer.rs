@@ -21,6 +21,7 @@ use super::desired::{all_entities, entity_flows};
 use super::drift::{record_repair, Repaired, SharedDriftStatus};
 use super::error::Error;
 use super::flows::{version_note, VERSION_TABLE};
+use super::ha::HaShared;
 use super::metrics::Metrics;
 use super::state::{Change, Entity, NodeState, Pod};
 use super::store::Store;
@@ -69,6 +70,9 @@ pub enum Op {
     /// The same as a resync without force, after the switch reported foreign changes
     /// (`seen` says which); a repair that changes anything is recorded as drift.
     RepairDrift { seen: String },
+    /// High availability: this daemon just became master; adopt the state the previous
+    /// active daemon replicated and reconcile the switch with it.
+    TakeOver,
     /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
     Shutdown,
 }
@@ -113,6 +117,9 @@ pub struct Writer {
     pub published: Arc<Mutex<Published>>,
     /// Drift detection and repairs, shared with the switch watcher.
     pub drift: SharedDriftStatus,
+    /// High availability, when configured: while standby, operations are refused and the
+    /// switch is left alone; while active, every batch is replicated to OVSDB.
+    pub ha: Option<Arc<HaShared>>,
     pub requests: mpsc::Receiver<Request>,
     pub max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -173,6 +180,7 @@ impl Writer {
             metrics,
             published: Arc::default(),
             drift: Arc::default(),
+            ha: None,
             requests,
             max_batch: max_batch.max(1),
             connect_timeout,
@@ -186,6 +194,18 @@ impl Writer {
 
     pub async fn run(mut self) {
         while let Some(first) = self.next_request().await {
+            if let Some(ha) = self.ha.as_ref().filter(|ha| !ha.is_active()) {
+                let refused = match first.op {
+                    Op::Plan(_) | Op::Setup(_) => Some(Err(ha.standby_error())),
+                    // The switch belongs to the active daemon.
+                    Op::Resync { .. } | Op::RepairDrift { .. } => Some(Ok(Output::None)),
+                    Op::TakeOver | Op::Shutdown => None,
+                };
+                if let Some(result) = refused {
+                    let _ = first.reply.send(result);
+                    continue;
+                }
+            }
             match first.op {
                 Op::Plan(_) => {
                     let batch = self.gather(first);
@@ -197,6 +217,10 @@ impl Writer {
                 }
                 Op::Resync { force } => {
                     let result = self.resync(force).await.map(|()| Output::None);
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::TakeOver => {
+                    let result = self.take_over().await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
                 Op::RepairDrift { seen } => {
@@ -418,6 +442,14 @@ impl Writer {
         if changes.is_empty() {
             return Ok(());
         }
+        if let Some(ha) = &self.ha {
+            if let Err(e) = ha.replicate(&self.state).await {
+                // The switch already has the batch: have the next resync take it back.
+                self.in_sync = false;
+                self.request_resync();
+                return Err(e);
+            }
+        }
         let store = self.store.clone();
         let appended = tokio::task::spawn_blocking(move || {
             let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
@@ -511,6 +543,40 @@ impl Writer {
             return Err(e);
         }
         Ok(Output::Setup(outcome, dropped))
+    }
+
+    /// Adopts the state the previous active daemon replicated (when there is one), persists
+    /// it here too, and reconciles the switch with it.
+    async fn take_over(&mut self) -> Result<(), Error> {
+        let Some(ha) = self.ha.clone() else {
+            return self.resync(false).await;
+        };
+        if let Some(state) = ha.replicated_state().await? {
+            if state != self.state {
+                let table = build_table(&state)?;
+                tracing::info!(
+                    pods = state.pods.len(),
+                    flows = table.len(),
+                    "HA: adopting the desired state the previous active daemon replicated"
+                );
+                self.table = table;
+                self.state = state.clone();
+                self.persist_locally(vec![Change::Replace {
+                    state: Box::new(state),
+                }])
+                .await?;
+            }
+        }
+        self.in_sync = false;
+        self.resync(false).await
+    }
+
+    /// The journal part of `persist`, without replication (for state that came from it).
+    async fn persist_locally(&mut self, changes: Vec<Change>) -> Result<(), Error> {
+        let ha = self.ha.take();
+        let result = self.persist(changes).await;
+        self.ha = ha;
+        result
     }
 
     /// Makes the switch's table equal to the desired one: the whole table when the version

@@ -1,0 +1,172 @@
+//! High availability against a real Open vSwitch: two `ofnode run` daemons are both
+//! controllers of br0; one becomes active (master) and programs it, the other is standby
+//! (slave) and refuses operations; after `kill -9` of the active one the standby takes over,
+//! keeps the table exactly as it was, and a pod added through it lands exactly as expected.
+
+mod sdn_common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ofnode::sdn::Mode;
+use ofnode_harness::{Daemon, Ovs};
+use sdn_common::{base_flows, wait_for_flows, SANDBOX, SANDBOX_NOTE};
+
+const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
+/// Only keeps a broken run from hanging.
+const LIMIT: Duration = Duration::from_secs(20);
+
+const PORTS: [u16; 2] = [6653, 6654];
+
+fn controllers() -> String {
+    PORTS
+        .iter()
+        .map(|p| format!("\"tcp:127.0.0.1:{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Daemon `id` (1 or 2) with its `[ha]` section.
+fn start_peer(ovs: &Ovs, id: u16) -> Daemon {
+    let name = format!("ofnode{id}");
+    let config = ovs.dir().join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[ha]\nid = {id}\ncontrollers = [{}]\nheartbeat_ms = 200\ntakeover_ms = 1000\n",
+            controllers()
+        ),
+    )
+    .unwrap();
+    let openflow = format!("ptcp:{}:127.0.0.1", PORTS[usize::from(id - 1)]);
+    let config = config.display().to_string();
+    Daemon::start_named(
+        ovs,
+        Path::new(OFNODE),
+        &name,
+        &openflow,
+        &["--config", &config, "--no-host-network"],
+    )
+    .unwrap_or_else(|e| panic!("start ofnode {id}: {e}"))
+}
+
+fn status(daemon: &Daemon) -> serde_json::Value {
+    let text = daemon.cli(&["status", "--json"]).expect("ofnode status");
+    serde_json::from_str(&text).expect("status JSON")
+}
+
+/// Waits until `daemon` reports HA role `role`; returns how long that took.
+fn wait_role(daemon: &Daemon, role: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let status = status(daemon);
+        if status["ha"]["role"] == role {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "no {role} within {LIMIT:?}: {status}\n{}",
+            daemon.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn veth(ovs: &Ovs, name: &str) {
+    let peer = format!("{name}p");
+    ovs.netns()
+        .exec_ok(&[
+            "ip", "link", "add", name, "type", "veth", "peer", "name", &peer,
+        ])
+        .unwrap();
+    ovs.netns()
+        .exec_ok(&["ip", "link", "set", name, "up"])
+        .unwrap();
+}
+
+fn pod_add(daemon: &Daemon, veth: &str, ip: &str, mac: &str) -> Result<u16, String> {
+    daemon
+        .cli(&[
+            "pod",
+            "add",
+            "--veth",
+            veth,
+            "--ip",
+            ip,
+            "--mac",
+            mac,
+            "--sandbox",
+            SANDBOX,
+            "--vnid",
+            "10",
+        ])
+        .map(|out| out.trim().parse().expect("the ofport"))
+        .map_err(|e| e.to_string())
+}
+
+/// The flows of a pod with VNID 10 on `ofport` (subnet mode), as ovs-ofctl prints them.
+fn pod_flows(ofport: u16, ip: &str, mac: &str) -> Vec<String> {
+    vec![
+        format!("table=20, priority=100,arp,in_port={ofport},arp_spa={ip},arp_sha={mac} actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+        format!("table=20, priority=100,ip,in_port={ofport},nw_src={ip} actions=load:0xa->NXM_NX_REG0[],goto_table:21"),
+        format!("table=40, priority=100,arp,arp_tpa={ip} actions=output:{ofport}"),
+        format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0xa->NXM_NX_REG1[],load:{ofport:#x}->NXM_NX_REG2[],goto_table:80"),
+    ]
+}
+
+#[test]
+fn the_standby_takes_over_when_the_active_daemon_is_killed() {
+    let ovs = Ovs::start().expect("private OVS");
+    ovs.add_bridge("br0").expect("br0");
+    let mut first = start_peer(&ovs, 1);
+    wait_role(&first, "active");
+    let second = start_peer(&ovs, 2);
+    // The standby hears the active daemon's heartbeats through the switch.
+    let deadline = Instant::now() + LIMIT;
+    while status(&second)["ha"]["active_peer"] != 1 {
+        assert!(Instant::now() < deadline, "{}", status(&second));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(status(&second)["ha"]["role"], "standby");
+
+    first
+        .cli(&[
+            "setup",
+            "--cluster-network",
+            "10.128.0.0/14",
+            "--service-network",
+            "172.30.0.0/16",
+            "--local-subnet",
+            "10.128.0.0/23",
+            "--gateway",
+            "10.128.0.1",
+        ])
+        .expect("setup through the active daemon");
+    veth(&ovs, "vethA");
+    veth(&ovs, "vethB");
+    let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
+        .expect("pod add through the active daemon");
+    let mut expected = base_flows(Mode::Subnet);
+    expected.extend(pod_flows(port_a, "10.128.0.5", "0a:58:0a:80:00:05"));
+    wait_for_flows(&ovs, &expected, LIMIT);
+
+    // The standby refuses operations and names the active daemon.
+    let refused = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect_err("a standby refuses operations");
+    assert!(
+        refused.contains("standby") && refused.contains("HA id 1"),
+        "{refused}"
+    );
+
+    first.kill9();
+    let took = wait_role(&second, "active");
+    eprintln!("standby became active {took:?} after kill -9 of the active daemon");
+    wait_for_flows(&ovs, &expected, LIMIT);
+    let port_b = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect("pod add through the new active daemon");
+    expected.extend(pod_flows(port_b, "10.128.0.6", "0a:58:0a:80:00:06"));
+    wait_for_flows(&ovs, &expected, LIMIT);
+    let status = status(&second);
+    assert_eq!(status["pods"], 2, "{status}");
+    assert_eq!(status["ha"]["takeovers"], 1, "{status}");
+}

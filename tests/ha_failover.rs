@@ -114,13 +114,13 @@ fn pod_flows(ofport: u16, ip: &str, mac: &str) -> Vec<String> {
     ]
 }
 
-#[test]
-fn the_standby_takes_over_when_the_active_daemon_is_killed() {
-    let ovs = Ovs::start().expect("private OVS");
+/// Two daemons on a fresh OVS: the first active, the second standby hearing it; set up
+/// through the first with one pod. Returns them and the table the switch must hold.
+fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
     ovs.add_bridge("br0").expect("br0");
-    let mut first = start_peer(&ovs, 1);
+    let first = start_peer(ovs, 1);
     wait_role(&first, "active");
-    let second = start_peer(&ovs, 2);
+    let second = start_peer(ovs, 2);
     // The standby hears the active daemon's heartbeats through the switch.
     let deadline = Instant::now() + LIMIT;
     while status(&second)["ha"]["active_peer"] != 1 {
@@ -142,13 +142,29 @@ fn the_standby_takes_over_when_the_active_daemon_is_killed() {
             "10.128.0.1",
         ])
         .expect("setup through the active daemon");
-    veth(&ovs, "vethA");
-    veth(&ovs, "vethB");
+    veth(ovs, "vethA");
+    veth(ovs, "vethB");
     let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
         .expect("pod add through the active daemon");
     let mut expected = base_flows(Mode::Subnet);
     expected.extend(pod_flows(port_a, "10.128.0.5", "0a:58:0a:80:00:05"));
-    wait_for_flows(&ovs, &expected, LIMIT);
+    wait_for_flows(ovs, &expected, LIMIT);
+    (first, second, expected)
+}
+
+/// Adds the second pod through `daemon` and checks the whole table.
+fn second_pod_lands_exactly(ovs: &Ovs, daemon: &Daemon, mut expected: Vec<String>) {
+    let port_b = pod_add(daemon, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect("pod add through the new active daemon");
+    expected.extend(pod_flows(port_b, "10.128.0.6", "0a:58:0a:80:00:06"));
+    wait_for_flows(ovs, &expected, LIMIT);
+    assert_eq!(status(daemon)["pods"], 2);
+}
+
+#[test]
+fn the_standby_takes_over_when_the_active_daemon_is_killed() {
+    let ovs = Ovs::start().expect("private OVS");
+    let (mut first, second, expected) = active_and_standby(&ovs);
 
     // The standby refuses operations and names the active daemon.
     let refused = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
@@ -162,11 +178,33 @@ fn the_standby_takes_over_when_the_active_daemon_is_killed() {
     let took = wait_role(&second, "active");
     eprintln!("standby became active {took:?} after kill -9 of the active daemon");
     wait_for_flows(&ovs, &expected, LIMIT);
-    let port_b = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
-        .expect("pod add through the new active daemon");
-    expected.extend(pod_flows(port_b, "10.128.0.6", "0a:58:0a:80:00:06"));
+    second_pod_lands_exactly(&ovs, &second, expected);
+    assert_eq!(status(&second)["ha"]["takeovers"], 1);
+}
+
+fn signal(daemon: &Daemon, sig: &str) {
+    let pid = daemon.pid().expect("daemon runs").to_string();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[test]
+fn a_frozen_active_daemon_is_replaced_and_steps_down_when_it_wakes() {
+    let ovs = Ovs::start().expect("private OVS");
+    let (first, second, expected) = active_and_standby(&ovs);
+
+    signal(&first, "-STOP");
+    wait_role(&second, "active");
+    signal(&first, "-CONT");
+    // It learns from the switch that it is no longer master, and stops acting as one.
+    wait_role(&first, "standby");
+    let refused = pod_add(&first, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect_err("the old active daemon refuses operations");
+    assert!(refused.contains("standby"), "{refused}");
     wait_for_flows(&ovs, &expected, LIMIT);
-    let status = status(&second);
-    assert_eq!(status["pods"], 2, "{status}");
-    assert_eq!(status["ha"]["takeovers"], 1, "{status}");
+    second_pod_lands_exactly(&ovs, &second, expected);
 }

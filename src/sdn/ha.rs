@@ -19,7 +19,11 @@
 //!   reach its OVSDB. The active daemon writes its whole desired state to
 //!   `Bridge.external_ids:ofnode-ha-state` (JSON) with every batch, before answering; a
 //!   daemon taking over reads it, makes it its own (journal included) and reconciles the
-//!   switch. An operation acknowledged by the old active daemon is therefore never lost.
+//!   switch. Before reading, the new active daemon writes its generation id next to the
+//!   state, and every write of the state is conditional on that id being the writer's own:
+//!   a demoted daemon that has not noticed yet fails its operation instead of writing behind
+//!   the new one's back. An operation acknowledged by the old active daemon is therefore
+//!   never lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,10 +42,14 @@ use super::error::Error;
 use super::state::NodeState;
 use super::writer::{Op, Request};
 use crate::openflow::Switch;
-use crate::ovsdb::{self, txn::Mutation, txn::Mutator, txn::Operation, Datum};
+use crate::ovsdb::txn::{Condition, Function, Mutation, Mutator, Operation};
+use crate::ovsdb::{self, Datum};
 
 /// The `Bridge.external_ids` key holding the replicated desired state.
 pub const STATE_KEY: &str = "ofnode-ha-state";
+/// The `Bridge.external_ids` key holding the generation id of the daemon allowed to write
+/// `STATE_KEY` (a fencing token: a demoted daemon's late write fails).
+pub const GENERATION_KEY: &str = "ofnode-ha-generation";
 
 /// Heartbeat frames: ethertype 0x88b5 (IEEE local experimental), then this magic, the
 /// sender's id (u16) and its generation id (u64).
@@ -227,23 +235,34 @@ impl HaShared {
         self.heard.lock().unwrap_or_else(|e| e.into_inner()).last = Instant::now();
     }
 
-    /// Writes `state` to the bridge's external_ids (replacing the previous copy).
+    fn bridge_condition(&self) -> Condition {
+        Condition::eq("name", self.bridge.as_str())
+    }
+
+    /// `external_ids:KEY=VALUE`, replacing any earlier value of KEY.
+    fn set_id(key: &str, value: String) -> [Mutation; 2] {
+        [
+            Mutation::new("external_ids", Mutator::Delete, Datum::set([key])),
+            Mutation::new("external_ids", Mutator::Insert, Datum::map([(key, value)])),
+        ]
+    }
+
+    /// Writes `state` to the bridge's external_ids (replacing the previous copy), provided
+    /// this daemon's generation still holds the fencing token.
     pub(crate) async fn replicate(&self, state: &NodeState) -> Result<(), Error> {
         let json = serde_json::to_string(state).map_err(|e| Error::Replication {
             reason: format!("encoding the state: {e}"),
         })?;
-        let condition = ovsdb::txn::Condition::eq("name", self.bridge.as_str());
+        let generation = self.status().generation;
+        let fenced = Condition::new(
+            "external_ids",
+            Function::Includes,
+            Datum::map([(GENERATION_KEY, generation.to_string())]),
+        );
         let ops = [Operation::Mutate {
             table: "Bridge".into(),
-            conditions: vec![condition],
-            mutations: vec![
-                Mutation::new("external_ids", Mutator::Delete, Datum::set([STATE_KEY])),
-                Mutation::new(
-                    "external_ids",
-                    Mutator::Insert,
-                    Datum::map([(STATE_KEY, json)]),
-                ),
-            ],
+            conditions: vec![self.bridge_condition(), fenced],
+            mutations: Self::set_id(STATE_KEY, json).to_vec(),
         }];
         let results = self
             .ovsdb
@@ -255,21 +274,43 @@ impl HaShared {
         match results.first().and_then(|r| r.count) {
             Some(1) => Ok(()),
             _ => Err(Error::Replication {
-                reason: format!("bridge {} not found in OVSDB", self.bridge),
+                reason: format!(
+                    "bridge {} is gone, or another daemon took over (generation {generation} no longer holds it)",
+                    self.bridge
+                ),
             }),
         }
     }
 
-    /// The state the last active daemon replicated, if any.
-    pub(crate) async fn replicated_state(&self) -> Result<Option<NodeState>, Error> {
-        let ids = self
-            .ovsdb
-            .get_column("Bridge", &self.bridge, "external_ids")
-            .await?;
-        let Some(json) = ids.string_map().remove(STATE_KEY) else {
+    /// Takes the fencing token for `generation` and returns the state the last active daemon
+    /// replicated, if any, in one OVSDB transaction.
+    pub(crate) async fn fence_and_read(&self, generation: u64) -> Result<Option<NodeState>, Error> {
+        let ops = [
+            Operation::Mutate {
+                table: "Bridge".into(),
+                conditions: vec![self.bridge_condition()],
+                mutations: Self::set_id(GENERATION_KEY, generation.to_string()).to_vec(),
+            },
+            Operation::Select {
+                table: "Bridge".into(),
+                conditions: vec![self.bridge_condition()],
+                columns: Some(vec!["external_ids".into()]),
+            },
+        ];
+        let results = self.ovsdb.transact(&ops).await?;
+        let ids = results
+            .get(1)
+            .and_then(|r| r.rows.as_ref())
+            .and_then(|rows| rows.first())
+            .and_then(|row| row.get("external_ids"))
+            .map(Datum::string_map)
+            .ok_or_else(|| Error::Replication {
+                reason: format!("bridge {} not found in OVSDB", self.bridge),
+            })?;
+        let Some(json) = ids.get(STATE_KEY) else {
             return Ok(None);
         };
-        serde_json::from_str(&json)
+        serde_json::from_str(json)
             .map(Some)
             .map_err(|e| Error::Replication {
                 reason: format!("the replicated state in OVSDB does not parse: {e}"),
@@ -325,12 +366,14 @@ impl Agent {
         let mut generation = 0u64;
         loop {
             tokio::select! {
-                _ = tick.tick() => {}
+                // A new session is set up before any role decision is taken on it.
+                biased;
                 () = self.new_session.notified() => {
                     if let Err(e) = self.set_up_session(generation).await {
                         tracing::warn!(error = %e, "HA: setting up the new switch session failed");
                     }
                 }
+                _ = tick.tick() => {}
             }
             if self.requests.upgrade().is_none() {
                 return;
@@ -361,6 +404,9 @@ impl Agent {
         self.switch
             .send_checked(Message::SetAsync(hear_heartbeats))
             .await?;
+        // Silence counts on this session only: a standby listens a whole `claim_after` on it
+        // before it may claim (the switch may have dialled it long after it started).
+        self.shared.reset_silence();
         if self.shared.is_active() {
             match self.role_request(Role::Master, generation).await {
                 Ok(_) => return Ok(()),
@@ -452,6 +498,7 @@ impl Agent {
             Err(e) => return Err(e),
         }
         *generation = claim;
+        self.shared.update(|s| s.generation = claim);
         tracing::warn!(
             id = self.cfg.id,
             generation = claim,
@@ -482,7 +529,8 @@ impl Agent {
         let Some(requests) = self.requests.upgrade() else {
             return Err(Error::Shutdown);
         };
-        let (request, reply) = Request::new(Op::TakeOver);
+        let generation = self.shared.status().generation;
+        let (request, reply) = Request::new(Op::TakeOver { generation });
         requests.send(request).await.map_err(|_| Error::Shutdown)?;
         reply.await.map_err(|_| Error::Shutdown)?.map(|_| ())
     }

@@ -72,7 +72,7 @@ pub enum Op {
     RepairDrift { seen: String },
     /// High availability: this daemon just became master; adopt the state the previous
     /// active daemon replicated and reconcile the switch with it.
-    TakeOver,
+    TakeOver { generation: u64 },
     /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
     Shutdown,
 }
@@ -199,7 +199,7 @@ impl Writer {
                     Op::Plan(_) | Op::Setup(_) => Some(Err(ha.standby_error())),
                     // The switch belongs to the active daemon.
                     Op::Resync { .. } | Op::RepairDrift { .. } => Some(Ok(Output::None)),
-                    Op::TakeOver | Op::Shutdown => None,
+                    Op::TakeOver { .. } | Op::Shutdown => None,
                 };
                 if let Some(result) = refused {
                     let _ = first.reply.send(result);
@@ -219,8 +219,8 @@ impl Writer {
                     let result = self.resync(force).await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
-                Op::TakeOver => {
-                    let result = self.take_over().await.map(|()| Output::None);
+                Op::TakeOver { generation } => {
+                    let result = self.take_over(generation).await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
                 Op::RepairDrift { seen } => {
@@ -545,13 +545,13 @@ impl Writer {
         Ok(Output::Setup(outcome, dropped))
     }
 
-    /// Adopts the state the previous active daemon replicated (when there is one), persists
-    /// it here too, and reconciles the switch with it.
-    async fn take_over(&mut self) -> Result<(), Error> {
+    /// Takes the fencing token for `generation`, adopts the state the previous active daemon
+    /// replicated (when there is one), persists it here too, and reconciles the switch.
+    async fn take_over(&mut self, generation: u64) -> Result<(), Error> {
         let Some(ha) = self.ha.clone() else {
             return self.resync(false).await;
         };
-        if let Some(state) = ha.replicated_state().await? {
+        if let Some(state) = ha.fence_and_read(generation).await? {
             if state != self.state {
                 let table = build_table(&state)?;
                 tracing::info!(

@@ -233,6 +233,19 @@ mod tests {
         .unwrap();
         let vxlan = settings.node.vxlan.expect("the [vxlan] section");
         assert_eq!(vxlan.vni, 7);
+        std::fs::write(
+            &path,
+            "[ha]\nid = 2\ncontrollers = [\"tcp:192.0.2.1:6653\", \"tcp:192.0.2.2:6653\"]\n",
+        )
+        .unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let ha = settings.node.ha.expect("the [ha] section");
+        assert_eq!((ha.id, ha.controllers.len()), (2, 2));
+        assert_eq!((ha.heartbeat_ms, ha.takeover_ms), (200, 1000));
         std::fs::write(&path, "brige = \"typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs {
             config: Some(path),

@@ -80,6 +80,7 @@ impl Node {
     /// Loads the persisted state, connects to OVSDB and the switch, and starts reconciling the
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
+        check_ha(&cfg)?;
         let (store, state) = Store::open(&cfg.state_dir)?;
         let datapath_type = datapath_type(&cfg);
         let switch_cfg = switch_config(&cfg)?;
@@ -108,16 +109,11 @@ impl Node {
             cfg.connect_timeout,
         )?;
         let ha = match &cfg.ha {
-            Some(ha_cfg) => {
-                ha_cfg
-                    .validate()
-                    .map_err(|reason| invalid("[ha] config", format!("{ha_cfg:?}"), reason))?;
-                Some(Arc::new(HaShared::new(
-                    ha_cfg.id,
-                    ovsdb.clone(),
-                    cfg.bridge.clone(),
-                )))
-            }
+            Some(ha_cfg) => Some(Arc::new(HaShared::new(
+                ha_cfg.id,
+                ovsdb.clone(),
+                cfg.bridge.clone(),
+            ))),
             None => None,
         };
         writer.ha = ha.clone();
@@ -848,6 +844,24 @@ impl Node {
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.submit(Op::Resync { force }).await.map(|_| ())
     }
+}
+
+/// A high availability configuration that can work: valid timings, and a passive OpenFlow
+/// target (the switch enforces roles only on the controllers it connects to).
+fn check_ha(cfg: &NodeConfig) -> Result<(), Error> {
+    let Some(ha) = &cfg.ha else {
+        return Ok(());
+    };
+    ha.validate()
+        .map_err(|reason| invalid("[ha] config", format!("{ha:?}"), reason))?;
+    if !cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive()) {
+        return Err(invalid(
+            "OpenFlow target",
+            &cfg.openflow,
+            "high availability needs a passive target (ptcp: or punix:) listed in ha.controllers",
+        ));
+    }
+    Ok(())
 }
 
 /// The configured datapath type, or the one this machine supports (logged).

@@ -63,6 +63,8 @@ pub struct ConfigFile {
     /// High availability with peers on the same bridge: `[ha]` with `id`, `controllers`
     /// (every peer's target as the switch dials it), `heartbeat_ms`, `takeover_ms`.
     pub ha: Option<crate::sdn::HaConfig>,
+    /// Watch br0 for flow changes made behind ofnode's back and undo them (default true).
+    pub drift_repair: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,27 +129,28 @@ impl Settings {
             }
         }
         let defaults = ApiOptions::default();
+        let mut node = NodeConfig {
+            bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
+            datapath_type: args.datapath_type.or(file.datapath_type),
+            mtu,
+            manage_host_network: !args.no_host_network && file.manage_host_network.unwrap_or(true),
+            vxlan: file.vxlan,
+            ha: file.ha,
+            ..NodeConfig::new(
+                args.ovsdb
+                    .or(file.ovsdb)
+                    .unwrap_or_else(|| DEFAULT_OVSDB.into()),
+                args.openflow
+                    .or(file.openflow)
+                    .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
+                args.state_dir
+                    .or(file.state_dir)
+                    .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            )
+        };
+        node.drift.repair = file.drift_repair.unwrap_or(true);
         Ok(Settings {
-            node: NodeConfig {
-                bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
-                datapath_type: args.datapath_type.or(file.datapath_type),
-                mtu,
-                manage_host_network: !args.no_host_network
-                    && file.manage_host_network.unwrap_or(true),
-                vxlan: file.vxlan,
-                ha: file.ha,
-                ..NodeConfig::new(
-                    args.ovsdb
-                        .or(file.ovsdb)
-                        .unwrap_or_else(|| DEFAULT_OVSDB.into()),
-                    args.openflow
-                        .or(file.openflow)
-                        .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
-                    args.state_dir
-                        .or(file.state_dir)
-                        .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
-                )
-            },
+            node,
             api: ApiOptions {
                 socket: args.api.or(file.api).unwrap_or(defaults.socket),
                 max_body: file.api_max_body.unwrap_or(defaults.max_body),

@@ -69,6 +69,7 @@ impl NodeConfig {
             max_batch: 256,
             vxlan: None,
             drift: super::drift::DriftTiming {
+                repair: true,
                 debounce: Duration::from_millis(100),
                 poll_interval: Duration::from_secs(10),
             },

@@ -37,6 +37,8 @@ pub enum Detection {
     FlowMonitor,
     /// The switch refused the flow monitor: the table is compared periodically.
     Polling,
+    /// Drift repair is switched off (`DriftTiming::repair`).
+    Off,
 }
 
 /// One repair of drift, for `ofnode status`.
@@ -213,6 +215,9 @@ impl Seen {
 /// Settings of the watcher.
 #[derive(Debug, Clone, Copy)]
 pub struct DriftTiming {
+    /// Watch for drift and repair it (default). Off, the switch's table is reconciled only at
+    /// (re)connects, setup and explicit resyncs, as before drift repair existed.
+    pub repair: bool,
     /// How long after the first reported change the comparison runs (changes arriving
     /// meanwhile join it).
     pub debounce: Duration,
@@ -281,14 +286,21 @@ impl Watcher {
                     "switch connected; reconciling its flow table"
                 );
                 // Subscribe before comparing, so that no change falls between the two.
-                *poll = self.subscribe().await;
+                *poll = if self.timing.repair {
+                    self.subscribe().await
+                } else {
+                    lock(&self.status).detection = Detection::Off;
+                    None
+                };
                 *seen = Seen::default();
                 *repair_at = None;
                 Some(Op::Resync { force: false })
             }
             SwitchEvent::Disconnected { reason } => {
                 tracing::warn!(%reason, "switch disconnected");
-                lock(&self.status).detection = Detection::Down;
+                if self.timing.repair {
+                    lock(&self.status).detection = Detection::Down;
+                }
                 *poll = None;
                 None
             }

@@ -199,3 +199,94 @@ async fn the_monitor_is_renewed_when_vswitchd_restarts() {
     restored(&f, &expected).await;
     wait_repairs(&f.node, before + 1).await;
 }
+
+/// Relays OpenFlow between the node (dialling `listen`) and br0's management socket, but
+/// answers every flow monitor request itself with OFPBRC_BAD_STAT, as a switch without flow
+/// monitoring would.
+async fn refusing_relay(listen: tokio::net::UnixListener, switch: std::path::PathBuf) {
+    use futures::{SinkExt, StreamExt};
+    use ofnode::openflow::codec::OfFramer;
+    use ofnode_proto::{ErrorKind, ErrorMsg, Message, MultipartRequest};
+    use tokio_util::codec::{FramedRead, FramedWrite};
+
+    loop {
+        let Ok((node, _)) = listen.accept().await else {
+            return;
+        };
+        // Before setup there is no br0: the node retries.
+        let Ok(ovs) = tokio::net::UnixStream::connect(&switch).await else {
+            continue;
+        };
+        let (node_rx, node_tx) = node.into_split();
+        let (ovs_rx, ovs_tx) = ovs.into_split();
+        let mut from_node = FramedRead::new(node_rx, OfFramer::default());
+        let mut from_ovs = FramedRead::new(ovs_rx, OfFramer::default());
+        let to_node = std::sync::Arc::new(tokio::sync::Mutex::new(FramedWrite::new(
+            node_tx,
+            tokio_util::codec::BytesCodec::new(),
+        )));
+        let mut to_ovs = FramedWrite::new(ovs_tx, tokio_util::codec::BytesCodec::new());
+        let replies = to_node.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(frame)) = from_ovs.next().await {
+                if replies.lock().await.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(Ok(frame)) = from_node.next().await {
+                if let Ok((xid, Message::MultipartRequest(MultipartRequest::FlowMonitor(_)))) =
+                    Message::decode(&frame)
+                {
+                    let refusal = Message::Error(ErrorMsg {
+                        // OFPET_BAD_REQUEST / OFPBRC_BAD_STAT
+                        kind: ErrorKind::Standard {
+                            err_type: 1,
+                            code: 2,
+                        },
+                        data: frame.slice(..frame.len().min(64)),
+                    });
+                    let bytes = refusal.to_bytes(xid).freeze();
+                    if to_node.lock().await.send(bytes).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                if to_ovs.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_refusing_the_monitor_gets_periodic_comparisons() {
+    let ovs = ofnode_harness::Ovs::start().expect("private OVS");
+    let relay_path = ovs.dir().join("relay.sock");
+    let listener = tokio::net::UnixListener::bind(&relay_path).expect("relay socket");
+    // br0 appears at setup; the relay dials its management socket per connection.
+    tokio::spawn(refusing_relay(listener, ovs.mgmt_sock("br0")));
+    let state = tempfile::tempdir().unwrap();
+    let mut cfg = node_config(&ovs, state.path());
+    cfg.openflow = format!("unix:{}", relay_path.display());
+    cfg.drift.poll_interval = Duration::from_millis(300);
+    let node = Node::start(cfg).await.expect("start node");
+    node.setup(&setup_request(Mode::Subnet)).await.unwrap();
+    let expected = base_flows(Mode::Subnet);
+    tokio::task::block_in_place(|| wait_for_flows(&ovs, &expected, RESTORED_WITHIN));
+    let deadline = Instant::now() + RESTORED_WITHIN;
+    while node.status().drift.detection != Detection::Polling {
+        assert!(Instant::now() < deadline, "{:?}", node.status().drift);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    ovs.ofctl("del-flows", "br0", &["table=30"]).unwrap();
+    tokio::task::block_in_place(|| wait_for_flows(&ovs, &expected, RESTORED_WITHIN));
+    wait_repairs(&node, 1).await;
+    let last = node.status().drift.last.expect("the repair is described");
+    assert_eq!(last.seen, "periodic comparison (no flow monitor)");
+    assert!(last.repaired.contains("(table 30: "), "{last:?}");
+    node.shutdown().await;
+}

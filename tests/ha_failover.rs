@@ -18,6 +18,18 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 const PORTS: [u16; 2] = [6653, 6654];
 
+const SETUP: &[&str] = &[
+    "setup",
+    "--cluster-network",
+    "10.128.0.0/14",
+    "--service-network",
+    "172.30.0.0/16",
+    "--local-subnet",
+    "10.128.0.0/23",
+    "--gateway",
+    "10.128.0.1",
+];
+
 fn controllers() -> String {
     PORTS
         .iter()
@@ -129,19 +141,7 @@ fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
     }
     assert_eq!(status(&second)["ha"]["role"], "standby");
 
-    first
-        .cli(&[
-            "setup",
-            "--cluster-network",
-            "10.128.0.0/14",
-            "--service-network",
-            "172.30.0.0/16",
-            "--local-subnet",
-            "10.128.0.0/23",
-            "--gateway",
-            "10.128.0.1",
-        ])
-        .expect("setup through the active daemon");
+    first.cli(SETUP).expect("setup through the active daemon");
     veth(ovs, "vethA");
     veth(ovs, "vethB");
     let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
@@ -207,4 +207,36 @@ fn a_frozen_active_daemon_is_replaced_and_steps_down_when_it_wakes() {
     assert!(refused.contains("standby"), "{refused}");
     wait_for_flows(&ovs, &expected, LIMIT);
     second_pod_lands_exactly(&ovs, &second, expected);
+}
+
+#[test]
+fn peers_started_together_elect_exactly_one() {
+    let ovs = Ovs::start().expect("private OVS");
+    ovs.add_bridge("br0").expect("br0");
+    let peers = [start_peer(&ovs, 1), start_peer(&ovs, 2)];
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let statuses: Vec<_> = peers.iter().map(|p| status(p)["ha"].clone()).collect();
+        let active: Vec<_> = statuses.iter().filter(|s| s["role"] == "active").collect();
+        let settled = active.len() == 1
+            && statuses
+                .iter()
+                .filter(|s| s["role"] == "standby")
+                .all(|s| s["active_peer"] == active[0]["id"]);
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{statuses:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The standby refuses, the active one serves.
+    let (active, standby) = if status(&peers[0])["ha"]["role"] == "active" {
+        (&peers[0], &peers[1])
+    } else {
+        (&peers[1], &peers[0])
+    };
+    let refused = standby.cli(SETUP).expect_err("the standby refuses setup");
+    assert!(refused.to_string().contains("standby"), "{refused}");
+    active.cli(SETUP).expect("the active daemon sets up");
+    wait_for_flows(&ovs, &base_flows(Mode::Subnet), LIMIT);
 }

@@ -12,7 +12,9 @@
 //!   for `takeover_after` (plus 300 ms per rank of its id, so that peers rarely claim
 //!   together) asks for the master role with a generation id above every one seen:
 //!   `(term + 1) << 16 | id`. Ids are unique, so two claims never carry the same generation;
-//!   the switch keeps the higher and refuses a lower one as stale (OFPRRFC_STALE). Each
+//!   the switch keeps the higher and refuses a lower one as stale (OFPRRFC_STALE). A standby
+//!   that finds at the switch a generation it never heard in a heartbeat (a peer claimed a
+//!   moment ago) waits one more silence instead of outbidding it. Each
 //!   active daemon asks the switch for its role at every heartbeat and steps down at once
 //!   when another claim has demoted it.
 //! - **Shared desired state through OVSDB.** Both daemons manage the same bridge, so both
@@ -229,6 +231,13 @@ impl HaShared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .max_generation
+    }
+
+    /// Remembers a generation learnt from the switch, and starts the silence over.
+    fn saw_generation(&self, generation: u64) {
+        let mut heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        heard.max_generation = heard.max_generation.max(generation);
+        heard.last = Instant::now();
     }
 
     fn reset_silence(&self) {
@@ -483,6 +492,15 @@ impl Agent {
     /// The active peer is silent: ask for the master role, then take the desired state over.
     async fn claim(&self, generation: &mut u64) -> Result<(), crate::openflow::Error> {
         let current = self.role_request(Role::NoChange, 0).await?;
+        if current.generation_id > self.shared.max_generation().max(*generation) {
+            // A peer claimed since we last heard one: give it a whole silence to show up.
+            tracing::info!(
+                generation = current.generation_id,
+                "HA: a peer claimed the master role recently; waiting for its heartbeats"
+            );
+            self.shared.saw_generation(current.generation_id);
+            return Ok(());
+        }
         let seen = current
             .generation_id
             .max(self.shared.max_generation())

@@ -330,8 +330,10 @@ impl HaShared {
 /// The heartbeat frame of daemon `id` at `generation`.
 fn heartbeat_frame(id: u16, generation: u64) -> Bytes {
     let mut frame = BytesMut::with_capacity(60);
+    // Broadcast from a locally administered address that names the sender.
     frame.put_slice(&[0xff; 6]);
-    frame.put_slice(&[0x02, 0, 0, 0, (id >> 8) as u8, id as u8]);
+    frame.put_slice(&[0x02, 0, 0, 0]);
+    frame.put_u16(id);
     frame.put_u16(HEARTBEAT_ETHERTYPE);
     frame.put_slice(HEARTBEAT_MAGIC);
     frame.put_u16(id);

@@ -60,6 +60,11 @@ pub struct ConfigFile {
     /// An optional kernel VXLAN device (flannel-style) kept in line with the host subnets:
     /// `[vxlan]` with `address`, `vni`, `vtep_device`, `mode = "static" | "miss"`, ….
     pub vxlan: Option<crate::netlink::VxlanSettings>,
+    /// High availability with peers on the same bridge: `[ha]` with `id`, `controllers`
+    /// (every peer's target as the switch dials it), `heartbeat_ms`, `takeover_ms`.
+    pub ha: Option<crate::sdn::HaConfig>,
+    /// Watch br0 for flow changes made behind ofnode's back and undo them (default true).
+    pub drift_repair: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -124,26 +129,28 @@ impl Settings {
             }
         }
         let defaults = ApiOptions::default();
+        let mut node = NodeConfig {
+            bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
+            datapath_type: args.datapath_type.or(file.datapath_type),
+            mtu,
+            manage_host_network: !args.no_host_network && file.manage_host_network.unwrap_or(true),
+            vxlan: file.vxlan,
+            ha: file.ha,
+            ..NodeConfig::new(
+                args.ovsdb
+                    .or(file.ovsdb)
+                    .unwrap_or_else(|| DEFAULT_OVSDB.into()),
+                args.openflow
+                    .or(file.openflow)
+                    .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
+                args.state_dir
+                    .or(file.state_dir)
+                    .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            )
+        };
+        node.drift.repair = file.drift_repair.unwrap_or(true);
         Ok(Settings {
-            node: NodeConfig {
-                bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
-                datapath_type: args.datapath_type.or(file.datapath_type),
-                mtu,
-                manage_host_network: !args.no_host_network
-                    && file.manage_host_network.unwrap_or(true),
-                vxlan: file.vxlan,
-                ..NodeConfig::new(
-                    args.ovsdb
-                        .or(file.ovsdb)
-                        .unwrap_or_else(|| DEFAULT_OVSDB.into()),
-                    args.openflow
-                        .or(file.openflow)
-                        .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
-                    args.state_dir
-                        .or(file.state_dir)
-                        .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
-                )
-            },
+            node,
             api: ApiOptions {
                 socket: args.api.or(file.api).unwrap_or(defaults.socket),
                 max_body: file.api_max_body.unwrap_or(defaults.max_body),
@@ -229,6 +236,19 @@ mod tests {
         .unwrap();
         let vxlan = settings.node.vxlan.expect("the [vxlan] section");
         assert_eq!(vxlan.vni, 7);
+        std::fs::write(
+            &path,
+            "[ha]\nid = 2\ncontrollers = [\"tcp:192.0.2.1:6653\", \"tcp:192.0.2.2:6653\"]\n",
+        )
+        .unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let ha = settings.node.ha.expect("the [ha] section");
+        assert_eq!((ha.id, ha.controllers.len()), (2, 2));
+        assert_eq!((ha.heartbeat_ms, ha.takeover_ms), (200, 1000));
         std::fs::write(&path, "brige = \"typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs {
             config: Some(path),

@@ -30,6 +30,9 @@ pub const OFPT_BARRIER_REQUEST: u8 = 20;
 pub const OFPT_BARRIER_REPLY: u8 = 21;
 pub const OFPT_ROLE_REQUEST: u8 = 24;
 pub const OFPT_ROLE_REPLY: u8 = 25;
+pub const OFPT_GET_ASYNC_REQUEST: u8 = 26;
+pub const OFPT_GET_ASYNC_REPLY: u8 = 27;
+pub const OFPT_SET_ASYNC: u8 = 28;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {

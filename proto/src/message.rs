@@ -11,7 +11,7 @@ use crate::header::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet::{PacketIn, PacketOut};
 use crate::port::PortStatus;
-use crate::switch::{Hello, RoleMsg, SwitchConfig, SwitchFeatures};
+use crate::switch::{AsyncConfig, Hello, RoleMsg, SwitchConfig, SwitchFeatures};
 use crate::wire::{LengthSlot, Reader};
 use crate::DecodeError;
 
@@ -36,6 +36,9 @@ pub enum Message {
     BarrierReply,
     RoleRequest(RoleMsg),
     RoleReply(RoleMsg),
+    GetAsyncRequest,
+    GetAsyncReply(AsyncConfig),
+    SetAsync(AsyncConfig),
     BundleControl(BundleControl),
     BundleAdd(BundleAdd),
     /// An experimenter message this crate does not interpret.
@@ -82,6 +85,9 @@ impl Message {
             Message::BarrierReply => OFPT_BARRIER_REPLY,
             Message::RoleRequest(_) => OFPT_ROLE_REQUEST,
             Message::RoleReply(_) => OFPT_ROLE_REPLY,
+            Message::GetAsyncRequest => OFPT_GET_ASYNC_REQUEST,
+            Message::GetAsyncReply(_) => OFPT_GET_ASYNC_REPLY,
+            Message::SetAsync(_) => OFPT_SET_ASYNC,
             Message::BundleControl(_) | Message::BundleAdd(_) | Message::Experimenter { .. } => {
                 OFPT_EXPERIMENTER
             }
@@ -140,7 +146,9 @@ impl Message {
             Message::FeaturesRequest
             | Message::GetConfigRequest
             | Message::BarrierRequest
-            | Message::BarrierReply => {}
+            | Message::BarrierReply
+            | Message::GetAsyncRequest => {}
+            Message::GetAsyncReply(config) | Message::SetAsync(config) => config.encode(out),
             Message::FeaturesReply(features) => features.encode(out),
             Message::GetConfigReply(config) | Message::SetConfig(config) => config.encode(out),
             Message::PacketIn(packet_in) => packet_in.encode(out),
@@ -225,6 +233,9 @@ fn decode_body(
         OFPT_BARRIER_REPLY => Message::BarrierReply,
         OFPT_ROLE_REQUEST => Message::RoleRequest(RoleMsg::decode(r)?),
         OFPT_ROLE_REPLY => Message::RoleReply(RoleMsg::decode(r)?),
+        OFPT_GET_ASYNC_REQUEST => Message::GetAsyncRequest,
+        OFPT_GET_ASYNC_REPLY => Message::GetAsyncReply(AsyncConfig::decode(r)?),
+        OFPT_SET_ASYNC => Message::SetAsync(AsyncConfig::decode(r)?),
         msg_type => Message::Unknown {
             msg_type,
             body: copy_rest(r),
@@ -274,6 +285,7 @@ fn message_name(msg_type: u8) -> &'static str {
         OFPT_MULTIPART_REQUEST => "multipart request",
         OFPT_MULTIPART_REPLY => "multipart reply",
         OFPT_ROLE_REQUEST | OFPT_ROLE_REPLY => "role message",
+        OFPT_GET_ASYNC_REPLY | OFPT_SET_ASYNC => "async config",
         _ => "message body",
     }
 }

@@ -4,6 +4,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::instruction::{decode_instructions, encode_instructions, Instruction};
+use crate::monitor::{
+    decode_requests, decode_updates, encode_experimenter_header, is_flow_monitor_body,
+    FlowMonitorRequest, FlowUpdate, OFPMP_EXPERIMENTER,
+};
 use crate::oxm::Match;
 use crate::port::{Port, OFP_PORT_LEN};
 use crate::wire::{put_fixed_str, put_zeros, LengthSlot, Reader};
@@ -80,6 +84,8 @@ pub enum MultipartRequest {
     Flow(FlowStatsRequest),
     PortDesc,
     Desc,
+    /// ONF flow monitor (see `monitor.rs`): one or more monitors.
+    FlowMonitor(Vec<FlowMonitorRequest>),
     Other {
         mp_type: u16,
         flags: u16,
@@ -93,6 +99,7 @@ impl MultipartRequest {
             MultipartRequest::Flow(_) => OFPMP_FLOW,
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
             MultipartRequest::Desc => OFPMP_DESC,
+            MultipartRequest::FlowMonitor(_) => OFPMP_EXPERIMENTER,
             MultipartRequest::Other { mp_type, .. } => *mp_type,
         }
     }
@@ -108,6 +115,10 @@ impl MultipartRequest {
         match self {
             MultipartRequest::Flow(req) => req.encode(out),
             MultipartRequest::PortDesc | MultipartRequest::Desc => {}
+            MultipartRequest::FlowMonitor(monitors) => {
+                encode_experimenter_header(out);
+                monitors.iter().for_each(|m| m.encode(out));
+            }
             MultipartRequest::Other { body, .. } => out.put_slice(body),
         }
     }
@@ -128,6 +139,9 @@ impl MultipartRequest {
             OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r)?),
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
             OFPMP_DESC => MultipartRequest::Desc,
+            OFPMP_EXPERIMENTER if is_flow_monitor_body(r.peek_rest()) => {
+                MultipartRequest::FlowMonitor(decode_requests(r)?)
+            }
             _ => MultipartRequest::Other {
                 mp_type,
                 flags,
@@ -252,7 +266,12 @@ pub enum MultipartReplyBody {
     Flow(Vec<FlowStats>),
     PortDesc(Vec<Port>),
     Desc(Desc),
-    Other { mp_type: u16, body: Bytes },
+    /// ONF flow monitor updates (the initial dump, or changes as they happen).
+    FlowMonitor(Vec<FlowUpdate>),
+    Other {
+        mp_type: u16,
+        body: Bytes,
+    },
 }
 
 /// One part of a multipart reply; `flags & OFPMPF_REPLY_MORE` says more parts follow.
@@ -272,6 +291,7 @@ impl MultipartReply {
             MultipartReplyBody::Flow(_) => OFPMP_FLOW,
             MultipartReplyBody::PortDesc(_) => OFPMP_PORT_DESC,
             MultipartReplyBody::Desc(_) => OFPMP_DESC,
+            MultipartReplyBody::FlowMonitor(_) => OFPMP_EXPERIMENTER,
             MultipartReplyBody::Other { mp_type, .. } => *mp_type,
         }
     }
@@ -284,6 +304,10 @@ impl MultipartReply {
             MultipartReplyBody::Flow(flows) => flows.iter().for_each(|f| f.encode(out)),
             MultipartReplyBody::PortDesc(ports) => ports.iter().for_each(|p| p.encode(out)),
             MultipartReplyBody::Desc(desc) => desc.encode(out),
+            MultipartReplyBody::FlowMonitor(updates) => {
+                encode_experimenter_header(out);
+                updates.iter().for_each(|u| u.encode(out));
+            }
             MultipartReplyBody::Other { body, .. } => out.put_slice(body),
         }
     }
@@ -315,6 +339,9 @@ impl MultipartReply {
                 MultipartReplyBody::PortDesc(ports)
             }
             OFPMP_DESC => MultipartReplyBody::Desc(Desc::decode(r)?),
+            OFPMP_EXPERIMENTER if is_flow_monitor_body(r.peek_rest()) => {
+                MultipartReplyBody::FlowMonitor(decode_updates(r)?)
+            }
             _ => MultipartReplyBody::Other {
                 mp_type,
                 body: Bytes::copy_from_slice(r.rest()),

@@ -1,4 +1,4 @@
-//! Session and switch-wide messages: HELLO, FEATURES, GET/SET_CONFIG, ROLE.
+//! Session and switch-wide messages: HELLO, FEATURES, GET/SET_CONFIG, ROLE, GET/SET_ASYNC.
 
 use bytes::{BufMut, BytesMut};
 
@@ -209,6 +209,39 @@ impl RoleMsg {
         Ok(RoleMsg {
             role,
             generation_id: r.u64()?,
+        })
+    }
+}
+
+/// Which asynchronous messages a connection receives (SET_ASYNC / GET_ASYNC_REPLY). Element 0
+/// applies while its role is master or equal, element 1 while slave; each is a bitmask of
+/// reasons (bit `1 << OFPR_*` for packet-ins, `1 << OFPPR_*` for port status, `1 << OFPRR_*`
+/// for flow removed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct AsyncConfig {
+    pub packet_in_mask: [u32; 2],
+    pub port_status_mask: [u32; 2],
+    pub flow_removed_mask: [u32; 2],
+}
+
+impl AsyncConfig {
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        for mask in [
+            self.packet_in_mask,
+            self.port_status_mask,
+            self.flow_removed_mask,
+        ] {
+            out.put_u32(mask[0]);
+            out.put_u32(mask[1]);
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut pair = || -> Result<[u32; 2], DecodeError> { Ok([r.u32()?, r.u32()?]) };
+        Ok(AsyncConfig {
+            packet_in_mask: pair()?,
+            port_status_mask: pair()?,
+            flow_removed_mask: pair()?,
         })
     }
 }

@@ -167,6 +167,33 @@ fn all_messages() -> Vec<Message> {
                 dp_desc: "br0".into(),
             }),
         }),
+        Message::MultipartRequest(MultipartRequest::FlowMonitor(vec![
+            FlowMonitorRequest::all_changes(1),
+            FlowMonitorRequest {
+                id: 2,
+                flags: NXFMF_DELETE,
+                out_port: 3,
+                table_id: 20,
+                match_: sample_match(),
+            },
+        ])),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::FlowMonitor(vec![
+                FlowUpdate::Abbrev { xid: 0x1234 },
+                FlowUpdate::Full(FlowChange {
+                    event: FlowEvent::Modified,
+                    reason: 0,
+                    priority: 100,
+                    idle_timeout: 1,
+                    hard_timeout: 2,
+                    table_id: 30,
+                    cookie: 0xdead,
+                    match_: sample_match(),
+                    instructions: vec![Instruction::GotoTable(40)],
+                }),
+            ]),
+        }),
         Message::MultipartReply(MultipartReply {
             flags: 0,
             body: MultipartReplyBody::Other {
@@ -184,6 +211,13 @@ fn all_messages() -> Vec<Message> {
             role: Role::Slave,
             generation_id: 8,
         }),
+        Message::GetAsyncRequest,
+        Message::SetAsync(AsyncConfig {
+            packet_in_mask: [0x7, 1 << OFPR_ACTION],
+            port_status_mask: [0x7, 0x7],
+            flow_removed_mask: [0xf, 0],
+        }),
+        Message::GetAsyncReply(AsyncConfig::default()),
         Message::BundleControl(BundleControl {
             bundle_id: 42,
             ctrl_type: BundleCtrlType::DiscardRequest,

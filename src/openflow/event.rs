@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ofnode_proto::{ErrorMsg, PacketIn, PortStatus};
+use ofnode_proto::{ErrorMsg, FlowChange, PacketIn, PortStatus};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Clone)]
@@ -21,6 +21,14 @@ pub enum SwitchEvent {
     PacketIn(PacketIn),
     /// An error for a message nobody waits on (a fire-and-forget `Switch::send`).
     AsyncError(ErrorMsg),
+    /// A flow monitor (`Switch::monitor_flows`) saw flows change. Changes made by this
+    /// connection itself are left out (the switch abbreviates them).
+    FlowsChanged(Vec<FlowChange>),
+    /// The switch paused (`resumed: false`) or resumed a flow monitor: while paused it sends
+    /// no updates, so changes may have gone unreported.
+    FlowMonitorPaused {
+        resumed: bool,
+    },
 }
 
 impl SwitchEvent {
@@ -32,6 +40,8 @@ impl SwitchEvent {
             SwitchEvent::PortStatus(_) => "port status",
             SwitchEvent::PacketIn(_) => "packet-in",
             SwitchEvent::AsyncError(_) => "async error",
+            SwitchEvent::FlowsChanged(_) => "flows changed",
+            SwitchEvent::FlowMonitorPaused { .. } => "flow monitor paused",
         }
     }
 }
@@ -53,7 +63,7 @@ impl EventSink {
         }
     }
 
-    /// A packet-in, port status or async error: best effort.
+    /// A packet-in, port status, async error or flow monitor update: best effort.
     pub(crate) fn offer(&self, event: SwitchEvent) {
         if let Err(mpsc::error::TrySendError::Full(event)) = self.tx.try_send(event) {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;

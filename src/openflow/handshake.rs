@@ -5,8 +5,9 @@
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ofnode_proto::{
-    ErrorKind, ErrorMsg, Header, Hello, Message, SwitchConfig as ConfigBody, OFPC_FRAG_MASK,
-    OFPT_HELLO, OFP_VERSION,
+    ErrorKind, ErrorMsg, FlowUpdate, Header, Hello, Message, MultipartReply, MultipartReplyBody,
+    SwitchConfig as ConfigBody, OFPC_FRAG_MASK, OFPT_HELLO, OFP_VERSION, ONFT_FLOW_MONITOR_PAUSED,
+    ONFT_FLOW_MONITOR_RESUMED, ONF_EXPERIMENTER_ID,
 };
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
@@ -220,7 +221,32 @@ pub(crate) fn offer_async(events: &EventSink, msg: Message) {
         Message::PortStatus(status) => events.offer(SwitchEvent::PortStatus(status)),
         Message::PacketIn(packet_in) => events.offer(SwitchEvent::PacketIn(packet_in)),
         Message::Error(error) => events.offer(SwitchEvent::AsyncError(error)),
+        Message::MultipartReply(MultipartReply {
+            body: MultipartReplyBody::FlowMonitor(updates),
+            ..
+        }) => offer_flow_updates(events, updates),
+        Message::Experimenter {
+            experimenter: ONF_EXPERIMENTER_ID,
+            exp_type: exp_type @ (ONFT_FLOW_MONITOR_PAUSED | ONFT_FLOW_MONITOR_RESUMED),
+            ..
+        } => events.offer(SwitchEvent::FlowMonitorPaused {
+            resumed: exp_type == ONFT_FLOW_MONITOR_RESUMED,
+        }),
         other => tracing::debug!(msg_type = other.msg_type(), "ignoring unsolicited message"),
+    }
+}
+
+/// Flow monitor updates: this connection's own changes come abbreviated and are left out.
+fn offer_flow_updates(events: &EventSink, updates: Vec<FlowUpdate>) {
+    let changes: Vec<_> = updates
+        .into_iter()
+        .filter_map(|update| match update {
+            FlowUpdate::Full(change) => Some(change),
+            FlowUpdate::Abbrev { .. } => None,
+        })
+        .collect();
+    if !changes.is_empty() {
+        events.offer(SwitchEvent::FlowsChanged(changes));
     }
 }
 

@@ -21,6 +21,7 @@ mod driver;
 mod error;
 mod event;
 mod handshake;
+mod monitor;
 mod routes;
 mod supervisor;
 mod switch;

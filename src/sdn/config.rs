@@ -40,6 +40,11 @@ pub struct NodeConfig {
     /// A kernel VXLAN device kept in line with the host subnets (issue 6): its entries for
     /// every host subnet that names a VTEP MAC, programmed up front or on the kernel's misses.
     pub vxlan: Option<crate::netlink::VxlanSettings>,
+    /// When flow table drift is repaired (debounce after a reported change; polling period
+    /// when the switch refuses the flow monitor).
+    pub drift: super::drift::DriftTiming,
+    /// High availability with peers on the same bridge (see `ha.rs`); None: this daemon alone.
+    pub ha: Option<super::ha::HaConfig>,
 }
 
 impl NodeConfig {
@@ -63,6 +68,12 @@ impl NodeConfig {
             reconnect_max: Duration::from_millis(500),
             max_batch: 256,
             vxlan: None,
+            drift: super::drift::DriftTiming {
+                repair: true,
+                debounce: Duration::from_millis(100),
+                poll_interval: Duration::from_secs(10),
+            },
+            ha: None,
         }
     }
 }
@@ -116,4 +127,10 @@ pub struct Status {
     /// The VXLAN device, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vxlan: Option<crate::netlink::VxlanStatus>,
+    /// How flow table drift is detected, and the repairs so far.
+    #[serde(default)]
+    pub drift: super::drift::DriftStatus,
+    /// High availability, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<super::ha::HaStatus>,
 }

@@ -33,6 +33,14 @@ pub enum Error {
     /// A flow the node built did not parse: a bug in ofnode, never the user's input.
     #[error("internal error: flow {flow:?} did not parse: {reason}")]
     Flow { flow: String, reason: String },
+    /// High availability: this daemon is the standby; operations go to the active one.
+    #[error("this ofnode (HA id {id}) is the standby; send operations to the active one{}",
+        active.map_or_else(|| " (none is active right now; retry shortly)".to_string(), |a| format!(" (HA id {a})")))]
+    Standby { id: u16, active: Option<u16> },
+    /// High availability: the desired state could not be replicated to OVSDB; the operation
+    /// was undone.
+    #[error("replicating the desired state to OVSDB failed: {reason}")]
+    Replication { reason: String },
     /// The node's task stopped (the daemon is shutting down).
     #[error("the node controller is shutting down")]
     Shutdown,
@@ -47,7 +55,8 @@ impl Error {
             Error::NotSetUp => 409,
             Error::Policy { .. } => 422,
             Error::Switch(_) | Error::Ovsdb(_) => 502,
-            Error::Shutdown => 503,
+            Error::Shutdown | Error::Standby { .. } => 503,
+            Error::Replication { .. } => 502,
             Error::Netlink(_) | Error::State(_) | Error::Flow { .. } => 500,
         }
     }

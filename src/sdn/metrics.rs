@@ -1,7 +1,9 @@
 //! Counters and a latency histogram the daemon exports in Prometheus text format.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the operation latency histogram's buckets.
@@ -74,6 +76,14 @@ pub struct Metrics {
     pub port_errors: AtomicU64,
     /// Egress DNS names whose answers changed.
     pub dns_changes: AtomicU64,
+    /// Repairs of drift (someone else changed the switch's flows), and the flows they
+    /// removed (foreign) or restored (missing or altered), by table.
+    pub drift_repairs: AtomicU64,
+    /// Comparisons with the desired table made because the switch reported changes (or, with
+    /// no flow monitor, periodically); most find drift, a few find the change already undone.
+    pub drift_checks: AtomicU64,
+    /// Key: table (None: the whole table), kind.
+    drift_flows: Mutex<BTreeMap<(Option<u8>, &'static str), u64>>,
     /// Time from a request's arrival to its answer.
     pub operation_latency: Histogram,
     /// Time of one bundle commit.
@@ -95,6 +105,39 @@ fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
 impl Metrics {
     pub(crate) fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds a drift repair's flows to the per-table counters.
+    pub(crate) fn count_drift(&self, repaired: &super::drift::Repaired) {
+        let mut flows = self.drift_flows.lock().unwrap_or_else(|e| e.into_inner());
+        match repaired {
+            super::drift::Repaired::Nothing => {}
+            super::drift::Repaired::Reinstalled { flows: n } => {
+                // Which tables lost what is unknown: everything was installed again.
+                *flows.entry((None, "reinstalled")).or_default() += *n as u64;
+            }
+            super::drift::Repaired::Patched { removed, restored } => {
+                for (kind, per_table) in [("removed", removed), ("restored", restored)] {
+                    for (table, n) in per_table.tables() {
+                        *flows.entry((Some(table), kind)).or_default() += n as u64;
+                    }
+                }
+            }
+        }
+    }
+
+    fn render_drift_flows(&self, out: &mut String) {
+        let name = "ofnode_drift_flows_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Flows a drift repair removed (foreign), restored (missing or altered) or reinstalled (whole table), by table."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let flows = self.drift_flows.lock().unwrap_or_else(|e| e.into_inner());
+        for ((table, kind), n) in flows.iter() {
+            let table = table.map_or_else(|| "all".to_string(), |t| t.to_string());
+            let _ = writeln!(out, "{name}{{table=\"{table}\",kind=\"{kind}\"}} {n}");
+        }
     }
 
     /// The metrics (and the gauges of `status`) in Prometheus text exposition format.
@@ -161,6 +204,19 @@ impl Metrics {
             "Egress policy DNS names whose addresses changed.",
             load(&self.dns_changes),
         );
+        counter(
+            &mut out,
+            "ofnode_drift_repairs_total",
+            "Repairs of flows someone else changed on the switch.",
+            load(&self.drift_repairs),
+        );
+        counter(
+            &mut out,
+            "ofnode_drift_checks_total",
+            "Comparisons of the switch's table made because it reported foreign changes (or periodically without a flow monitor).",
+            load(&self.drift_checks),
+        );
+        self.render_drift_flows(&mut out);
         self.operation_latency.render(
             &mut out,
             "ofnode_operation_duration_seconds",

@@ -10,9 +10,11 @@
 mod config;
 pub mod desired;
 pub mod dns;
+pub mod drift;
 pub mod egress;
 mod error;
 pub mod flows;
+pub mod ha;
 pub mod host;
 mod metrics;
 mod node;
@@ -24,7 +26,9 @@ mod writer;
 
 pub use config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 pub use dns::DnsConfig;
+pub use drift::{Detection, DriftReport, DriftStatus, DriftTiming};
 pub use error::Error;
+pub use ha::{HaConfig, HaRole, HaStatus};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};

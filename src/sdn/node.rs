@@ -16,9 +16,11 @@ use tokio::sync::{mpsc, Notify, RwLock};
 
 use super::config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 use super::dns::Dns;
+use super::drift::{SharedDriftStatus, Watcher};
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
 use super::flows::{pod_flows, version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
+use super::ha::{Agent, HaShared};
 use super::host::{setup_host_network, TUN};
 use super::metrics::Metrics;
 use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod, PodStatus};
@@ -32,7 +34,7 @@ use super::writer::{
     flow_note_has_prefix, flow_notes, loaded_value, version_note_bytes, Op, Output, Plan, Planned,
     Published, Request, Writer,
 };
-use crate::openflow::{Switch, SwitchConfig, SwitchEvent, Target};
+use crate::openflow::{Switch, SwitchConfig, Target};
 use crate::ovsdb::{self, BridgeSpec, PortSpec};
 
 /// The VXLAN port (the seed's VXLAN).
@@ -56,6 +58,8 @@ struct Inner {
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
     published: Arc<Mutex<Published>>,
+    drift: SharedDriftStatus,
+    ha: Option<Arc<HaShared>>,
     metrics: Arc<Metrics>,
     dns: Arc<Dns>,
     dns_wakeup: Arc<Notify>,
@@ -78,6 +82,7 @@ impl Node {
     /// Loads the persisted state, connects to OVSDB and the switch, and starts reconciling the
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
+        check_ha(&cfg)?;
         let (store, state) = Store::open(&cfg.state_dir)?;
         let datapath_type = datapath_type(&cfg);
         let switch_cfg = switch_config(&cfg)?;
@@ -96,7 +101,7 @@ impl Node {
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::default());
         let (requests, requests_rx) = mpsc::channel(4096);
-        let writer = Writer::new(
+        let mut writer = Writer::new(
             state,
             store,
             switch.clone(),
@@ -105,6 +110,15 @@ impl Node {
             cfg.max_batch,
             cfg.connect_timeout,
         )?;
+        let ha = match &cfg.ha {
+            Some(ha_cfg) => Some(Arc::new(HaShared::new(
+                ha_cfg.id,
+                ovsdb.clone(),
+                cfg.bridge.clone(),
+            ))),
+            None => None,
+        };
+        writer.ha = ha.clone();
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {
             inner: Arc::new(Inner {
@@ -117,13 +131,35 @@ impl Node {
                 requests: requests.clone(),
                 gate: RwLock::new(()),
                 published: writer.published.clone(),
+                drift: writer.drift.clone(),
+                ha: ha.clone(),
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
             }),
         };
         tokio::spawn(writer.run());
-        tokio::spawn(watch_switch(events, requests.downgrade(), metrics.clone()));
+        let new_session = Arc::new(Notify::new());
+        if let (Some(shared), Some(ha_cfg)) = (&ha, &node.inner.cfg.ha) {
+            let agent = Agent {
+                cfg: ha_cfg.clone(),
+                switch: node.inner.switch.clone(),
+                shared: shared.clone(),
+                requests: requests.downgrade(),
+                new_session: new_session.clone(),
+            };
+            tokio::spawn(agent.run());
+        }
+        let watcher = Watcher {
+            events,
+            requests: requests.downgrade(),
+            switch: node.inner.switch.clone(),
+            metrics: metrics.clone(),
+            status: node.inner.drift.clone(),
+            timing: node.inner.cfg.drift,
+            ha: ha.map(|shared| (shared, new_session)),
+        };
+        tokio::spawn(watcher.run());
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);
@@ -149,6 +185,14 @@ impl Node {
             .ovsdb
             .with_cache(|c| c.find("Bridge", bridge).is_some());
         if !exists {
+            return Ok(());
+        }
+        if let Some(ha) = &self.inner.cfg.ha {
+            // Every peer sets the same list: the switch dials all of them.
+            self.inner
+                .ovsdb
+                .set_controller(bridge, &ha.controllers)
+                .await?;
             return Ok(());
         }
         let target = match self.inner.cfg.openflow.parse::<Target>() {
@@ -203,6 +247,13 @@ impl Node {
             egress_vnids: p.egress_vnids,
             flows: p.flows,
             vxlan: self.inner.vxlan.as_ref().map(|v| v.status()),
+            drift: self
+                .inner
+                .drift
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            ha: self.inner.ha.as_ref().map(|ha| ha.status()),
         }
     }
 
@@ -241,7 +292,17 @@ impl Node {
     }
 
     fn require_setup(&self) -> Result<SetupRequest, Error> {
+        self.require_active()?;
         self.published().setup.ok_or(Error::NotSetUp)
+    }
+
+    /// High availability: a standby refuses operations before touching anything (OVSDB
+    /// included); the writer refuses them too, for the operations that go straight to it.
+    fn require_active(&self) -> Result<(), Error> {
+        match &self.inner.ha {
+            Some(ha) if !ha.is_active() => Err(ha.standby_error()),
+            _ => Ok(()),
+        }
     }
 
     /// The seed's AlreadySetUp: the switch holds the version note of this node's setup.
@@ -268,6 +329,7 @@ impl Node {
     /// with already, nothing changes; with others, the table is rebuilt from scratch.
     pub async fn setup(&self, req: &SetupRequest) -> Result<SetupOutcome, Error> {
         req.validate()?;
+        self.require_active()?;
         let _exclusive = self.inner.gate.write().await;
         let current = self.published().setup;
         if current == Some(*req) && self.switch_has_version_note(req).await.unwrap_or(false) {
@@ -583,6 +645,7 @@ impl Node {
         ingress_bps: Option<u64>,
         egress_bps: Option<u64>,
     ) -> Result<(), Error> {
+        self.require_active()?;
         let _shared = self.inner.gate.read().await;
         let ovsdb = &self.inner.ovsdb;
         let veth = veth.as_str();
@@ -873,6 +936,24 @@ impl Node {
     }
 }
 
+/// A high availability configuration that can work: valid timings, and a passive OpenFlow
+/// target (the switch enforces roles only on the controllers it connects to).
+fn check_ha(cfg: &NodeConfig) -> Result<(), Error> {
+    let Some(ha) = &cfg.ha else {
+        return Ok(());
+    };
+    ha.validate()
+        .map_err(|reason| invalid("[ha] config", format!("{ha:?}"), reason))?;
+    if !cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive()) {
+        return Err(invalid(
+            "OpenFlow target",
+            &cfg.openflow,
+            "high availability needs a passive target (ptcp: or punix:) listed in ha.controllers",
+        ));
+    }
+    Ok(())
+}
+
 /// The configured datapath type, or the one this machine supports (logged).
 fn datapath_type(cfg: &NodeConfig) -> String {
     if let Some(kind) = &cfg.datapath_type {
@@ -999,39 +1080,6 @@ fn known_host(hs: &HostSubnet) -> Option<crate::netlink::KnownHost> {
         subnet,
         vtep_mac: crate::netlink::MacAddr(hs.vtep_mac?.0),
     })
-}
-
-/// Resyncs the switch's table at every (re)connect.
-async fn watch_switch(
-    mut events: mpsc::Receiver<SwitchEvent>,
-    requests: mpsc::WeakSender<Request>,
-    metrics: Arc<Metrics>,
-) {
-    while let Some(event) = events.recv().await {
-        match event {
-            SwitchEvent::Connected { datapath_id } => {
-                Metrics::inc(&metrics.switch_connects);
-                tracing::info!(
-                    datapath_id = format!("{datapath_id:016x}"),
-                    "switch connected; reconciling its flow table"
-                );
-                let Some(requests) = requests.upgrade() else {
-                    return;
-                };
-                let (request, _) = Request::new(Op::Resync { force: false });
-                if requests.send(request).await.is_err() {
-                    return;
-                }
-            }
-            SwitchEvent::Disconnected { reason } => {
-                tracing::warn!(%reason, "switch disconnected");
-            }
-            SwitchEvent::AsyncError(error) => {
-                tracing::warn!(%error, "switch reported an error");
-            }
-            SwitchEvent::PortStatus(_) | SwitchEvent::PacketIn(_) => {}
-        }
-    }
 }
 
 /// Resolves egress DNS names again when their answers expire, and updates the flows of every

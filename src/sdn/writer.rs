@@ -18,8 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::config::SetupOutcome;
 use super::desired::{all_entities, entity_flows};
+use super::drift::{record_repair, Repaired, SharedDriftStatus};
 use super::error::Error;
 use super::flows::{version_note, VERSION_TABLE};
+use super::ha::HaShared;
 use super::metrics::Metrics;
 use super::state::{Change, Entity, NodeState, Pod};
 use super::store::Store;
@@ -67,6 +69,12 @@ pub enum Op {
     Setup(SetupRequest),
     /// Make the switch's table equal to the desired one; `force` re-installs it whole.
     Resync { force: bool },
+    /// The same as a resync without force, after the switch reported foreign changes
+    /// (`seen` says which); a repair that changes anything is recorded as drift.
+    RepairDrift { seen: String },
+    /// High availability: this daemon just became master; adopt the state the previous
+    /// active daemon replicated and reconcile the switch with it.
+    TakeOver { generation: u64 },
     /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
     Shutdown,
 }
@@ -109,6 +117,11 @@ pub struct Writer {
     pub switch: Switch,
     pub metrics: Arc<Metrics>,
     pub published: Arc<Mutex<Published>>,
+    /// Drift detection and repairs, shared with the switch watcher.
+    pub drift: SharedDriftStatus,
+    /// High availability, when configured: while standby, operations are refused and the
+    /// switch is left alone; while active, every batch is replicated to OVSDB.
+    pub ha: Option<Arc<HaShared>>,
     pub requests: mpsc::Receiver<Request>,
     pub max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -168,6 +181,8 @@ impl Writer {
             switch,
             metrics,
             published: Arc::default(),
+            drift: Arc::default(),
+            ha: None,
             requests,
             max_batch: max_batch.max(1),
             connect_timeout,
@@ -181,6 +196,18 @@ impl Writer {
 
     pub async fn run(mut self) {
         while let Some(first) = self.next_request().await {
+            if let Some(ha) = self.ha.as_ref().filter(|ha| !ha.is_active()) {
+                let refused = match first.op {
+                    Op::Plan(_) | Op::Setup(_) => Some(Err(ha.standby_error())),
+                    // The switch belongs to the active daemon.
+                    Op::Resync { .. } | Op::RepairDrift { .. } => Some(Ok(Output::None)),
+                    Op::TakeOver { .. } | Op::Shutdown => None,
+                };
+                if let Some(result) = refused {
+                    let _ = first.reply.send(result);
+                    continue;
+                }
+            }
             match first.op {
                 Op::Plan(_) => {
                     let batch = self.gather(first);
@@ -192,6 +219,14 @@ impl Writer {
                 }
                 Op::Resync { force } => {
                     let result = self.resync(force).await.map(|()| Output::None);
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::TakeOver { generation } => {
+                    let result = self.take_over(generation).await.map(|()| Output::None);
+                    self.answer(first.reply, first.started, result);
+                }
+                Op::RepairDrift { seen } => {
+                    let result = self.repair_drift(&seen).await.map(|()| Output::None);
                     self.answer(first.reply, first.started, result);
                 }
                 Op::Shutdown => {
@@ -407,6 +442,14 @@ impl Writer {
         if changes.is_empty() {
             return Ok(());
         }
+        if let Some(ha) = &self.ha {
+            if let Err(e) = ha.replicate(&self.state).await {
+                // The switch already has the batch: have the next resync take it back.
+                self.in_sync = false;
+                self.request_resync();
+                return Err(e);
+            }
+        }
         let store = self.store.clone();
         let appended = tokio::task::spawn_blocking(move || {
             let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
@@ -502,14 +545,71 @@ impl Writer {
         Ok(Output::Setup(outcome, dropped))
     }
 
+    /// Takes the fencing token for `generation`, adopts the state the previous active daemon
+    /// replicated (when there is one), persists it here too, and reconciles the switch.
+    async fn take_over(&mut self, generation: u64) -> Result<(), Error> {
+        let Some(ha) = self.ha.clone() else {
+            return self.resync(false).await;
+        };
+        if let Some(state) = ha.fence_and_read(generation).await? {
+            if state != self.state {
+                let table = build_table(&state)?;
+                tracing::info!(
+                    pods = state.pods.len(),
+                    flows = table.len(),
+                    "HA: adopting the desired state the previous active daemon replicated"
+                );
+                self.table = table;
+                self.state = state.clone();
+                self.persist_locally(vec![Change::Replace {
+                    state: Box::new(state),
+                }])
+                .await?;
+            }
+        }
+        self.in_sync = false;
+        self.resync(false).await
+    }
+
+    /// The journal part of `persist`, without replication (for state that came from it).
+    async fn persist_locally(&mut self, changes: Vec<Change>) -> Result<(), Error> {
+        let ha = self.ha.take();
+        let result = self.persist(changes).await;
+        self.ha = ha;
+        result
+    }
+
     /// Makes the switch's table equal to the desired one: the whole table when the version
     /// note is missing (ovs-vswitchd restarted) or `force`, else just the differences.
     async fn resync(&mut self, force: bool) -> Result<(), Error> {
+        self.reconcile(force).await.map(|_| ())
+    }
+
+    /// A resync after the switch reported changes it did not get from us. Our own changes
+    /// can be reported too (the switch abbreviates those of our connection, but not
+    /// necessarily all), so only a comparison that finds a difference counts as drift.
+    async fn repair_drift(&mut self, seen: &str) -> Result<(), Error> {
+        Metrics::inc(&self.metrics.drift_checks);
+        match self.reconcile(false).await? {
+            Repaired::Nothing => {
+                tracing::debug!(%seen, "flow changes reported, but the table is as desired");
+            }
+            repaired => record_repair(&self.drift, &self.metrics, seen, &repaired),
+        }
+        Ok(())
+    }
+
+    /// `resync`, saying what it changed.
+    async fn reconcile(&mut self, force: bool) -> Result<Repaired, Error> {
         let Some(setup) = self.state.setup else {
-            return Ok(());
+            return Ok(Repaired::Nothing);
+        };
+        let reinstalled = Repaired::Reinstalled {
+            flows: self.table.len(),
         };
         if force {
-            return self.install_all().await;
+            self.install_all().await?;
+            return Ok(reinstalled);
         }
         await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
@@ -523,7 +623,8 @@ impl Writer {
                 flows = self.table.len(),
                 "switch lacks the version note: re-installing the whole table in one bundle"
             );
-            return self.install_all().await;
+            self.install_all().await?;
+            return Ok(reinstalled);
         }
         let diff = self.table.reconcile(&current);
         drop(current);
@@ -538,7 +639,7 @@ impl Writer {
             Metrics::inc(&self.metrics.repairs);
         }
         self.in_sync = true;
-        Ok(())
+        Ok(Repaired::from_diff(&diff))
     }
 }
 

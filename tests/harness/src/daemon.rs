@@ -24,7 +24,19 @@ impl Daemon {
     /// 127.0.0.1:6653 of that namespace, with the API socket and state under `ovs.dir()/ofnode`.
     /// `extra` is appended to the command line (e.g. `--mtu 1400`).
     pub fn start(ovs: &Ovs, binary: &Path, extra: &[&str]) -> Result<Daemon, CommandError> {
-        let root = ovs.dir().join("ofnode");
+        Daemon::start_named(ovs, binary, "ofnode", "ptcp:6653:127.0.0.1", extra)
+    }
+
+    /// `start` for one of several daemons on the same OVS (high availability): its API
+    /// socket, state and log under `ovs.dir()/<name>`, OpenFlow on `openflow`.
+    pub fn start_named(
+        ovs: &Ovs,
+        binary: &Path,
+        name: &str,
+        openflow: &str,
+        extra: &[&str],
+    ) -> Result<Daemon, CommandError> {
+        let root = ovs.dir().join(name);
         let state_dir = root.join("state");
         std::fs::create_dir_all(&state_dir)
             .map_err(|e| CommandError::Other(format!("create {}: {e}", state_dir.display())))?;
@@ -34,7 +46,7 @@ impl Daemon {
             "--ovsdb".into(),
             ovs.db_target(),
             "--openflow".into(),
-            "ptcp:6653:127.0.0.1".into(),
+            openflow.into(),
             "--api".into(),
             api.display().to_string(),
             "--state-dir".into(),

@@ -1,0 +1,242 @@
+//! High availability against a real Open vSwitch: two `ofnode run` daemons are both
+//! controllers of br0; one becomes active (master) and programs it, the other is standby
+//! (slave) and refuses operations; after `kill -9` of the active one the standby takes over,
+//! keeps the table exactly as it was, and a pod added through it lands exactly as expected.
+
+mod sdn_common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ofnode::sdn::Mode;
+use ofnode_harness::{Daemon, Ovs};
+use sdn_common::{base_flows, wait_for_flows, SANDBOX, SANDBOX_NOTE};
+
+const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
+/// Only keeps a broken run from hanging.
+const LIMIT: Duration = Duration::from_secs(20);
+
+const PORTS: [u16; 2] = [6653, 6654];
+
+const SETUP: &[&str] = &[
+    "setup",
+    "--cluster-network",
+    "10.128.0.0/14",
+    "--service-network",
+    "172.30.0.0/16",
+    "--local-subnet",
+    "10.128.0.0/23",
+    "--gateway",
+    "10.128.0.1",
+];
+
+fn controllers() -> String {
+    PORTS
+        .iter()
+        .map(|p| format!("\"tcp:127.0.0.1:{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Daemon `id` (1 or 2) with its `[ha]` section.
+fn start_peer(ovs: &Ovs, id: u16) -> Daemon {
+    let name = format!("ofnode{id}");
+    let config = ovs.dir().join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[ha]\nid = {id}\ncontrollers = [{}]\nheartbeat_ms = 200\ntakeover_ms = 1000\n",
+            controllers()
+        ),
+    )
+    .unwrap();
+    let openflow = format!("ptcp:{}:127.0.0.1", PORTS[usize::from(id - 1)]);
+    let config = config.display().to_string();
+    Daemon::start_named(
+        ovs,
+        Path::new(OFNODE),
+        &name,
+        &openflow,
+        &["--config", &config, "--no-host-network"],
+    )
+    .unwrap_or_else(|e| panic!("start ofnode {id}: {e}"))
+}
+
+fn status(daemon: &Daemon) -> serde_json::Value {
+    let text = daemon.cli(&["status", "--json"]).expect("ofnode status");
+    serde_json::from_str(&text).expect("status JSON")
+}
+
+/// Waits until `daemon` reports HA role `role`; returns how long that took.
+fn wait_role(daemon: &Daemon, role: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let status = status(daemon);
+        if status["ha"]["role"] == role {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "no {role} within {LIMIT:?}: {status}\n{}",
+            daemon.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn veth(ovs: &Ovs, name: &str) {
+    let peer = format!("{name}p");
+    ovs.netns()
+        .exec_ok(&[
+            "ip", "link", "add", name, "type", "veth", "peer", "name", &peer,
+        ])
+        .unwrap();
+    ovs.netns()
+        .exec_ok(&["ip", "link", "set", name, "up"])
+        .unwrap();
+}
+
+fn pod_add(daemon: &Daemon, veth: &str, ip: &str, mac: &str) -> Result<u16, String> {
+    daemon
+        .cli(&[
+            "pod",
+            "add",
+            "--veth",
+            veth,
+            "--ip",
+            ip,
+            "--mac",
+            mac,
+            "--sandbox",
+            SANDBOX,
+            "--vnid",
+            "10",
+        ])
+        .map(|out| out.trim().parse().expect("the ofport"))
+        .map_err(|e| e.to_string())
+}
+
+/// The flows of a pod with VNID 10 on `ofport` (subnet mode), as ovs-ofctl prints them.
+fn pod_flows(ofport: u16, ip: &str, mac: &str) -> Vec<String> {
+    vec![
+        format!("table=20, priority=100,arp,in_port={ofport},arp_spa={ip},arp_sha={mac} actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+        format!("table=20, priority=100,ip,in_port={ofport},nw_src={ip} actions=load:0xa->NXM_NX_REG0[],goto_table:21"),
+        format!("table=40, priority=100,arp,arp_tpa={ip} actions=output:{ofport}"),
+        format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0xa->NXM_NX_REG1[],load:{ofport:#x}->NXM_NX_REG2[],goto_table:80"),
+    ]
+}
+
+/// Two daemons on a fresh OVS: the first active, the second standby hearing it; set up
+/// through the first with one pod. Returns them and the table the switch must hold.
+fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
+    ovs.add_bridge("br0").expect("br0");
+    let first = start_peer(ovs, 1);
+    wait_role(&first, "active");
+    let second = start_peer(ovs, 2);
+    // The standby hears the active daemon's heartbeats through the switch.
+    let deadline = Instant::now() + LIMIT;
+    while status(&second)["ha"]["active_peer"] != 1 {
+        assert!(Instant::now() < deadline, "{}", status(&second));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(status(&second)["ha"]["role"], "standby");
+
+    first.cli(SETUP).expect("setup through the active daemon");
+    veth(ovs, "vethA");
+    veth(ovs, "vethB");
+    let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
+        .expect("pod add through the active daemon");
+    let mut expected = base_flows(Mode::Subnet);
+    expected.extend(pod_flows(port_a, "10.128.0.5", "0a:58:0a:80:00:05"));
+    wait_for_flows(ovs, &expected, LIMIT);
+    (first, second, expected)
+}
+
+/// Adds the second pod through `daemon` and checks the whole table.
+fn second_pod_lands_exactly(ovs: &Ovs, daemon: &Daemon, mut expected: Vec<String>) {
+    let port_b = pod_add(daemon, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect("pod add through the new active daemon");
+    expected.extend(pod_flows(port_b, "10.128.0.6", "0a:58:0a:80:00:06"));
+    wait_for_flows(ovs, &expected, LIMIT);
+    assert_eq!(status(daemon)["pods"], 2);
+}
+
+#[test]
+fn the_standby_takes_over_when_the_active_daemon_is_killed() {
+    let ovs = Ovs::start().expect("private OVS");
+    let (mut first, second, expected) = active_and_standby(&ovs);
+
+    // The standby refuses operations and names the active daemon.
+    let refused = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect_err("a standby refuses operations");
+    assert!(
+        refused.contains("standby") && refused.contains("HA id 1"),
+        "{refused}"
+    );
+
+    first.kill9();
+    let took = wait_role(&second, "active");
+    eprintln!("standby became active {took:?} after kill -9 of the active daemon");
+    wait_for_flows(&ovs, &expected, LIMIT);
+    second_pod_lands_exactly(&ovs, &second, expected);
+    assert_eq!(status(&second)["ha"]["takeovers"], 1);
+}
+
+fn signal(daemon: &Daemon, sig: &str) {
+    let pid = daemon.pid().expect("daemon runs").to_string();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[test]
+fn a_frozen_active_daemon_is_replaced_and_steps_down_when_it_wakes() {
+    let ovs = Ovs::start().expect("private OVS");
+    let (first, second, expected) = active_and_standby(&ovs);
+
+    signal(&first, "-STOP");
+    wait_role(&second, "active");
+    signal(&first, "-CONT");
+    // It learns from the switch that it is no longer master, and stops acting as one.
+    wait_role(&first, "standby");
+    let refused = pod_add(&first, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
+        .expect_err("the old active daemon refuses operations");
+    assert!(refused.contains("standby"), "{refused}");
+    wait_for_flows(&ovs, &expected, LIMIT);
+    second_pod_lands_exactly(&ovs, &second, expected);
+}
+
+#[test]
+fn peers_started_together_elect_exactly_one() {
+    let ovs = Ovs::start().expect("private OVS");
+    ovs.add_bridge("br0").expect("br0");
+    let peers = [start_peer(&ovs, 1), start_peer(&ovs, 2)];
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let statuses: Vec<_> = peers.iter().map(|p| status(p)["ha"].clone()).collect();
+        let active: Vec<_> = statuses.iter().filter(|s| s["role"] == "active").collect();
+        let settled = active.len() == 1
+            && statuses
+                .iter()
+                .filter(|s| s["role"] == "standby")
+                .all(|s| s["active_peer"] == active[0]["id"]);
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{statuses:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The standby refuses, the active one serves.
+    let (active, standby) = if status(&peers[0])["ha"]["role"] == "active" {
+        (&peers[0], &peers[1])
+    } else {
+        (&peers[1], &peers[0])
+    };
+    let refused = standby.cli(SETUP).expect_err("the standby refuses setup");
+    assert!(refused.to_string().contains("standby"), "{refused}");
+    active.cli(SETUP).expect("the active daemon sets up");
+    wait_for_flows(&ovs, &base_flows(Mode::Subnet), LIMIT);
+}

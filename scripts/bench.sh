@@ -15,7 +15,7 @@ run() {
 # Sans-IO codec (criterion).
 run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end.
-for bench in openflow ovsdb sdn; do
+for bench in openflow ovsdb sdn cluster; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

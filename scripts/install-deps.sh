@@ -13,6 +13,10 @@ declare -A NEED=(
   [python3-os-ken]=/usr/bin/osken-manager
   [procps]=/usr/bin/pgrep
   [curl]=/usr/bin/curl
+  [etcd-server]=/usr/bin/etcd
+  [etcd-client]=/usr/bin/etcdctl
+  # The etcd-client crate compiles etcd's gRPC protos at build time.
+  [protobuf-compiler]=/usr/bin/protoc
 )
 
 missing=()

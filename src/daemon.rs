@@ -7,6 +7,7 @@ use serde::Deserialize;
 use tracing::{error, info};
 
 use crate::api::server::{self, ApiOptions};
+use crate::cluster::{ClusterSettings, Membership};
 use crate::sdn::{Node, NodeConfig};
 
 /// `ofnode run` flags; each overrides the same key of the config file.
@@ -60,6 +61,9 @@ pub struct ConfigFile {
     /// An optional kernel VXLAN device (flannel-style) kept in line with the host subnets:
     /// `[vxlan]` with `address`, `vni`, `vtep_device`, `mode = "static" | "miss"`, ….
     pub vxlan: Option<crate::netlink::VxlanSettings>,
+    /// Membership of a cluster through etcd: `[cluster]` with `endpoints`, `network`,
+    /// `subnet_prefix_len`, `service_network`, `public_ip`, ….
+    pub cluster: Option<ClusterSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +84,8 @@ pub enum DaemonError {
     Node(#[from] crate::sdn::Error),
     #[error(transparent)]
     Api(#[from] server::ServeError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 pub const DEFAULT_OVSDB: &str = "unix:/run/openvswitch/db.sock";
@@ -91,6 +97,7 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/ofnode";
 pub struct Settings {
     pub node: NodeConfig,
     pub api: ApiOptions,
+    pub cluster: Option<ClusterSettings>,
 }
 
 pub fn load_config(path: &Path) -> Result<ConfigFile, DaemonError> {
@@ -123,6 +130,9 @@ impl Settings {
                 )));
             }
         }
+        if let Some(cluster) = &file.cluster {
+            cluster.validate()?;
+        }
         let defaults = ApiOptions::default();
         Ok(Settings {
             node: NodeConfig {
@@ -149,6 +159,7 @@ impl Settings {
                 max_body: file.api_max_body.unwrap_or(defaults.max_body),
                 mode: defaults.mode,
             },
+            cluster: file.cluster,
         })
     }
 }
@@ -166,9 +177,14 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     );
     // Bind first: a second daemon on the same socket must fail before it touches the switch.
     let listener = server::bind(&settings.api).await?;
+    let state_dir = settings.node.state_dir.clone();
     let node = Node::start(settings.node).await?;
+    let membership = match settings.cluster {
+        Some(cluster) => Some(Membership::join(&node, cluster, &state_dir).await?),
+        None => None,
+    };
     info!(api = %settings.api.socket.display(), "control API listening");
-    let result = server::serve(listener, node, &settings.api, shutdown_signal()).await;
+    let result = server::serve(listener, node, membership, &settings.api, shutdown_signal()).await;
     let _ = std::fs::remove_file(&settings.api.socket);
     if let Err(err) = &result {
         error!("{err}");

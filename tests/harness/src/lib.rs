@@ -7,12 +7,16 @@
 
 pub mod cluster;
 mod daemon;
+mod etcd;
 mod netns;
 mod ovs;
 mod process;
 
-pub use cluster::{Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Pod};
+pub use cluster::{
+    Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
+};
 pub use daemon::Daemon;
+pub use etcd::Etcd;
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

@@ -150,8 +150,9 @@ fn reap_dir(dir: &Path) {
         let path: PathBuf = file.path();
         if path.extension().is_some_and(|ext| ext == "pid") {
             if let Some(pid) = read_pidfile(&path) {
-                // Our daemons (ovsdb-server, ovs-vswitchd), ofnode itself, and pingers of e2e tests.
-                for comm in ["ovsdb-server", "ovs-vswitchd", "ofnode", "ping"] {
+                // Our daemons (ovsdb-server, ovs-vswitchd, etcd), ofnode itself, and pingers of
+                // e2e tests.
+                for comm in ["ovsdb-server", "ovs-vswitchd", "etcd", "ofnode", "ping"] {
                     if signal_if_ours(pid, comm, SIGKILL) {
                         wait_exit(pid, Duration::from_secs(3));
                     }

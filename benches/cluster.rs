@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, PutOptions};
 use ofnode::cluster::registry::{subnet_key, Holder};
 use ofnode::cluster::{ClusterSettings, Membership};
-use ofnode::sdn::{Cidr, Mode, Node, NodeConfig};
+use ofnode::sdn::{Cidr, Node, NodeConfig};
 use ofnode_harness::{Etcd, Ovs};
 
 const NODES: u8 = 50;

@@ -245,6 +245,26 @@ mod tests {
         .unwrap();
         let vxlan = settings.node.vxlan.expect("the [vxlan] section");
         assert_eq!(vxlan.vni, 7);
+        let cluster = "[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\n\
+                       network = \"10.128.0.0/14\"\nservice_network = \"172.30.0.0/16\"\n\
+                       public_ip = \"192.0.2.11\"\n";
+        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 23\n")).unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        assert_eq!(settings.cluster.expect("[cluster]").subnet_prefix_len, 23);
+        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 8\n")).unwrap();
+        let err = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("cluster.subnet_prefix_len 8"),
+            "{err}"
+        );
         std::fs::write(&path, "brige = \"typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs {
             config: Some(path),

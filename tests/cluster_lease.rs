@@ -74,7 +74,9 @@ async fn concurrent_nodes_get_distinct_subnets_and_their_own_back() {
     // Node 3 restarts while its lease is alive: it takes over its own key, whatever it
     // remembered, under a new lease.
     let before = acquired[3];
-    let again = acquire(&mut client, &settings, &holder(3), None).await.unwrap();
+    let again = acquire(&mut client, &settings, &holder(3), None)
+        .await
+        .unwrap();
     assert_eq!(again.subnet, before.subnet);
     assert_ne!(again.lease_id, before.lease_id);
     assert_eq!(keys(&mut client).await.len(), 8);

@@ -61,7 +61,7 @@ impl Membership {
             }),
         };
         let path = remembered_path(state_dir);
-        let acquired = acquire(&mut client, &settings, &me, read_remembered(&path)).await?;
+        let acquired = first_lease(&mut client, &settings, &me, read_remembered(&path)).await?;
         remember(&path, acquired.subnet)?;
         set_up(node, &settings, acquired.subnet).await?;
         let view = Arc::new(View::new(me.node.clone(), acquired));
@@ -92,10 +92,11 @@ impl Membership {
         let ttls = join_all(ids.into_iter().map(|id| {
             let mut client = self.client.clone();
             async move {
-                timed(client.lease_time_to_live(id, None))
-                    .await
-                    .ok()
-                    .map(|r| r.ttl())
+                let ask = client.lease_time_to_live(id, None);
+                match tokio::time::timeout(STATUS_TIMEOUT, ask).await {
+                    Ok(Ok(reply)) => Some(reply.ttl()),
+                    _ => None,
+                }
             }
         }))
         .await;
@@ -118,6 +119,35 @@ impl Drop for Membership {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+    }
+}
+
+/// How long `status` waits for etcd to tell a lease's TTL (an unreachable etcd must not hang it).
+const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a starting node keeps trying to reach etcd before it gives up.
+const JOIN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The first lease, retried while etcd is unreachable (it may be starting too); an error that
+/// waiting cannot fix (an exhausted network) or a persisting one ends the start.
+async fn first_lease(
+    client: &mut Client,
+    settings: &ClusterSettings,
+    me: &Holder,
+    remembered: Option<Cidr>,
+) -> Result<Acquired, ClusterError> {
+    let deadline = tokio::time::Instant::now() + JOIN_PATIENCE;
+    loop {
+        match acquire(client, settings, me, remembered).await {
+            Ok(acquired) => return Ok(acquired),
+            Err(err @ (ClusterError::Etcd(_) | ClusterError::Timeout(_)))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                warn!("leasing a subnet: {err}; retrying");
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(err) => return Err(err),
         }
     }
 }

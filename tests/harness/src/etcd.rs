@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::netns::Netns;
-use crate::process::{run_ok, CommandError};
+use crate::process::{run_ok, tail_lines, terminate_child, CommandError};
 
 const ETCD: &str = "/usr/bin/etcd";
 const ETCDCTL: &str = "/usr/bin/etcdctl";
@@ -162,28 +162,13 @@ impl Etcd {
 
     /// SIGTERM and wait: an orderly stop; `spawn` starts it again on the same data.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill(2) has no memory-safety preconditions; the PID is our own child's,
-            // not yet reaped, so it cannot have been recycled.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            terminate_child(child, Duration::from_secs(10));
         }
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail_lines(&self.dir.join("etcd.log"), lines)
     }
 }
 

@@ -17,6 +17,8 @@ declare -A NEED=(
   [etcd-client]=/usr/bin/etcdctl
   # The etcd-client crate compiles etcd's gRPC protos at build time.
   [protobuf-compiler]=/usr/bin/protoc
+  # The TLS etcd of the harness gets its certificates from openssl.
+  [openssl]=/usr/bin/openssl
 )
 
 missing=()

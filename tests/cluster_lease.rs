@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use etcd_client::{Client, GetOptions};
 use ofnode::cluster::lease::{acquire, Acquired};
 use ofnode::cluster::registry::Holder;
-use ofnode::cluster::ClusterSettings;
+use ofnode::cluster::{ClusterSettings, TlsFiles};
 use ofnode::sdn::Cidr;
 use ofnode_harness::Etcd;
 
@@ -117,4 +117,54 @@ async fn an_exhausted_network_is_an_error_that_changes_nothing() {
     assert_eq!(keys(&mut client).await.len(), 2);
     // The lease granted for the attempt was revoked.
     assert_eq!(client.leases().await.unwrap().leases().len(), leases_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_etcd_is_reached_with_the_configured_files() {
+    let etcd = Etcd::start_on_loopback_tls().unwrap();
+    let files = etcd.tls_files();
+    let mut settings = settings(&etcd, "10.128.0.0/14");
+    settings.tls = Some(TlsFiles {
+        ca: files.ca.clone(),
+        cert: Some(files.cert.clone()),
+        key: Some(files.key.clone()),
+    });
+    settings.validate().unwrap();
+    let options = settings.connect_options().unwrap();
+    let mut client = Client::connect(&settings.endpoints, Some(options))
+        .await
+        .unwrap();
+    let acquired = acquire(&mut client, &settings, &holder(1), None)
+        .await
+        .unwrap();
+    assert_eq!(acquired.subnet, "10.128.0.0/23".parse().unwrap());
+    let listed = etcd
+        .etcdctl(&["get", "--prefix", "--keys-only", "/ofnode/"])
+        .unwrap();
+    assert!(listed.contains("/ofnode/subnets/10.128.0.0-23"), "{listed}");
+
+    // Without the client certificate etcd refuses the node, and the error says etcd.
+    settings.tls = Some(TlsFiles {
+        ca: files.ca.clone(),
+        cert: None,
+        key: None,
+    });
+    let options = settings.connect_options().unwrap();
+    let refused = match Client::connect(&settings.endpoints, Some(options)).await {
+        Ok(mut client) => acquire(&mut client, &settings, &holder(2), None)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    let err = refused.unwrap_err();
+    assert!(err.starts_with("etcd"), "{err}");
+    // A missing CA file is named.
+    settings.tls = Some(TlsFiles {
+        ca: etcd.dir().join("missing.pem"),
+        cert: None,
+        key: None,
+    });
+    let err = settings.connect_options().unwrap_err().to_string();
+    assert!(err.contains("missing.pem"), "{err}");
 }

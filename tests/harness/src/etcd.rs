@@ -24,6 +24,16 @@ pub struct Etcd {
     dir: PathBuf,
     /// Removed on drop when the directory is not inside a namespace's own state directory.
     own_dir: bool,
+    /// Serves clients over TLS and asks them for a certificate (see [`Etcd::tls_files`]).
+    tls: bool,
+}
+
+/// PEM files of a TLS etcd: the CA that signed both sides, and a client certificate and key.
+#[derive(Debug, Clone)]
+pub struct EtcdTlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Etcd {
@@ -31,7 +41,14 @@ impl Etcd {
     /// and 2380. Its state lives in the namespace's state directory.
     pub fn start_in(netns: &Netns, ip: Ipv4Addr) -> Result<Etcd, CommandError> {
         let dir = crate::process::state_dir_for(netns.name()).join("etcd");
-        Etcd::launch(Some(netns.name().to_string()), ip, (2379, 2380), dir, false)
+        Etcd::launch(
+            Some(netns.name().to_string()),
+            ip,
+            (2379, 2380),
+            dir,
+            false,
+            false,
+        )
     }
 
     /// Starts etcd in this process's namespace on 127.0.0.1, on two free ports.
@@ -39,7 +56,26 @@ impl Etcd {
         crate::init();
         let ports = (free_port()?, free_port()?);
         let dir = crate::process::state_dir_for(&crate::unique_name("etcd"));
-        Etcd::launch(None, Ipv4Addr::LOCALHOST, ports, dir, true)
+        Etcd::launch(None, Ipv4Addr::LOCALHOST, ports, dir, true, false)
+    }
+
+    /// Like [`Etcd::start_on_loopback`], serving `https://` with a fresh CA (made with
+    /// `openssl`) and requiring a client certificate signed by it.
+    pub fn start_on_loopback_tls() -> Result<Etcd, CommandError> {
+        crate::init();
+        let ports = (free_port()?, free_port()?);
+        let dir = crate::process::state_dir_for(&crate::unique_name("etcd"));
+        make_certificates(&dir, Ipv4Addr::LOCALHOST)?;
+        Etcd::launch(None, Ipv4Addr::LOCALHOST, ports, dir, true, true)
+    }
+
+    /// The CA and a client certificate, for a TLS etcd.
+    pub fn tls_files(&self) -> EtcdTlsFiles {
+        EtcdTlsFiles {
+            ca: self.dir.join("ca.pem"),
+            cert: self.dir.join("client.pem"),
+            key: self.dir.join("client-key.pem"),
+        }
     }
 
     fn launch(
@@ -48,6 +84,7 @@ impl Etcd {
         (client_port, peer_port): (u16, u16),
         dir: PathBuf,
         own_dir: bool,
+        tls: bool,
     ) -> Result<Etcd, CommandError> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
@@ -59,14 +96,30 @@ impl Etcd {
             peer_port,
             dir,
             own_dir,
+            tls,
         };
         etcd.spawn()?;
         Ok(etcd)
     }
 
-    /// `http://IP:PORT`.
+    /// `http://IP:PORT` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://{}:{}", self.ip, self.client_port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}:{}", self.ip, self.client_port)
+    }
+
+    /// etcd's own flags for serving clients over TLS.
+    fn tls_flags(&self) -> Vec<String> {
+        if !self.tls {
+            return Vec::new();
+        }
+        let file = |name: &str| self.dir.join(name).display().to_string();
+        vec![
+            format!("--cert-file={}", file("server.pem")),
+            format!("--key-file={}", file("server-key.pem")),
+            format!("--trusted-ca-file={}", file("ca.pem")),
+            "--client-cert-auth".into(),
+        ]
     }
 
     pub fn dir(&self) -> &Path {
@@ -111,6 +164,7 @@ impl Etcd {
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=harness={peer}"))
+            .args(self.tls_flags())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -150,14 +204,18 @@ impl Etcd {
 
     /// Runs `etcdctl --endpoints URL ARGS…` (API v3) and returns its stdout.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, CommandError> {
-        run_ok(
-            self.command(ETCDCTL)
-                .env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints={}", self.endpoint()))
-                .arg("--dial-timeout=2s")
-                .arg("--command-timeout=3s")
-                .args(args),
-        )
+        let mut cmd = self.command(ETCDCTL);
+        cmd.env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .arg("--dial-timeout=2s")
+            .arg("--command-timeout=3s");
+        if self.tls {
+            let files = self.tls_files();
+            cmd.arg(format!("--cacert={}", files.ca.display()))
+                .arg(format!("--cert={}", files.cert.display()))
+                .arg(format!("--key={}", files.key.display()));
+        }
+        run_ok(cmd.args(args))
     }
 
     /// SIGTERM and wait: an orderly stop; `spawn` starts it again on the same data.
@@ -182,6 +240,75 @@ impl Drop for Etcd {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// A CA, a server certificate for `ip` and a client certificate (P-256 keys, valid one day) in
+/// `dir`: ca.pem, server.pem + server-key.pem, client.pem + client-key.pem.
+fn make_certificates(dir: &Path, ip: Ipv4Addr) -> Result<(), CommandError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
+    let openssl = |args: &[&str]| run_ok(Command::new("openssl").current_dir(dir).args(args));
+    let new_key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &new_key,
+            &["-keyout", "ca-key.pem", "-out", "ca.pem"],
+        ]
+        .concat()
+        .into_iter()
+        .chain(["-days", "1", "-subj", "/CN=ofnode-harness-ca"])
+        .collect::<Vec<_>>(),
+    )?;
+    for (name, usage) in [
+        (
+            "server",
+            format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth\n"),
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n".to_string()),
+    ] {
+        let (key, csr, cert, ext) = (
+            format!("{name}-key.pem"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(dir.join(&ext), usage)
+            .map_err(|e| CommandError::Other(format!("write {ext}: {e}")))?;
+        let subject = format!("/CN=ofnode-harness-{name}");
+        openssl(
+            &[
+                &["req"][..],
+                &new_key,
+                &["-keyout", &key, "-out", &csr, "-subj", &subject],
+            ]
+            .concat(),
+        )?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            &cert,
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+        ])?;
+    }
+    Ok(())
 }
 
 /// A port nobody listens on now (the kernel's pick, released at once).

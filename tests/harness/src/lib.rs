@@ -16,7 +16,7 @@ pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
 };
 pub use daemon::Daemon;
-pub use etcd::Etcd;
+pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

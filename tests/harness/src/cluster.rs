@@ -18,9 +18,14 @@
 //! `192.0.2.(11+i)`, local subnet `10.128.(2i).0/23` with gateway `.1`, pods from `.10` up; an
 //! external host behind node `i` is `198.51.100.(4i+2)`, reached through the node at `(4i+1)`.
 //!
+//! [`Cluster::start_with_etcd`] builds the same cluster with an etcd on the underlay bridge
+//! ([`ETCD_IP`]) and starts each daemon with only a `[cluster]` section: the nodes lease their
+//! subnets there (node `i`'s is whatever it leased; started one at a time they get
+//! `10.128.(2i).0/23` as above) and learn each other's from etcd.
+//!
 //! Drop order is the cleanup order: pods and external hosts are owned by the caller and drop
 //! first (their namespaces take their veths with them), then nodes (daemon, then OVS and the node
-//! namespace), then the underlay namespace.
+//! namespace), then etcd, then the underlay namespace.
 
 mod pod;
 mod seed_flows;

@@ -15,8 +15,8 @@ run() {
 # Sans-IO codec (criterion).
 run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end,
-# and the CNI plugin as a runtime runs it.
-for bench in openflow ovsdb sdn cni; do
+# the CNI plugin as a runtime runs it, and cluster membership through a real etcd.
+for bench in openflow ovsdb sdn cni cluster; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

@@ -14,6 +14,12 @@ declare -A NEED=(
   [procps]=/usr/bin/pgrep
   [curl]=/usr/bin/curl
   [containernetworking-plugins]=/usr/lib/cni/host-local
+  [etcd-server]=/usr/bin/etcd
+  [etcd-client]=/usr/bin/etcdctl
+  # The etcd-client crate compiles etcd's gRPC protos at build time.
+  [protobuf-compiler]=/usr/bin/protoc
+  # The TLS etcd of the harness gets its certificates from openssl.
+  [openssl]=/usr/bin/openssl
 )
 
 missing=()

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use tracing::{error, info};
 
 use crate::api::server::{self, ApiOptions};
+use crate::cluster::{ClusterSettings, Membership};
 use crate::sdn::{Node, NodeConfig};
 
 /// `ofnode run` flags; each overrides the same key of the config file.
@@ -65,6 +66,9 @@ pub struct ConfigFile {
     pub ha: Option<crate::sdn::HaConfig>,
     /// Watch br0 for flow changes made behind ofnode's back and undo them (default true).
     pub drift_repair: Option<bool>,
+    /// Membership of a cluster through etcd: `[cluster]` with `endpoints`, `network`,
+    /// `subnet_prefix_len`, `service_network`, `public_ip`, ….
+    pub cluster: Option<ClusterSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +89,8 @@ pub enum DaemonError {
     Node(#[from] crate::sdn::Error),
     #[error(transparent)]
     Api(#[from] server::ServeError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 pub const DEFAULT_OVSDB: &str = "unix:/run/openvswitch/db.sock";
@@ -96,6 +102,7 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/ofnode";
 pub struct Settings {
     pub node: NodeConfig,
     pub api: ApiOptions,
+    pub cluster: Option<ClusterSettings>,
 }
 
 pub fn load_config(path: &Path) -> Result<ConfigFile, DaemonError> {
@@ -128,6 +135,9 @@ impl Settings {
                 )));
             }
         }
+        if let Some(cluster) = &file.cluster {
+            cluster.validate()?;
+        }
         let defaults = ApiOptions::default();
         let mut node = NodeConfig {
             bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
@@ -156,6 +166,7 @@ impl Settings {
                 max_body: file.api_max_body.unwrap_or(defaults.max_body),
                 mode: defaults.mode,
             },
+            cluster: file.cluster,
         })
     }
 }
@@ -173,9 +184,14 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     );
     // Bind first: a second daemon on the same socket must fail before it touches the switch.
     let listener = server::bind(&settings.api).await?;
+    let state_dir = settings.node.state_dir.clone();
     let node = Node::start(settings.node).await?;
+    let membership = match settings.cluster {
+        Some(cluster) => Some(Membership::join(&node, cluster, &state_dir).await?),
+        None => None,
+    };
     info!(api = %settings.api.socket.display(), "control API listening");
-    let result = server::serve(listener, node, &settings.api, shutdown_signal()).await;
+    let result = server::serve(listener, node, membership, &settings.api, shutdown_signal()).await;
     let _ = std::fs::remove_file(&settings.api.socket);
     if let Err(err) = &result {
         error!("{err}");
@@ -249,6 +265,26 @@ mod tests {
         let ha = settings.node.ha.expect("the [ha] section");
         assert_eq!((ha.id, ha.controllers.len()), (2, 2));
         assert_eq!((ha.heartbeat_ms, ha.takeover_ms), (200, 1000));
+        let cluster = "[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\n\
+                       network = \"10.128.0.0/14\"\nservice_network = \"172.30.0.0/16\"\n\
+                       public_ip = \"192.0.2.11\"\n";
+        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 23\n")).unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        assert_eq!(settings.cluster.expect("[cluster]").subnet_prefix_len, 23);
+        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 8\n")).unwrap();
+        let err = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("cluster.subnet_prefix_len 8"),
+            "{err}"
+        );
         std::fs::write(&path, "brige = \"typo\"\n").unwrap();
         let err = Settings::resolve(RunArgs {
             config: Some(path),

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub mod cni;
 pub mod daemon;
 pub mod netlink;

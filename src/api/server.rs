@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
 
 use super::wire::{self, ErrorBody};
+use crate::cluster::{ClusterStatus, Membership};
 use crate::sdn::{self, HostSubnet, Node, PodAdd, SandboxId, Service, SetupRequest};
 
 /// Limits on what a client can make the daemon do.
@@ -58,6 +59,8 @@ pub enum ServeError {
 
 struct AppState {
     node: Node,
+    /// Present when the node is a member of a cluster through etcd.
+    membership: Option<Membership>,
 }
 
 type Shared = State<Arc<AppState>>;
@@ -105,18 +108,19 @@ async fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
 pub async fn serve(
     listener: UnixListener,
     node: Node,
+    membership: Option<Membership>,
     options: &ApiOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let app = router(node, options.max_body);
+    let app = router(node, membership, options.max_body);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)
 }
 
-fn router(node: Node, max_body: usize) -> Router {
-    let state = Arc::new(AppState { node });
+fn router(node: Node, membership: Option<Membership>, max_body: usize) -> Router {
+    let state = Arc::new(AppState { node, membership });
     Router::new()
         .route("/v1/setup", post(setup))
         .route("/v1/status", get(status))
@@ -203,8 +207,24 @@ async fn setup(State(s): Shared, Body(req): Body<SetupRequest>) -> ApiResult<Set
     Ok(Json(SetupReply { outcome }))
 }
 
-async fn status(State(s): Shared) -> Json<sdn::Status> {
-    Json(s.node.status())
+/// The node's status, with the cluster view when the node is a member of one.
+#[derive(Debug, Serialize)]
+struct StatusReply {
+    #[serde(flatten)]
+    node: sdn::Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterStatus>,
+}
+
+async fn status(State(s): Shared) -> Json<StatusReply> {
+    let cluster = match &s.membership {
+        Some(membership) => Some(membership.status().await),
+        None => None,
+    };
+    Json(StatusReply {
+        node: s.node.status(),
+        cluster,
+    })
 }
 
 async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {

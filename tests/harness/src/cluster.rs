@@ -18,9 +18,14 @@
 //! `192.0.2.(11+i)`, local subnet `10.128.(2i).0/23` with gateway `.1`, pods from `.10` up; an
 //! external host behind node `i` is `198.51.100.(4i+2)`, reached through the node at `(4i+1)`.
 //!
+//! [`Cluster::start_with_etcd`] builds the same cluster with an etcd on the underlay bridge
+//! ([`ETCD_IP`]) and starts each daemon with only a `[cluster]` section: the nodes lease their
+//! subnets there (node `i`'s is whatever it leased; started one at a time they get
+//! `10.128.(2i).0/23` as above) and learn each other's from etcd.
+//!
 //! Drop order is the cleanup order: pods and external hosts are owned by the caller and drop
 //! first (their namespaces take their veths with them), then nodes (daemon, then OVS and the node
-//! namespace), then the underlay namespace.
+//! namespace), then etcd, then the underlay namespace.
 
 mod pod;
 mod seed_flows;
@@ -28,8 +33,10 @@ mod seed_flows;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
+use crate::etcd::Etcd;
 use crate::netns::{Netns, Veth};
 use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
@@ -51,6 +58,16 @@ const UNDERLAY_BRIDGE: &str = "brU";
 const UNDERLAY_PORT: &str = "ul0";
 const PHYS_BRIDGE: &str = "br-phy";
 const MAX_PODS_PER_NODE: u8 = 200;
+/// etcd's address on the underlay bridge, when the nodes lease their subnets there.
+pub const ETCD_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+/// Nodes that take their subnets from etcd (`[cluster]`) instead of `setup` and
+/// `hostsubnet add`.
+#[derive(Debug, Clone, Copy)]
+pub struct EtcdMembership {
+    /// Seconds a node's lease outlives its daemon.
+    pub lease_ttl: u64,
+}
 
 /// How br0 is programmed.
 #[derive(Debug, Clone)]
@@ -255,6 +272,86 @@ impl Node {
         text
     }
 
+    /// Writes the daemon's config file: only the `[cluster]` section (etcd and this node's
+    /// underlay identity).
+    fn write_cluster_config(&self, membership: EtcdMembership) -> Result<PathBuf, ClusterError> {
+        let text = format!(
+            "[cluster]\nendpoints = [\"http://{ETCD_IP}:2379\"]\nnetwork = \"{CLUSTER_NETWORK}\"\n\
+             subnet_prefix_len = {SUBNET_PREFIX}\nservice_network = \"{SERVICE_NETWORK}\"\n\
+             public_ip = \"{}\"\nnode_name = \"node-{}\"\nvtep_mac = \"{}\"\nlease_ttl = {}\n",
+            self.underlay_ip,
+            self.index,
+            self.vtep_mac()?,
+            membership.lease_ttl,
+        );
+        let path = self.ovs.dir().join("ofnode-cluster.toml");
+        std::fs::write(&path, text)
+            .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
+        Ok(path)
+    }
+
+    /// `ofnode status --json` as JSON.
+    pub fn status(&self) -> Result<serde_json::Value, ClusterError> {
+        let text = self.cli(&["status", "--json"])?;
+        serde_json::from_str(&text)
+            .map_err(|e| ClusterError::Invalid(format!("node {}: status: {e}: {text}", self.index)))
+    }
+
+    /// The subnet this node leased in etcd, as its status says.
+    pub fn leased_subnet(&self) -> Result<Option<String>, ClusterError> {
+        Ok(self.status()?["cluster"]["subnet"]
+            .as_str()
+            .map(str::to_string))
+    }
+
+    /// Waits for the daemon to lease a subnet and takes it as this node's (pods are numbered
+    /// from it).
+    fn adopt_leased_subnet(&mut self, timeout: Duration) -> Result<(), ClusterError> {
+        let subnet = self.wait_for(timeout, "a leased subnet", |node| node.leased_subnet())?;
+        let addr = subnet
+            .split_once('/')
+            .and_then(|(addr, _)| addr.parse::<Ipv4Addr>().ok())
+            .ok_or_else(|| ClusterError::Invalid(format!("leased subnet {subnet:?}")))?;
+        self.subnet = addr;
+        self.gateway = Ipv4Addr::from(u32::from(addr) + 1);
+        Ok(())
+    }
+
+    /// Waits until the node routes exactly `count` other nodes' subnets.
+    pub fn wait_host_subnets(&self, count: usize, timeout: Duration) -> Result<(), ClusterError> {
+        self.wait_for(timeout, &format!("{count} host subnets"), |node| {
+            let status = node.status()?;
+            let have = status["host_subnets"].as_u64().unwrap_or(u64::MAX);
+            Ok((have == count as u64 && status["in_sync"] == true).then_some(()))
+        })
+    }
+
+    /// Polls `probe` until it returns Some, or fails with the daemon's log after `timeout`.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut probe: impl FnMut(&Node) -> Result<Option<T>, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        loop {
+            match probe(self) {
+                Ok(Some(value)) => return Ok(value),
+                Ok(None) => {}
+                Err(err) => last = err.to_string(),
+            }
+            if Instant::now() >= deadline {
+                return Err(ClusterError::Invalid(format!(
+                    "node {}: no {what} within {timeout:?} ({last})\n{}",
+                    self.index,
+                    self.diagnostics()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn allocate_pod_number(&self) -> Result<u8, ClusterError> {
         let n = self.next_pod.fetch_add(1, Ordering::Relaxed);
         if n >= MAX_PODS_PER_NODE {
@@ -280,8 +377,10 @@ pub struct Cluster {
     pub mode: Mode,
     control: Control,
     echo: bool,
-    // Field order is drop order: nodes, then the underlay links and namespace.
+    membership: Option<EtcdMembership>,
+    // Field order is drop order: nodes, etcd, then the underlay links and namespace.
     nodes: Vec<Node>,
+    etcd: Option<Etcd>,
     _underlay_links: Vec<Veth>,
     underlay: Netns,
 }
@@ -290,6 +389,29 @@ impl Cluster {
     /// Builds the underlay and every node, sets each node up and tells it about every other
     /// node's subnet, and seeds the tunnel ARP caches so the first packet is not lost.
     pub fn start(options: ClusterOptions) -> Result<Cluster, ClusterError> {
+        Cluster::build(options, None)
+    }
+
+    /// Builds the underlay with an etcd on it ([`ETCD_IP`]) and starts every node's daemon
+    /// with only a `[cluster]` section: each leases its subnet and learns the others' from
+    /// etcd, with no `setup` or `hostsubnet add`. Waits until every node routes every other
+    /// node's subnet. Needs `Control::Ofnode`.
+    pub fn start_with_etcd(
+        options: ClusterOptions,
+        membership: EtcdMembership,
+    ) -> Result<Cluster, ClusterError> {
+        if !matches!(options.control, Control::Ofnode(_)) {
+            return Err(ClusterError::Invalid(
+                "etcd membership needs ofnode daemons".into(),
+            ));
+        }
+        Cluster::build(options, Some(membership))
+    }
+
+    fn build(
+        options: ClusterOptions,
+        membership: Option<EtcdMembership>,
+    ) -> Result<Cluster, ClusterError> {
         if !(1..=8).contains(&options.nodes) {
             return Err(ClusterError::Invalid(format!(
                 "a cluster has 1 to 8 nodes, not {}",
@@ -301,29 +423,55 @@ impl Cluster {
             .exec_ok(&["ip", "link", "add", UNDERLAY_BRIDGE, "type", "bridge"])
             .and_then(|_| underlay.exec_ok(&["ip", "link", "set", UNDERLAY_BRIDGE, "up"]))
             .context(|| "create the underlay bridge".into())?;
+        let etcd = match membership {
+            Some(_) => Some(start_etcd(&underlay)?),
+            None => None,
+        };
         let mut cluster = Cluster {
             mode: options.mode,
             control: options.control,
             echo: options.echo,
+            membership,
             nodes: Vec::new(),
+            etcd,
             _underlay_links: Vec::new(),
             underlay,
         };
         for index in 0..options.nodes {
-            let (node, link) = cluster.start_node(index)?;
-            cluster.nodes.push(node);
+            let (mut node, link) = cluster.start_node(index)?;
             cluster._underlay_links.push(link);
+            if cluster.membership.is_some() {
+                // One at a time: the node's subnet is whatever it leased.
+                node.adopt_leased_subnet(Duration::from_secs(30))?;
+            }
+            cluster.nodes.push(node);
         }
-        for node in &cluster.nodes {
-            cluster.setup_node(node)?;
-        }
-        for node in &cluster.nodes {
-            for remote in cluster.nodes.iter().filter(|r| r.index != node.index) {
-                cluster.add_host_subnet(node, remote)?;
+        if cluster.membership.is_some() {
+            let others = cluster.nodes.len() - 1;
+            for node in &cluster.nodes {
+                node.wait_host_subnets(others, Duration::from_secs(30))?;
+            }
+        } else {
+            for node in &cluster.nodes {
+                cluster.setup_node(node)?;
+            }
+            for node in &cluster.nodes {
+                for remote in cluster.nodes.iter().filter(|r| r.index != node.index) {
+                    cluster.add_host_subnet(node, remote)?;
+                }
             }
         }
         cluster.seed_tunnel_arp()?;
         Ok(cluster)
+    }
+
+    /// The etcd the nodes lease their subnets in (with [`Cluster::start_with_etcd`]).
+    pub fn etcd(&self) -> Option<&Etcd> {
+        self.etcd.as_ref()
+    }
+
+    pub fn etcd_mut(&mut self) -> Option<&mut Etcd> {
+        self.etcd.as_mut()
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -370,7 +518,15 @@ impl Cluster {
         let link = self.attach_underlay(&node)?;
         let node = match &self.control {
             Control::Ofnode(binary) => {
-                let daemon = Daemon::start(&node.ovs, binary, &[])
+                let config = match self.membership {
+                    Some(membership) => Some(node.write_cluster_config(membership)?),
+                    None => None,
+                };
+                let extra: Vec<&str> = match &config {
+                    Some(path) => vec!["--config", path.to_str().unwrap_or_default()],
+                    None => Vec::new(),
+                };
+                let daemon = Daemon::start(&node.ovs, binary, &extra)
                     .context(|| format!("node {index}: start ofnode"))?;
                 Node {
                     daemon: Some(daemon),
@@ -615,6 +771,27 @@ impl Cluster {
         }
         text
     }
+}
+
+/// Puts [`ETCD_IP`] on the underlay bridge and starts etcd there, reachable from every node
+/// through its br-phy.
+fn start_etcd(underlay: &Netns) -> Result<Etcd, ClusterError> {
+    underlay
+        .exec_ok(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{ETCD_IP}/24"),
+            "dev",
+            UNDERLAY_BRIDGE,
+        ])
+        .context(|| "put the etcd address on the underlay bridge".into())?;
+    // etcd's replies reach the nodes through OVS's userspace datapath, which passes a
+    // partially checksummed packet on as it is: let the kernel checksum them in full.
+    underlay
+        .exec_ok(&["ethtool", "-K", UNDERLAY_BRIDGE, "tx", "off"])
+        .context(|| "turn off checksum offload on the underlay bridge".into())?;
+    Etcd::start_in(underlay, ETCD_IP).context(|| "start etcd on the underlay".into())
 }
 
 /// One EgressNetworkPolicy with a single Deny CIDR rule, as the ofnode CLI reads it.

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ovs::Ovs;
-use crate::process::{pid_alive, CommandError};
+use crate::process::{pid_alive, tail_lines, terminate_child, CommandError};
 
 /// A running `ofnode run`. Its log goes to `<state dir>/ofnode.log`.
 #[derive(Debug)]
@@ -147,21 +147,8 @@ impl Daemon {
 
     /// SIGTERM and wait: the orderly stop.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill(2) has no memory-safety preconditions; the PID is our own child's,
-            // not yet reaped, so it cannot have been recycled.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            terminate_child(child, Duration::from_secs(5));
         }
     }
 
@@ -176,9 +163,7 @@ impl Daemon {
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail_lines(&self.log, lines)
     }
 }
 

@@ -8,12 +8,16 @@
 pub mod cluster;
 pub mod cpu;
 mod daemon;
+mod etcd;
 mod netns;
 mod ovs;
 mod process;
 
-pub use cluster::{Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Pod};
+pub use cluster::{
+    Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
+};
 pub use daemon::Daemon;
+pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

@@ -105,6 +105,31 @@ pub(crate) fn wait_exit(pid: u32, timeout: Duration) -> bool {
     true
 }
 
+/// Stops a child we spawned: SIGTERM, up to `grace` to exit, then SIGKILL; always reaped.
+pub(crate) fn terminate_child(mut child: std::process::Child, grace: Duration) {
+    // SAFETY: kill(2) has no memory-safety preconditions; the PID is our own child's, not yet
+    // reaped, so it cannot have been recycled.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The last `lines` lines of a log file (empty when it cannot be read).
+pub(crate) fn tail_lines(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 /// Stops a process we started: SIGTERM, then SIGKILL if it lingers.
 pub(crate) fn stop_process(pid: u32, comm: &str) {
     if !pid_alive(pid) {
@@ -150,8 +175,9 @@ fn reap_dir(dir: &Path) {
         let path: PathBuf = file.path();
         if path.extension().is_some_and(|ext| ext == "pid") {
             if let Some(pid) = read_pidfile(&path) {
-                // Our daemons (ovsdb-server, ovs-vswitchd), ofnode itself, and pingers of e2e tests.
-                for comm in ["ovsdb-server", "ovs-vswitchd", "ofnode", "ping"] {
+                // Our daemons (ovsdb-server, ovs-vswitchd, etcd), ofnode itself, and pingers of
+                // e2e tests.
+                for comm in ["ovsdb-server", "ovs-vswitchd", "etcd", "ofnode", "ping"] {
                     if signal_if_ours(pid, comm, SIGKILL) {
                         wait_exit(pid, Duration::from_secs(3));
                     }

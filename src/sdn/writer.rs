@@ -268,6 +268,9 @@ impl Writer {
         started: Instant,
         result: Result<Output, Error>,
     ) {
+        // A caller's next look (status, the set-up check of its next operation) must already
+        // see its own operation.
+        self.publish();
         self.metrics.operation_latency.observe(started.elapsed());
         match &result {
             Ok(_) => Metrics::inc(&self.metrics.operations),

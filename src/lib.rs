@@ -7,3 +7,4 @@ pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;
 pub mod sdn;
+pub mod tls;

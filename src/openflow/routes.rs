@@ -259,7 +259,7 @@ impl Routes {
             .retain(|_, range| !range.tx.is_closed() || range.gate.is_some());
     }
 
-    #[cfg(test)]
+    /// Requests awaiting replies.
     pub(crate) fn len(&self) -> usize {
         self.single.len() + self.ranges.len()
     }

@@ -40,6 +40,8 @@ pub struct NodeConfig {
     /// A kernel VXLAN device kept in line with the host subnets (issue 6): its entries for
     /// every host subnet that names a VTEP MAC, programmed up front or on the kernel's misses.
     pub vxlan: Option<crate::netlink::VxlanSettings>,
+    /// Key, certificate and CA for `ssl:`/`pssl:` OpenFlow and `ssl:` OVSDB targets.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl NodeConfig {
@@ -63,6 +65,7 @@ impl NodeConfig {
             reconnect_max: Duration::from_millis(500),
             max_batch: 256,
             vxlan: None,
+            tls: None,
         }
     }
 }

@@ -9,12 +9,16 @@ pub mod cluster;
 mod daemon;
 mod netns;
 mod ovs;
+mod pki;
 mod process;
+mod tmpfs;
 
 pub use cluster::{Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Pod};
 pub use daemon::Daemon;
 pub use netns::{Netns, Veth};
-pub use ovs::{Ovs, OvsOptions};
+pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
+pub use pki::{PeerFiles, Pki};
+pub use tmpfs::Tmpfs;
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};
 
 /// Reaps what killed earlier runs left behind; once per process, before anything is created.

@@ -43,8 +43,13 @@ pub enum TlsError {
     #[error("the {what} {path} holds no PEM certificate")]
     NoCertificate { what: &'static str, path: PathBuf },
     #[error("the CA certificate in {path} is not usable: {source}")]
-    BadCa { path: PathBuf, source: rustls::Error },
-    #[error("the private key {key} and certificate {certificate} cannot be used together: {source}")]
+    BadCa {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    #[error(
+        "the private key {key} and certificate {certificate} cannot be used together: {source}"
+    )]
     BadIdentity {
         key: PathBuf,
         certificate: PathBuf,
@@ -74,13 +79,12 @@ impl TlsConfig {
     /// Reads and checks the three files; any problem is reported with the file it is in.
     pub fn load(files: &TlsFiles) -> Result<TlsConfig, TlsError> {
         let certs = read_certs("certificate", &files.certificate)?;
-        let key = PrivateKeyDer::from_pem_file(&files.private_key).map_err(|source| {
-            TlsError::Pem {
+        let key =
+            PrivateKeyDer::from_pem_file(&files.private_key).map_err(|source| TlsError::Pem {
                 what: "private key",
                 path: files.private_key.clone(),
                 source,
-            }
-        })?;
+            })?;
         let roots = Arc::new(read_roots(&files.ca_cert)?);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let bad_identity = |source| TlsError::BadIdentity {
@@ -215,13 +219,10 @@ impl ServerCertVerifier for CaOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),

@@ -323,12 +323,16 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     // Still serving; and the refused pod's flows are taken back off the switch.
     daemon.cli(&["status"]).unwrap();
     let refused_ip = format!("nw_dst=10.128.0.{}", refused + 10);
-    wait_for("the refused pod's flows to go", Duration::from_secs(15), || {
-        !ovs.dump_flows("br0")
-            .unwrap()
-            .iter()
-            .any(|f| f.contains(&refused_ip))
-    });
+    wait_for(
+        "the refused pod's flows to go",
+        Duration::from_secs(15),
+        || {
+            !ovs.dump_flows("br0")
+                .unwrap()
+                .iter()
+                .any(|f| f.contains(&refused_ip))
+        },
+    );
 
     // Space again, and a crash-restart: everything acknowledged is there.
     std::fs::remove_file(filler).unwrap();
@@ -346,13 +350,19 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
             .unwrap()["switch_connected"]
             == true
     });
-    wait_for("every acknowledged pod's flows", Duration::from_secs(15), || {
-        let flows = ovs.dump_flows("br0").unwrap();
-        acknowledged.iter().all(|n| {
-            let ip = format!("nw_dst=10.128.0.{}", n + 10);
-            flows.iter().any(|f| f.contains("table=70") && f.contains(&ip))
-        })
-    });
+    wait_for(
+        "every acknowledged pod's flows",
+        Duration::from_secs(15),
+        || {
+            let flows = ovs.dump_flows("br0").unwrap();
+            acknowledged.iter().all(|n| {
+                let ip = format!("nw_dst=10.128.0.{}", n + 10);
+                flows
+                    .iter()
+                    .any(|f| f.contains("table=70") && f.contains(&ip))
+            })
+        },
+    );
     // The refused pod can be added now; the journal was not left damaged.
     cli(&daemon, &pod_add_args(refused)).unwrap();
     daemon.kill9();

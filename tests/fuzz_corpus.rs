@@ -28,13 +28,20 @@ fn replay(target: &str, check: fn(&[u8])) {
     for file in &files {
         let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let outcome = std::panic::catch_unwind(|| check(&data));
-        assert!(outcome.is_ok(), "{target} check failed on {}", file.display());
+        assert!(
+            outcome.is_ok(),
+            "{target} check failed on {}",
+            file.display()
+        );
     }
 }
 
 #[test]
 fn decode_message_corpus_replays() {
-    replay("decode_message", ofnode_proto::fuzz_check::check_decode_message);
+    replay(
+        "decode_message",
+        ofnode_proto::fuzz_check::check_decode_message,
+    );
 }
 
 #[test]

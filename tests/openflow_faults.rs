@@ -239,7 +239,8 @@ async fn multipart_parts_interleaved_with_other_replies_are_reassembled() {
         })
     };
     // First part, then the barrier's reply, then the last part: out of request order.
-    peer.send(dump_xid, &part(true, vec![port(1), port(2)])).await;
+    peer.send(dump_xid, &part(true, vec![port(1), port(2)]))
+        .await;
     peer.send(barrier_xid, &Message::BarrierReply).await;
     peer.send(dump_xid, &part(false, vec![port(3)])).await;
     finish(barrier).await.unwrap();
@@ -247,7 +248,9 @@ async fn multipart_parts_interleaved_with_other_replies_are_reassembled() {
     let ports: Vec<u32> = bodies
         .iter()
         .flat_map(|body| match body {
-            MultipartReplyBody::PortDesc(ports) => ports.iter().map(|p| p.port_no).collect::<Vec<u32>>(),
+            MultipartReplyBody::PortDesc(ports) => {
+                ports.iter().map(|p| p.port_no).collect::<Vec<u32>>()
+            }
             other => panic!("{other:?}"),
         })
         .collect();

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ofnode::openflow::{Switch, SwitchConfig};
 use ofnode::ovsdb::{Client, ClientOptions};
 use ofnode::tls::{TlsConfig, TlsFiles};
-use ofnode_proto::Message;
 use ofnode_harness::{Ovs, OvsOptions, OvsdbSsl, PeerFiles, Pki};
+use ofnode_proto::Message;
 use openflow_common::{reg_flow, reg_flow_line, tcp_listener_in_netns, CONNECT_TIMEOUT};
 use ovsdb_common::{seed_bridge, test_options, vsctl};
 
@@ -161,10 +161,7 @@ async fn vswitchd_connects_to_our_pssl_and_takes_flows() {
         .await
         .expect("flow over TLS");
     let flows = ovs.dump_flows("br0").unwrap();
-    assert!(
-        flows.contains(&reg_flow_line(0, 100, 1, 2, 3)),
-        "{flows:?}"
-    );
+    assert!(flows.contains(&reg_flow_line(0, 100, 1, 2, 3)), "{flows:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,7 +170,8 @@ async fn vswitchd_with_a_certificate_from_another_ca_is_refused() {
     let other_ca = Pki::new("another CA").unwrap();
     // ovs-vswitchd trusts our CA but presents a certificate another CA signed.
     let switch_files = mixed(&other_ca.issue("br0-switch").unwrap(), &ours_ca);
-    let (ovs, switch) = switch_over_tls(&switch_files, tls(&ours_ca.issue("ofnode").unwrap())).await;
+    let (ovs, switch) =
+        switch_over_tls(&switch_files, tls(&ours_ca.issue("ofnode").unwrap())).await;
     // OpenSSL logs the alert rustls sent when it refused the certificate.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -187,5 +185,8 @@ async fn vswitchd_with_a_certificate_from_another_ca_is_refused() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!switch.is_connected(), "a peer from another CA got a session");
+    assert!(
+        !switch.is_connected(),
+        "a peer from another CA got a session"
+    );
 }

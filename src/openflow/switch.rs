@@ -73,8 +73,7 @@ impl Switch {
             Some(tls) => Some(tls),
             None => return Err(Error::io(context, no_tls(&cfg.target))),
         };
-        let listener = Listener::from_std_tcp(listener, tls)
-            .map_err(|e| Error::io(context, e))?;
+        let listener = Listener::from_std_tcp(listener, tls).map_err(|e| Error::io(context, e))?;
         let (switch, events, supervisor) = Switch::build(cfg);
         tokio::spawn(supervisor.run_passive(listener));
         Ok((switch, events))

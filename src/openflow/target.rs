@@ -301,7 +301,10 @@ mod tests {
     fn switch_side_of_passive_targets() {
         let side = |text: &str| parse(text).switch_side();
         assert_eq!(side("ptcp:6653"), Some("tcp:127.0.0.1:6653".into()));
-        assert_eq!(side("pssl:6654:192.0.2.1"), Some("ssl:192.0.2.1:6654".into()));
+        assert_eq!(
+            side("pssl:6654:192.0.2.1"),
+            Some("ssl:192.0.2.1:6654".into())
+        );
         assert_eq!(side("ptcp:6653:[::1]"), Some("tcp:[::1]:6653".into()));
         assert_eq!(side("punix:/x.sock"), Some("unix:/x.sock".into()));
         assert_eq!(side("ssl:h:1"), None);

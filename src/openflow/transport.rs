@@ -74,10 +74,12 @@ pub(crate) async fn connect(target: &Target, tls: Option<&TlsConfig>) -> io::Res
             let tcp = dial_tcp(host, *port).await?;
             Ok(Stream::TlsClient(Box::new(tls.connect(host, tcp).await?)))
         }
-        Target::PassiveUnix(_) | Target::PassiveTcp(_) | Target::PassiveSsl(_) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{target} is a passive target: listen on it, don't dial it"),
-        )),
+        Target::PassiveUnix(_) | Target::PassiveTcp(_) | Target::PassiveSsl(_) => {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{target} is a passive target: listen on it, don't dial it"),
+            ))
+        }
     }
 }
 
@@ -109,9 +111,7 @@ impl Accepted {
     pub(crate) async fn secure(self) -> io::Result<Stream> {
         match self {
             Accepted::Ready(stream) => Ok(stream),
-            Accepted::NeedsTls(tcp, tls) => {
-                Ok(Stream::TlsServer(Box::new(tls.accept(tcp).await?)))
-            }
+            Accepted::NeedsTls(tcp, tls) => Ok(Stream::TlsServer(Box::new(tls.accept(tcp).await?))),
         }
     }
 }
@@ -166,7 +166,10 @@ impl Listener {
             Listener::Tls { listener, tls } => {
                 let (stream, peer) = listener.accept().await?;
                 stream.set_nodelay(true)?;
-                Ok((Accepted::NeedsTls(stream, tls.clone()), format!("ssl:{peer}")))
+                Ok((
+                    Accepted::NeedsTls(stream, tls.clone()),
+                    format!("ssl:{peer}"),
+                ))
             }
             Listener::Unix { listener, path } => {
                 let (stream, _) = listener.accept().await?;

@@ -33,9 +33,15 @@ use crate::tls::TlsConfig;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     Unix(PathBuf),
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+    },
     /// `ssl:HOST:PORT`: TCP with TLS (`ClientOptions::tls` must be set).
-    Ssl { host: String, port: u16 },
+    Ssl {
+        host: String,
+        port: u16,
+    },
 }
 
 impl Target {
@@ -365,15 +371,15 @@ impl<'a> Session<'a> {
             self.opts.request_timeout,
             self.target.connect(self.opts.tls.as_ref()),
         )
-            .await
-            .map_err(|_| Error::Timeout {
-                what: format!("connecting to {}", self.target),
-                after: self.opts.request_timeout,
-            })?
-            .map_err(|source| Error::Connect {
-                target: self.target.to_string(),
-                source,
-            })?;
+        .await
+        .map_err(|_| Error::Timeout {
+            what: format!("connecting to {}", self.target),
+            after: self.opts.request_timeout,
+        })?
+        .map_err(|source| Error::Connect {
+            target: self.target.to_string(),
+            source,
+        })?;
         let mut conn: Conn =
             Framed::new(stream, RpcCodec(Decoder::new(self.opts.max_message_size)));
         self.start_session(&mut conn).await?;
@@ -649,7 +655,15 @@ mod tests {
             Target::parse("ssl:[::1]:6640").unwrap().to_string(),
             "ssl:[::1]:6640"
         );
-        for bad in ["", "unix:", "tcp:host", "tcp::1", "tcp:h:99999", "ssl:h", "tls:h:1"] {
+        for bad in [
+            "",
+            "unix:",
+            "tcp:host",
+            "tcp::1",
+            "tcp:h:99999",
+            "ssl:h",
+            "tls:h:1",
+        ] {
             assert!(
                 matches!(Target::parse(bad), Err(Error::Target { .. })),
                 "{bad:?} accepted"

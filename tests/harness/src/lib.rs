@@ -18,8 +18,8 @@ pub use daemon::Daemon;
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
 pub use pki::{PeerFiles, Pki};
-pub use tmpfs::Tmpfs;
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};
+pub use tmpfs::Tmpfs;
 
 /// Reaps what killed earlier runs left behind; once per process, before anything is created.
 pub fn init() {

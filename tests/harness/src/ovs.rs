@@ -138,14 +138,19 @@ impl Ovs {
             )?;
         }
         let dir = self.dir.display();
-        run_ok(self.netns().command("ovsdb-server").args([
-            &db.display().to_string(),
-            &format!("--remote=punix:{dir}/db.sock"),
-            &format!("--pidfile={dir}/ovsdb.pid"),
-            &format!("--unixctl={dir}/ovsdb.ctl"),
-            &format!("--log-file={dir}/ovsdb.log"),
-            "--detach",
-        ]).args(self.ovsdb_ssl.iter().flat_map(OvsdbSsl::args)))?;
+        run_ok(
+            self.netns()
+                .command("ovsdb-server")
+                .args([
+                    &db.display().to_string(),
+                    &format!("--remote=punix:{dir}/db.sock"),
+                    &format!("--pidfile={dir}/ovsdb.pid"),
+                    &format!("--unixctl={dir}/ovsdb.ctl"),
+                    &format!("--log-file={dir}/ovsdb.log"),
+                    "--detach",
+                ])
+                .args(self.ovsdb_ssl.iter().flat_map(OvsdbSsl::args)),
+        )?;
         if create {
             self.vsctl_no_wait(&["init"])?;
         }

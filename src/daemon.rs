@@ -254,6 +254,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tls_targets_need_tls_files() {
+        let args = RunArgs {
+            openflow: Some("pssl:6653".into()),
+            ..RunArgs::default()
+        };
+        let err = Settings::resolve(args).unwrap_err().to_string();
+        assert!(err.contains("pssl:6653 needs TLS files"), "{err}");
+        let args = RunArgs {
+            ovsdb: Some("ssl:127.0.0.1:6640".into()),
+            ..RunArgs::default()
+        };
+        let err = Settings::resolve(args).unwrap_err().to_string();
+        assert!(err.contains("ssl:127.0.0.1:6640 needs TLS files"), "{err}");
+    }
+
+    #[test]
+    fn tls_section_is_read_and_its_files_checked() {
+        let pki = ofnode_harness::Pki::new("config CA").unwrap();
+        let peer = pki.issue("node").unwrap();
+        let path = pki.dir().join("ofnode.toml");
+        let toml = format!(
+            "openflow = \"pssl:6653\"\n[tls]\nprivate_key = {:?}\ncertificate = {:?}\nca_cert = {:?}\n",
+            peer.private_key, peer.certificate, peer.ca_cert
+        );
+        std::fs::write(&path, toml).unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let tls = settings.node.tls.expect("TLS configured");
+        assert_eq!(tls.files().certificate, peer.certificate);
+        // A flag set wins over the file; a bad file in it is named.
+        let err = Settings::resolve(RunArgs {
+            config: Some(path),
+            private_key: Some(pki.dir().join("missing-key.pem")),
+            certificate: Some(peer.certificate.clone()),
+            ca_cert: Some(peer.ca_cert.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("missing-key.pem"), "{err}");
+    }
+
+    #[test]
     fn flags_override_file_and_defaults_fill_in() {
         let dir = std::env::temp_dir().join(format!("ofnode-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -252,3 +252,87 @@ impl ServerCertVerifier for CaOnly {
         self.0.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofnode_harness::Pki;
+
+    fn files(peer: &ofnode_harness::PeerFiles) -> TlsFiles {
+        TlsFiles {
+            private_key: peer.private_key.clone(),
+            certificate: peer.certificate.clone(),
+            ca_cert: peer.ca_cert.clone(),
+        }
+    }
+
+    #[test]
+    fn loads_a_good_set_and_names_the_file_of_a_bad_one() {
+        let pki = Pki::new("unit CA").unwrap();
+        let good = files(&pki.issue("node").unwrap());
+        TlsConfig::load(&good).unwrap();
+
+        let missing = TlsFiles {
+            ca_cert: pki.dir().join("nope.pem"),
+            ..good.clone()
+        };
+        let err = TlsConfig::load(&missing).unwrap_err().to_string();
+        assert!(err.contains("nope.pem"), "{err}");
+
+        // A key that is not the certificate's.
+        let other = files(&pki.issue("other").unwrap());
+        let mismatched = TlsFiles {
+            private_key: other.private_key,
+            ..good.clone()
+        };
+        let err = TlsConfig::load(&mismatched).unwrap_err().to_string();
+        assert!(err.contains("cannot be used together"), "{err}");
+
+        // A CA file without a certificate in it.
+        let empty = pki.dir().join("empty.pem");
+        std::fs::write(&empty, "not pem\n").unwrap();
+        let err = TlsConfig::load(&TlsFiles {
+            ca_cert: empty,
+            ..good
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("holds no PEM certificate"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn mutual_handshake_works_within_a_ca_and_fails_across_cas() {
+        let pki = Pki::new("unit CA").unwrap();
+        let other = Pki::new("other CA").unwrap();
+        let server = TlsConfig::load(&files(&pki.issue("server").unwrap())).unwrap();
+        let client = TlsConfig::load(&files(&pki.issue("client").unwrap())).unwrap();
+        let stranger = TlsConfig::load(&files(&other.issue("client").unwrap())).unwrap();
+
+        for (who, config, ok) in [("same CA", &client, true), ("other CA", &stranger, false)] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let accept = {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let (tcp, _) = listener.accept().await.unwrap();
+                    server.accept(tcp).await.map(|_| ())
+                })
+            };
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let dialled = config.connect("127.0.0.1", tcp).await.map(|_| ());
+            let accepted = accept.await.unwrap();
+            if ok {
+                assert!(
+                    dialled.is_ok() && accepted.is_ok(),
+                    "{who}: {dialled:?} {accepted:?}"
+                );
+            } else {
+                // The client (with a certificate from another CA) is also refused the server's:
+                // neither side completes, and the reason is named.
+                let err = dialled.unwrap_err().to_string();
+                assert!(err.contains("TLS handshake failed"), "{who}: {err}");
+                assert!(accepted.is_err(), "{who}: the server accepted a stranger");
+            }
+        }
+    }
+}

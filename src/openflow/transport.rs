@@ -273,6 +273,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ssl_targets_without_tls_files_are_refused_with_the_fix() {
+        let err = Listener::bind(&"pssl:0".parse().unwrap(), None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("--private-key"), "{err}");
+        let err = connect(&"ssl:127.0.0.1:1".parse().unwrap(), None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("needs TLS files"), "{err}");
+    }
+
+    #[tokio::test]
     async fn active_and_passive_are_not_mixed_up() {
         assert!(connect(&"ptcp:0".parse().unwrap(), None).await.is_err());
         assert!(Listener::bind(&"tcp:127.0.0.1:1".parse().unwrap(), None)

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ofnode_harness::{Daemon, Ovs, Tmpfs};
+use ofnode_harness::{Daemon, Ovs, Pki, Tmpfs};
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
 
@@ -376,4 +376,48 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     );
     drop(daemon);
     drop(disk);
+}
+
+/// The daemon end to end over TLS: `--openflow pssl:` with `--private-key/--certificate/
+/// --ca-cert`; `setup` points br0's controller at `ssl:127.0.0.1:6653` and ovs-vswitchd (with
+/// `ovs-vsctl set-ssl`, certificates from the same CA) connects and gets the node's table.
+#[test]
+fn daemon_serves_the_switch_over_tls() {
+    let pki = Pki::new("ofnode test CA").unwrap();
+    let switch = pki.issue("br0-switch").unwrap();
+    let ours = pki.issue("ofnode").unwrap();
+    let ovs = Ovs::start().unwrap();
+    let path = |p: &Path| p.display().to_string();
+    ovs.vsctl(&[
+        "set-ssl",
+        &path(&switch.private_key),
+        &path(&switch.certificate),
+        &path(&switch.ca_cert),
+    ])
+    .unwrap();
+    let daemon = Daemon::start_with_openflow(
+        &ovs,
+        Path::new(OFNODE),
+        "pssl:6653:127.0.0.1",
+        &[
+            "--private-key",
+            &path(&ours.private_key),
+            "--certificate",
+            &path(&ours.certificate),
+            "--ca-cert",
+            &path(&ours.ca_cert),
+        ],
+    )
+    .unwrap();
+    let outcome = daemon.cli(SETUP).unwrap();
+    assert_eq!(outcome.trim(), "built", "{}", daemon.log_tail(20));
+    let controller = ovs.vsctl(&["get-controller", "br0"]).unwrap();
+    assert_eq!(controller.trim(), "ssl:127.0.0.1:6653");
+    let flows = ovs.dump_flows("br0").unwrap();
+    assert!(
+        flows
+            .iter()
+            .any(|f| f.contains("table=253") && f.contains("note:00.03")),
+        "{flows:#?}"
+    );
 }

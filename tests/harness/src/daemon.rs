@@ -24,6 +24,16 @@ impl Daemon {
     /// 127.0.0.1:6653 of that namespace, with the API socket and state under `ovs.dir()/ofnode`.
     /// `extra` is appended to the command line (e.g. `--mtu 1400`).
     pub fn start(ovs: &Ovs, binary: &Path, extra: &[&str]) -> Result<Daemon, CommandError> {
+        Daemon::start_with_openflow(ovs, binary, "ptcp:6653:127.0.0.1", extra)
+    }
+
+    /// As [`Daemon::start`], with another `--openflow` target (e.g. `pssl:6653:127.0.0.1`).
+    pub fn start_with_openflow(
+        ovs: &Ovs,
+        binary: &Path,
+        openflow: &str,
+        extra: &[&str],
+    ) -> Result<Daemon, CommandError> {
         let root = ovs.dir().join("ofnode");
         let state_dir = root.join("state");
         std::fs::create_dir_all(&state_dir)
@@ -34,7 +44,7 @@ impl Daemon {
             "--ovsdb".into(),
             ovs.db_target(),
             "--openflow".into(),
-            "ptcp:6653:127.0.0.1".into(),
+            openflow.into(),
             "--api".into(),
             api.display().to_string(),
             "--state-dir".into(),

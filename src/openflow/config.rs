@@ -27,7 +27,8 @@ pub struct SwitchConfig {
     pub max_queue: usize,
     /// Bytes queued for the socket beyond which no new commands are taken.
     pub max_write_buffer: usize,
-    /// Requests awaiting replies on one connection beyond which no new commands are taken.
+    /// Requests (not transactions) awaiting replies on one connection beyond which no new
+    /// commands are taken.
     pub max_pending: usize,
     /// Largest OpenFlow message accepted from the peer.
     pub max_frame_len: usize,

@@ -178,13 +178,15 @@ impl<'a> Driver<'a> {
     /// Whether another command may be taken: the write queue is below `max_write_buffer` and
     /// fewer than `max_pending` requests await replies (callers that gave up are swept first).
     /// Commands beyond that wait in the command channel, so a switch that stops answering
-    /// costs bounded memory.
+    /// costs bounded memory. Transactions are not counted: one sent in several chunks holds its
+    /// route while its later chunks wait in the channel, so counting it could stall them for
+    /// ever; they are bounded by `max_bundle_msgs` and the write buffer instead.
     fn has_room(&mut self) -> bool {
         let max_pending = self.cfg.max_pending.max(1);
-        if self.routes.len() >= max_pending {
+        if self.routes.requests() >= max_pending {
             self.routes.sweep();
         }
-        self.queue.len() < self.cfg.max_write_buffer && self.routes.len() < max_pending
+        self.queue.len() < self.cfg.max_write_buffer && self.routes.requests() < max_pending
     }
 
     fn accept(&mut self, submit: Submit) {

@@ -259,7 +259,12 @@ impl Routes {
             .retain(|_, range| !range.tx.is_closed() || range.gate.is_some());
     }
 
-    /// Requests awaiting replies.
+    /// Single requests awaiting replies (transactions not counted: see `Driver::has_room`).
+    pub(crate) fn requests(&self) -> usize {
+        self.single.len()
+    }
+
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.single.len() + self.ranges.len()
     }

@@ -85,4 +85,20 @@ mod tests {
         assert!(has_fixed_strings(&msg));
         check_decode_message(input);
     }
+
+    /// `ip_proto=3` in an ARP flow is arp_op=3, exact (fuzzer crash 438f7aa5…): it used to keep
+    /// ip_proto's 8-bit mask, which made a masked arp_op that does not print back.
+    #[test]
+    fn ip_proto_in_an_arp_flow_is_an_exact_arp_op() {
+        let crash = " no_byte_counts priority=100,ip_proto=3, arp,arp_spa=10.129.0.5, \
+                     arp_sha=0a:58:0a:81:00:25, actions=load:42->NXM_NX_REG0[], note:.06.21";
+        check_parse_flow(crash.as_bytes());
+        let fm = parse_flow("arp,ip_proto=3,actions=drop", FlowModCommand::Add).unwrap();
+        let arp_op = fm.match_.entries().iter().find(|e| e.field == crate::Field::ArpOp);
+        assert_eq!(arp_op.map(|e| (e.value, e.mask)), Some((3, None)));
+        // arp_op in an IP flow is ip_proto, which holds 8 bits: a wider value is refused.
+        let err = parse_flow("ip,arp_op=300,actions=drop", FlowModCommand::Add).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+        check_parse_flow(b"ip,arp_op=300,actions=drop");
+    }
 }

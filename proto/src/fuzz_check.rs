@@ -94,7 +94,11 @@ mod tests {
                      arp_sha=0a:58:0a:81:00:25, actions=load:42->NXM_NX_REG0[], note:.06.21";
         check_parse_flow(crash.as_bytes());
         let fm = parse_flow("arp,ip_proto=3,actions=drop", FlowModCommand::Add).unwrap();
-        let arp_op = fm.match_.entries().iter().find(|e| e.field == crate::Field::ArpOp);
+        let arp_op = fm
+            .match_
+            .entries()
+            .iter()
+            .find(|e| e.field == crate::Field::ArpOp);
         assert_eq!(arp_op.map(|e| (e.value, e.mask)), Some((3, None)));
         // arp_op in an IP flow is ip_proto, which holds 8 bits: a wider value is refused.
         let err = parse_flow("ip,arp_op=300,actions=drop", FlowModCommand::Add).unwrap_err();

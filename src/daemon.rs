@@ -9,6 +9,7 @@ use tracing::{error, info};
 use crate::api::server::{self, ApiOptions};
 use crate::cluster::{ClusterSettings, Membership};
 use crate::sdn::{Node, NodeConfig};
+use crate::tls::{TlsConfig, TlsFiles};
 
 /// `ofnode run` flags; each overrides the same key of the config file.
 #[derive(Debug, Args, Default)]
@@ -16,14 +17,15 @@ pub struct RunArgs {
     /// A TOML file with any of the keys below (flags win over the file).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// OVSDB server: unix:PATH or tcp:HOST:PORT.
+    /// OVSDB server: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.
     #[arg(long, value_name = "TARGET")]
     pub ovsdb: Option<String>,
     /// The integration bridge.
     #[arg(long, value_name = "NAME")]
     pub bridge: Option<String>,
-    /// OpenFlow: ptcp:PORT[:IP] or punix:PATH (the switch connects; ofnode sets the bridge's
-    /// controller to it), or unix:PATH / tcp:HOST:PORT (ofnode connects, e.g. to br0.mgmt).
+    /// OpenFlow: ptcp:PORT[:IP], pssl:PORT[:IP] or punix:PATH (the switch connects; ofnode sets
+    /// the bridge's controller to it), or unix:PATH / tcp:HOST:PORT / ssl:HOST:PORT (ofnode
+    /// connects, e.g. to br0.mgmt).
     #[arg(long, value_name = "TARGET")]
     pub openflow: Option<String>,
     /// The control socket.
@@ -42,6 +44,15 @@ pub struct RunArgs {
     /// Leave tun0's address, routes and IP forwarding alone (the host network is managed elsewhere).
     #[arg(long)]
     pub no_host_network: bool,
+    /// Our TLS private key (PEM), for ssl:/pssl: targets (as ovs-vswitchd's --private-key).
+    #[arg(long, value_name = "FILE", requires_all = ["certificate", "ca_cert"])]
+    pub private_key: Option<PathBuf>,
+    /// Our TLS certificate (PEM), signed by a CA the peers trust.
+    #[arg(long, value_name = "FILE", requires_all = ["private_key", "ca_cert"])]
+    pub certificate: Option<PathBuf>,
+    /// The CA certificate (PEM) peers' certificates must be signed by.
+    #[arg(long, value_name = "FILE", requires_all = ["private_key", "certificate"])]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// The config file. Unknown keys are an error: a typo must not silently fall back to a default.
@@ -69,6 +80,8 @@ pub struct ConfigFile {
     /// Membership of a cluster through etcd: `[cluster]` with `endpoints`, `network`,
     /// `subnet_prefix_len`, `service_network`, `public_ip`, ….
     pub cluster: Option<ClusterSettings>,
+    /// `[tls]` with `private_key`, `certificate`, `ca_cert` (PEM files), for ssl:/pssl: targets.
+    pub tls: Option<TlsFiles>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +98,8 @@ pub enum DaemonError {
     },
     #[error("config: {0}")]
     ConfigInvalid(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("node controller: {0}")]
     Node(#[from] crate::sdn::Error),
     #[error(transparent)]
@@ -138,6 +153,23 @@ impl Settings {
         if let Some(cluster) = &file.cluster {
             cluster.validate()?;
         }
+        let ovsdb = args
+            .ovsdb
+            .clone()
+            .or(file.ovsdb.clone())
+            .unwrap_or_else(|| DEFAULT_OVSDB.into());
+        let openflow = args
+            .openflow
+            .clone()
+            .or(file.openflow.clone())
+            .unwrap_or_else(|| DEFAULT_OPENFLOW.into());
+        let tls = match tls_files(&args, file.tls.clone()) {
+            Some(files) => Some(TlsConfig::load(&files)?),
+            None => {
+                refuse_tls_targets_without_files(&[&ovsdb, &openflow])?;
+                None
+            }
+        };
         let defaults = ApiOptions::default();
         let mut node = NodeConfig {
             bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
@@ -146,13 +178,10 @@ impl Settings {
             manage_host_network: !args.no_host_network && file.manage_host_network.unwrap_or(true),
             vxlan: file.vxlan,
             ha: file.ha,
+            tls,
             ..NodeConfig::new(
-                args.ovsdb
-                    .or(file.ovsdb)
-                    .unwrap_or_else(|| DEFAULT_OVSDB.into()),
-                args.openflow
-                    .or(file.openflow)
-                    .unwrap_or_else(|| DEFAULT_OPENFLOW.into()),
+                ovsdb,
+                openflow,
                 args.state_dir
                     .or(file.state_dir)
                     .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
@@ -168,6 +197,33 @@ impl Settings {
             },
             cluster: file.cluster,
         })
+    }
+}
+
+/// The TLS files from the flags (all three: clap checks) or else the `[tls]` section.
+fn tls_files(args: &RunArgs, file: Option<TlsFiles>) -> Option<TlsFiles> {
+    let from_flags = match (&args.private_key, &args.certificate, &args.ca_cert) {
+        (Some(key), Some(cert), Some(ca)) => Some(TlsFiles {
+            private_key: key.clone(),
+            certificate: cert.clone(),
+            ca_cert: ca.clone(),
+        }),
+        _ => None,
+    };
+    from_flags.or(file)
+}
+
+/// An `ssl:`/`pssl:` target without TLS files is refused before anything starts.
+fn refuse_tls_targets_without_files(targets: &[&str]) -> Result<(), DaemonError> {
+    match targets
+        .iter()
+        .find(|t| t.starts_with("ssl:") || t.starts_with("pssl:"))
+    {
+        Some(target) => Err(DaemonError::ConfigInvalid(format!(
+            "{target} needs TLS files: give --private-key, --certificate and --ca-cert \
+             (or a [tls] section with private_key, certificate, ca_cert)"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -219,6 +275,52 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_targets_need_tls_files() {
+        let args = RunArgs {
+            openflow: Some("pssl:6653".into()),
+            ..RunArgs::default()
+        };
+        let err = Settings::resolve(args).unwrap_err().to_string();
+        assert!(err.contains("pssl:6653 needs TLS files"), "{err}");
+        let args = RunArgs {
+            ovsdb: Some("ssl:127.0.0.1:6640".into()),
+            ..RunArgs::default()
+        };
+        let err = Settings::resolve(args).unwrap_err().to_string();
+        assert!(err.contains("ssl:127.0.0.1:6640 needs TLS files"), "{err}");
+    }
+
+    #[test]
+    fn tls_section_is_read_and_its_files_checked() {
+        let pki = ofnode_harness::Pki::new("config CA").unwrap();
+        let peer = pki.issue("node").unwrap();
+        let path = pki.dir().join("ofnode.toml");
+        let toml = format!(
+            "openflow = \"pssl:6653\"\n[tls]\nprivate_key = {:?}\ncertificate = {:?}\nca_cert = {:?}\n",
+            peer.private_key, peer.certificate, peer.ca_cert
+        );
+        std::fs::write(&path, toml).unwrap();
+        let settings = Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let tls = settings.node.tls.expect("TLS configured");
+        assert_eq!(tls.files().certificate, peer.certificate);
+        // A flag set wins over the file; a bad file in it is named.
+        let err = Settings::resolve(RunArgs {
+            config: Some(path),
+            private_key: Some(pki.dir().join("missing-key.pem")),
+            certificate: Some(peer.certificate.clone()),
+            ca_cert: Some(peer.ca_cert.clone()),
+            ..RunArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("missing-key.pem"), "{err}");
+    }
 
     #[test]
     fn flags_override_file_and_defaults_fill_in() {

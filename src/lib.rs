@@ -9,3 +9,4 @@ pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;
 pub mod sdn;
+pub mod tls;

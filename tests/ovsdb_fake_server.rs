@@ -188,3 +188,84 @@ async fn garbage_drops_the_session_and_the_client_reconnects() {
     client.wait_connected(NO_HANG).await.unwrap();
     assert_eq!(client.status().generation, 2);
 }
+
+#[tokio::test]
+async fn at_most_max_pending_requests_are_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let target = format!("unix:{}", path.display());
+    let opts = ClientOptions {
+        max_pending: 3,
+        ..options()
+    };
+    let (client, mut peer) = tokio::join!(
+        async { Client::connect(&target, opts).await.unwrap() },
+        accept_and_start(&listener)
+    );
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.call("list_dbs", json!([])).await })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(peer.next_request("list_dbs").await);
+    }
+    // Three in flight, three queued: nothing more reaches the server until a reply frees a slot.
+    let fourth = tokio::time::timeout(Duration::from_millis(300), peer.next()).await;
+    assert!(fourth.is_err(), "a 4th request was sent: {fourth:?}");
+    for _ in 0..3 {
+        let id = ids.remove(0);
+        peer.stream
+            .write_all(&bytes_of(&[reply(id, json!(["db"]))]))
+            .await
+            .unwrap();
+        ids.push(peer.next_request("list_dbs").await);
+    }
+    for id in ids {
+        peer.stream
+            .write_all(&bytes_of(&[reply(id, json!(["db"]))]))
+            .await
+            .unwrap();
+    }
+    for call in calls {
+        let outcome = tokio::time::timeout(NO_HANG, call).await.unwrap().unwrap();
+        assert_eq!(outcome.unwrap(), json!(["db"]));
+    }
+}
+
+#[tokio::test]
+async fn a_message_over_the_size_limit_drops_the_session_and_the_client_reconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let target = format!("unix:{}", path.display());
+    let opts = ClientOptions {
+        max_message_size: 4096,
+        ..options()
+    };
+    let (client, mut peer) = tokio::join!(
+        async { Client::connect(&target, opts).await.unwrap() },
+        accept_and_start(&listener)
+    );
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.echo().await })
+    };
+    let id = peer.next_request("echo").await;
+    let huge = reply(id, json!(["x".repeat(8192)]));
+    peer.stream.write_all(&bytes_of(&[huge])).await.unwrap();
+    match tokio::time::timeout(NO_HANG, call).await.unwrap().unwrap() {
+        Err(Error::Disconnected { reason }) => {
+            assert!(reason.contains("4096-byte limit"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&listener))
+        .await
+        .unwrap();
+    client.wait_connected(NO_HANG).await.unwrap();
+    assert_eq!(client.status().generation, 2);
+}

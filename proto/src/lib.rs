@@ -10,6 +10,7 @@ mod decode_error;
 mod error;
 mod field;
 mod flow_mod;
+pub mod fuzz_check;
 mod header;
 mod instruction;
 mod message;

@@ -6,6 +6,7 @@ use ofnode_proto::{BundleFlags, OFPCML_NO_BUFFER, OFPC_FRAG_NORMAL};
 
 use super::codec::MAX_FRAME_LEN;
 use super::target::{Target, TargetError};
+use crate::tls::TlsConfig;
 
 #[derive(Debug, Clone)]
 pub struct SwitchConfig {
@@ -26,6 +27,9 @@ pub struct SwitchConfig {
     pub max_queue: usize,
     /// Bytes queued for the socket beyond which no new commands are taken.
     pub max_write_buffer: usize,
+    /// Requests (not transactions) awaiting replies on one connection beyond which no new
+    /// commands are taken.
+    pub max_pending: usize,
     /// Largest OpenFlow message accepted from the peer.
     pub max_frame_len: usize,
     /// Largest reassembled multipart reply (sum of parts).
@@ -38,6 +42,8 @@ pub struct SwitchConfig {
     pub max_bundle_msgs: usize,
     /// Capacity of the event channel returned by `Switch::start`.
     pub event_queue: usize,
+    /// Key, certificate and CA for `ssl:`/`pssl:` targets (required by them, unused otherwise).
+    pub tls: Option<TlsConfig>,
 }
 
 impl SwitchConfig {
@@ -52,6 +58,7 @@ impl SwitchConfig {
             request_timeout: Duration::from_secs(60),
             max_queue: 1024,
             max_write_buffer: 1 << 20,
+            max_pending: 4096,
             max_frame_len: MAX_FRAME_LEN,
             max_reply_bytes: 1 << 30,
             reconnect_backoff_min: Duration::from_millis(100),
@@ -59,6 +66,7 @@ impl SwitchConfig {
             bundle_flags: BundleFlags(BundleFlags::ATOMIC.0 | BundleFlags::ORDERED.0),
             max_bundle_msgs: 1_000_000,
             event_queue: 1024,
+            tls: None,
         }
     }
 

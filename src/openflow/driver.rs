@@ -81,7 +81,7 @@ impl<'a> Driver<'a> {
         let timer = sleep_until(self.keepalive.deadline());
         tokio::pin!(timer);
         loop {
-            let room = self.queue.len() < self.cfg.max_write_buffer;
+            let room = self.has_room();
             // Unbiased: a flood in one direction (packet-ins, a huge dump) cannot starve the
             // other. Commands already queued are taken together in `on_submit`, so they still
             // leave in one write.
@@ -167,12 +167,26 @@ impl<'a> Driver<'a> {
     fn on_submit(&mut self, submit: Submit, commands: &mut mpsc::Receiver<Submit>) {
         self.accept(submit);
         // Take whatever else is already queued so that it leaves in the same write.
-        while self.queue.len() < self.cfg.max_write_buffer {
+        while self.has_room() {
             match commands.try_recv() {
                 Ok(submit) => self.accept(submit),
                 Err(_) => break,
             }
         }
+    }
+
+    /// Whether another command may be taken: the write queue is below `max_write_buffer` and
+    /// fewer than `max_pending` requests await replies (callers that gave up are swept first).
+    /// Commands beyond that wait in the command channel, so a switch that stops answering
+    /// costs bounded memory. Transactions are not counted: one sent in several chunks holds its
+    /// route while its later chunks wait in the channel, so counting it could stall them for
+    /// ever; they are bounded by `max_bundle_msgs` and the write buffer instead.
+    fn has_room(&mut self) -> bool {
+        let max_pending = self.cfg.max_pending.max(1);
+        if self.routes.requests() >= max_pending {
+            self.routes.sweep();
+        }
+        self.queue.len() < self.cfg.max_write_buffer && self.routes.requests() < max_pending
     }
 
     fn accept(&mut self, submit: Submit) {

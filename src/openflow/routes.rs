@@ -259,6 +259,11 @@ impl Routes {
             .retain(|_, range| !range.tx.is_closed() || range.gate.is_some());
     }
 
+    /// Single requests awaiting replies (transactions not counted: see `Driver::has_room`).
+    pub(crate) fn requests(&self) -> usize {
+        self.single.len()
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.single.len() + self.ranges.len()

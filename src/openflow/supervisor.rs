@@ -13,7 +13,7 @@ use super::driver::{Driver, Ended, Submit};
 use super::error::Error;
 use super::event::{EventSink, SwitchEvent};
 use super::handshake::{handshake, Established};
-use super::transport::{connect, Listener};
+use super::transport::{connect, Accepted, Listener, Stream};
 use super::xid::XidAllocator;
 
 /// What every `Switch` handle reads about the current session.
@@ -44,7 +44,7 @@ impl Supervisor {
         let target = self.cfg.target.clone();
         loop {
             let attempt = async {
-                let stream = connect(&target)
+                let stream = connect(&target, self.cfg.tls.as_ref())
                     .await
                     .map_err(|e| Error::io(format!("connecting to {target}"), e))?;
                 handshake(
@@ -187,7 +187,7 @@ impl Acceptor {
                 () = self.ready.closed() => return,
                 accepted = self.listener.accept() => accepted,
             };
-            let (stream, peer) = match accepted {
+            let (accepted, peer) = match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     tracing::error!(%local, %error, "accept failed");
@@ -208,7 +208,11 @@ impl Acceptor {
             );
             tokio::spawn(async move {
                 let _permit = permit;
-                match handshake(stream, peer.clone(), &cfg, &xids, &events).await {
+                let established = async {
+                    let stream = secure(accepted, &peer, &cfg).await?;
+                    handshake(stream, peer.clone(), &cfg, &xids, &events).await
+                };
+                match established.await {
                     Ok(session) => {
                         let _ = ready.send(session).await;
                     }
@@ -219,4 +223,17 @@ impl Acceptor {
             });
         }
     }
+}
+
+/// The TLS handshake of a `pssl:` peer (nothing for other listeners), bounded like the OpenFlow
+/// handshake so a peer that stalls in it cannot hold a handshake slot for ever.
+async fn secure(accepted: Accepted, peer: &str, cfg: &SwitchConfig) -> Result<Stream, Error> {
+    let context = || format!("TLS handshake with {peer}");
+    tokio::time::timeout(cfg.handshake_timeout, accepted.secure())
+        .await
+        .map_err(|_| Error::Timeout {
+            what: context(),
+            after: cfg.handshake_timeout,
+        })?
+        .map_err(|e| Error::io(context(), e))
 }

@@ -18,7 +18,7 @@ use super::event::{EventSink, SwitchEvent};
 use super::routes::Route;
 use super::supervisor::{LinkState, Supervisor};
 use super::transaction::Transaction;
-use super::transport::Listener;
+use super::transport::{no_tls, Listener};
 use super::xid::XidAllocator;
 
 /// A handle on the OpenFlow connection to one switch. Clone it freely: all clones share one
@@ -67,8 +67,13 @@ impl Switch {
         cfg: SwitchConfig,
         listener: std::net::TcpListener,
     ) -> Result<(Switch, mpsc::Receiver<SwitchEvent>)> {
-        let listener = Listener::from_std_tcp(listener)
-            .map_err(|e| Error::io("adopting the controller listener", e))?;
+        let context = "adopting the controller listener";
+        let tls = match &cfg.tls {
+            _ if !cfg.target.is_tls() => None,
+            Some(tls) => Some(tls),
+            None => return Err(Error::io(context, no_tls(&cfg.target))),
+        };
+        let listener = Listener::from_std_tcp(listener, tls).map_err(|e| Error::io(context, e))?;
         let (switch, events, supervisor) = Switch::build(cfg);
         tokio::spawn(supervisor.run_passive(listener));
         Ok((switch, events))
@@ -292,7 +297,7 @@ async fn bind_with_retry(supervisor: &Supervisor) -> Option<Listener> {
         supervisor.cfg.reconnect_backoff_max,
     );
     loop {
-        match Listener::bind(&supervisor.cfg.target).await {
+        match Listener::bind(&supervisor.cfg.target, supervisor.cfg.tls.as_ref()).await {
             Ok(listener) => return Some(listener),
             Err(error) => {
                 let reason = format!("cannot listen on {}: {error}", supervisor.cfg.target);

@@ -1,8 +1,9 @@
 //! Where the OpenFlow connection goes: the `ovs-vsctl set-controller` / `ovs-ofctl` target syntax.
 //!
-//! Active targets (`unix:PATH`, `tcp:HOST[:PORT]`) are dialled; passive ones (`punix:PATH`,
-//! `ptcp:[PORT][:IP]`) listen and the switch dials in. Passive TCP listens on loopback unless an
-//! address is given, so a controller port is never exposed by accident.
+//! Active targets (`unix:PATH`, `tcp:HOST[:PORT]`, `ssl:HOST[:PORT]`) are dialled; passive ones
+//! (`punix:PATH`, `ptcp:[PORT][:IP]`, `pssl:[PORT][:IP]`) listen and the switch dials in. Passive
+//! TCP and SSL listen on loopback unless an address is given, so a controller port is never
+//! exposed by accident. `ssl:`/`pssl:` need the TLS files (`crate::tls`).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -22,10 +23,14 @@ pub enum Target {
     PassiveUnix(PathBuf),
     /// `ptcp:[PORT][:IP]`: listen on TCP (`set-controller br0 tcp:IP:PORT`).
     PassiveTcp(SocketAddr),
+    /// `ssl:HOST[:PORT]`: connect over TLS.
+    Ssl { host: String, port: u16 },
+    /// `pssl:[PORT][:IP]`: listen for TLS (`set-controller br0 ssl:IP:PORT`).
+    PassiveSsl(SocketAddr),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid OpenFlow target `{target}`: {reason} (expected unix:PATH, tcp:HOST[:PORT], punix:PATH or ptcp:[PORT][:IP])")]
+#[error("invalid OpenFlow target `{target}`: {reason} (expected unix:PATH, tcp:HOST[:PORT], ssl:HOST[:PORT], punix:PATH, ptcp:[PORT][:IP] or pssl:[PORT][:IP])")]
 pub struct TargetError {
     pub target: String,
     pub reason: String,
@@ -34,7 +39,30 @@ pub struct TargetError {
 impl Target {
     /// True for targets where we listen and the switch connects to us.
     pub fn is_passive(&self) -> bool {
-        matches!(self, Target::PassiveUnix(_) | Target::PassiveTcp(_))
+        matches!(
+            self,
+            Target::PassiveUnix(_) | Target::PassiveTcp(_) | Target::PassiveSsl(_)
+        )
+    }
+
+    /// For a passive target, what the switch must dial (its `set-controller` target):
+    /// `ptcp:P:IP` → `tcp:IP:P`, `pssl:P:IP` → `ssl:IP:P`, `punix:PATH` → `unix:PATH`.
+    pub fn switch_side(&self) -> Option<String> {
+        let host = |addr: &SocketAddr| match addr.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]:{}", addr.port()),
+            IpAddr::V4(ip) => format!("{ip}:{}", addr.port()),
+        };
+        match self {
+            Target::PassiveTcp(addr) => Some(format!("tcp:{}", host(addr))),
+            Target::PassiveSsl(addr) => Some(format!("ssl:{}", host(addr))),
+            Target::PassiveUnix(path) => Some(format!("unix:{}", path.display())),
+            Target::Unix(_) | Target::Tcp { .. } | Target::Ssl { .. } => None,
+        }
+    }
+
+    /// True for targets that speak TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Target::Ssl { .. } | Target::PassiveSsl(_))
     }
 }
 
@@ -56,7 +84,14 @@ impl FromStr for Target {
                 let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
                 Ok(Target::Tcp { host, port })
             }
+            "ssl" => {
+                let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
+                Ok(Target::Ssl { host, port })
+            }
             "ptcp" => Ok(Target::PassiveTcp(
+                parse_listen(rest).map_err(|r| fail(&r))?,
+            )),
+            "pssl" => Ok(Target::PassiveSsl(
                 parse_listen(rest).map_err(|r| fail(&r))?,
             )),
             other => Err(fail(&format!("unknown connection type `{other}`"))),
@@ -133,6 +168,12 @@ impl fmt::Display for Target {
                 write!(f, "ptcp:{}:[{}]", addr.port(), addr.ip())
             }
             Target::PassiveTcp(addr) => write!(f, "ptcp:{}:{}", addr.port(), addr.ip()),
+            Target::Ssl { host, port } if host.contains(':') => write!(f, "ssl:[{host}]:{port}"),
+            Target::Ssl { host, port } => write!(f, "ssl:{host}:{port}"),
+            Target::PassiveSsl(addr) if addr.is_ipv6() => {
+                write!(f, "pssl:{}:[{}]", addr.port(), addr.ip())
+            }
+            Target::PassiveSsl(addr) => write!(f, "pssl:{}:{}", addr.port(), addr.ip()),
         }
     }
 }
@@ -197,6 +238,21 @@ mod tests {
                 "ptcp:6654:[::1]",
                 Target::PassiveTcp("[::1]:6654".parse().unwrap()),
             ),
+            (
+                "ssl:192.0.2.1:6653",
+                Target::Ssl {
+                    host: "192.0.2.1".into(),
+                    port: 6653,
+                },
+            ),
+            (
+                "pssl:",
+                Target::PassiveSsl("127.0.0.1:6653".parse().unwrap()),
+            ),
+            (
+                "pssl:6654:192.0.2.1",
+                Target::PassiveSsl("192.0.2.1:6654".parse().unwrap()),
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(&parse(text), want, "{text}");
@@ -212,6 +268,10 @@ mod tests {
             "tcp:[::1]:7000",
             "ptcp:6654:127.0.0.1",
             "ptcp:6654:[::1]",
+            "ssl:127.0.0.1:6653",
+            "ssl:[::1]:6653",
+            "pssl:6654:127.0.0.1",
+            "pssl:6654:[::1]",
         ] {
             assert_eq!(parse(text).to_string(), text);
         }
@@ -221,7 +281,9 @@ mod tests {
     fn rejects_bad_targets_with_the_reason() {
         for (text, reason) in [
             ("br0.mgmt", "prefix"),
-            ("ssl:1.2.3.4:6653", "unknown connection type `ssl`"),
+            ("tls:1.2.3.4:6653", "unknown connection type `tls`"),
+            ("ssl:", "empty host"),
+            ("pssl:x", "bad port"),
             ("unix:", "empty socket path"),
             ("tcp:", "empty host"),
             ("tcp:h:99999", "bad port `99999`"),
@@ -236,10 +298,26 @@ mod tests {
     }
 
     #[test]
+    fn switch_side_of_passive_targets() {
+        let side = |text: &str| parse(text).switch_side();
+        assert_eq!(side("ptcp:6653"), Some("tcp:127.0.0.1:6653".into()));
+        assert_eq!(
+            side("pssl:6654:192.0.2.1"),
+            Some("ssl:192.0.2.1:6654".into())
+        );
+        assert_eq!(side("ptcp:6653:[::1]"), Some("tcp:[::1]:6653".into()));
+        assert_eq!(side("punix:/x.sock"), Some("unix:/x.sock".into()));
+        assert_eq!(side("ssl:h:1"), None);
+    }
+
+    #[test]
     fn passive_targets_are_passive() {
         assert!(parse("ptcp:").is_passive());
         assert!(parse("punix:/x").is_passive());
         assert!(!parse("unix:/x").is_passive());
         assert!(!parse("tcp:h").is_passive());
+        assert!(parse("pssl:").is_passive() && parse("pssl:").is_tls());
+        assert!(!parse("ssl:h").is_passive() && parse("ssl:h").is_tls());
+        assert!(!parse("ptcp:").is_tls());
     }
 }

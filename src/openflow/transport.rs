@@ -1,4 +1,5 @@
-//! Byte streams to and from the switch: dial an active target, or listen on a passive one.
+//! Byte streams to and from the switch: dial an active target, or listen on a passive one;
+//! `ssl:`/`pssl:` targets run the TLS handshake (`crate::tls`) on the TCP socket first.
 
 use std::io;
 use std::os::unix::fs::FileTypeExt;
@@ -9,6 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use super::target::Target;
+use crate::tls::TlsConfig;
 
 pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
 pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
@@ -18,6 +20,8 @@ pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
 impl Stream {
@@ -32,24 +36,50 @@ impl Stream {
                 let (read, write) = stream.into_split();
                 (Box::new(read), Box::new(write))
             }
+            // One TLS session state serves both directions, so these halves share a lock.
+            Stream::TlsClient(stream) => {
+                let (read, write) = tokio::io::split(*stream);
+                (Box::new(read), Box::new(write))
+            }
+            Stream::TlsServer(stream) => {
+                let (read, write) = tokio::io::split(*stream);
+                (Box::new(read), Box::new(write))
+            }
         }
     }
 }
 
-/// Dials an active target.
-pub(crate) async fn connect(target: &Target) -> io::Result<Stream> {
+/// The error for an `ssl:`/`pssl:` target without TLS files.
+pub(crate) fn no_tls(target: &Target) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{target} needs TLS files: give --private-key, --certificate and --ca-cert"),
+    )
+}
+
+async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect((host, port)).await?;
+    // Small requests must leave at once: OpenFlow is latency-bound request/reply.
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Dials an active target (`tls` is required for `ssl:`).
+pub(crate) async fn connect(target: &Target, tls: Option<&TlsConfig>) -> io::Result<Stream> {
     match target {
         Target::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
-        Target::Tcp { host, port } => {
-            let stream = TcpStream::connect((host.as_str(), *port)).await?;
-            // Small requests must leave at once: OpenFlow is latency-bound request/reply.
-            stream.set_nodelay(true)?;
-            Ok(Stream::Tcp(stream))
+        Target::Tcp { host, port } => Ok(Stream::Tcp(dial_tcp(host, *port).await?)),
+        Target::Ssl { host, port } => {
+            let tls = tls.ok_or_else(|| no_tls(target))?;
+            let tcp = dial_tcp(host, *port).await?;
+            Ok(Stream::TlsClient(Box::new(tls.connect(host, tcp).await?)))
         }
-        Target::PassiveUnix(_) | Target::PassiveTcp(_) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{target} is a passive target: listen on it, don't dial it"),
-        )),
+        Target::PassiveUnix(_) | Target::PassiveTcp(_) | Target::PassiveSsl(_) => {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{target} is a passive target: listen on it, don't dial it"),
+            ))
+        }
     }
 }
 
@@ -61,12 +91,39 @@ pub(crate) enum Listener {
         listener: UnixListener,
         path: PathBuf,
     },
+    /// `pssl:`: TCP whose peers must complete [`Listener::secure`] first.
+    Tls {
+        listener: TcpListener,
+        tls: TlsConfig,
+    },
+}
+
+/// A peer just accepted: for a TLS listener, its handshake has not run yet (it runs in the
+/// peer's own task, so a slow peer cannot hold up the accept loop).
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    Ready(Stream),
+    NeedsTls(TcpStream, TlsConfig),
+}
+
+impl Accepted {
+    /// The stream to speak OpenFlow on, after the TLS handshake where one is due.
+    pub(crate) async fn secure(self) -> io::Result<Stream> {
+        match self {
+            Accepted::Ready(stream) => Ok(stream),
+            Accepted::NeedsTls(tcp, tls) => Ok(Stream::TlsServer(Box::new(tls.accept(tcp).await?))),
+        }
+    }
 }
 
 impl Listener {
-    pub(crate) async fn bind(target: &Target) -> io::Result<Listener> {
+    pub(crate) async fn bind(target: &Target, tls: Option<&TlsConfig>) -> io::Result<Listener> {
         match target {
             Target::PassiveTcp(addr) => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
+            Target::PassiveSsl(addr) => Ok(Listener::Tls {
+                tls: tls.ok_or_else(|| no_tls(target))?.clone(),
+                listener: TcpListener::bind(addr).await?,
+            }),
             Target::PassiveUnix(path) => {
                 remove_stale_socket(path)?;
                 Ok(Listener::Unix {
@@ -74,7 +131,7 @@ impl Listener {
                     path: path.clone(),
                 })
             }
-            Target::Unix(_) | Target::Tcp { .. } => Err(io::Error::new(
+            Target::Unix(_) | Target::Tcp { .. } | Target::Ssl { .. } => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{target} is an active target: dial it, don't listen on it"),
             )),
@@ -82,19 +139,37 @@ impl Listener {
     }
 
     /// Wraps a listener bound elsewhere (e.g. on a thread that entered another network
-    /// namespace, where the switch can reach it).
-    pub(crate) fn from_std_tcp(listener: std::net::TcpListener) -> io::Result<Listener> {
+    /// namespace, where the switch can reach it); with `tls`, peers must speak TLS.
+    pub(crate) fn from_std_tcp(
+        listener: std::net::TcpListener,
+        tls: Option<&TlsConfig>,
+    ) -> io::Result<Listener> {
         listener.set_nonblocking(true)?;
-        Ok(Listener::Tcp(TcpListener::from_std(listener)?))
+        let listener = TcpListener::from_std(listener)?;
+        Ok(match tls {
+            Some(tls) => Listener::Tls {
+                listener,
+                tls: tls.clone(),
+            },
+            None => Listener::Tcp(listener),
+        })
     }
 
     /// The next switch that dialled in, and a name for it in logs.
-    pub(crate) async fn accept(&self) -> io::Result<(Stream, String)> {
+    pub(crate) async fn accept(&self) -> io::Result<(Accepted, String)> {
         match self {
             Listener::Tcp(listener) => {
                 let (stream, peer) = listener.accept().await?;
                 stream.set_nodelay(true)?;
-                Ok((Stream::Tcp(stream), format!("tcp:{peer}")))
+                Ok((Accepted::Ready(Stream::Tcp(stream)), format!("tcp:{peer}")))
+            }
+            Listener::Tls { listener, tls } => {
+                let (stream, peer) = listener.accept().await?;
+                stream.set_nodelay(true)?;
+                Ok((
+                    Accepted::NeedsTls(stream, tls.clone()),
+                    format!("ssl:{peer}"),
+                ))
             }
             Listener::Unix { listener, path } => {
                 let (stream, _) = listener.accept().await?;
@@ -102,7 +177,7 @@ impl Listener {
                 static PEERS: AtomicU64 = AtomicU64::new(0);
                 let n = PEERS.fetch_add(1, Ordering::Relaxed);
                 let peer = format!("unix#{n} on {}", path.display());
-                Ok((Stream::Unix(stream), peer))
+                Ok((Accepted::Ready(Stream::Unix(stream)), peer))
             }
         }
     }
@@ -113,6 +188,9 @@ impl Listener {
                 .local_addr()
                 .map_or_else(|e| format!("tcp listener ({e})"), |a| format!("ptcp:{a}")),
             Listener::Unix { path, .. } => format!("punix:{}", path.display()),
+            Listener::Tls { listener, .. } => listener
+                .local_addr()
+                .map_or_else(|e| format!("ssl listener ({e})"), |a| format!("pssl:{a}")),
         }
     }
 }
@@ -149,15 +227,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ctl.sock");
         let target = Target::PassiveUnix(path.clone());
-        let listener = Listener::bind(&target).await.unwrap();
+        let listener = Listener::bind(&target, None).await.unwrap();
         let client = tokio::spawn(async move {
-            let Stream::Unix(mut s) = connect(&Target::Unix(path)).await.unwrap() else {
+            let Stream::Unix(mut s) = connect(&Target::Unix(path), None).await.unwrap() else {
                 panic!("not unix")
             };
             s.write_all(b"ping").await.unwrap();
         });
-        let (stream, _) = listener.accept().await.unwrap();
-        let (mut read, _write) = stream.into_split();
+        let (accepted, _) = listener.accept().await.unwrap();
+        let (mut read, _write) = accepted.secure().await.unwrap().into_split();
         let mut buf = [0u8; 4];
         read.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"ping");
@@ -165,7 +243,7 @@ mod tests {
         let path = dir.path().join("ctl.sock");
         assert!(path.exists());
         // A stale socket from an earlier listener does not stop a new bind.
-        let again = Listener::bind(&target).await;
+        let again = Listener::bind(&target, None).await;
         assert!(again.is_ok(), "{again:?}");
         drop(listener);
         drop(again);
@@ -177,7 +255,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("not-a-socket");
         std::fs::write(&path, b"x").unwrap();
-        let err = Listener::bind(&Target::PassiveUnix(path.clone()))
+        let err = Listener::bind(&Target::PassiveUnix(path.clone()), None)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("not a socket"), "{err}");
@@ -187,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn passive_tcp_defaults_to_loopback() {
         let target: Target = "ptcp:0".parse().unwrap();
-        let listener = Listener::bind(&target).await.unwrap();
+        let listener = Listener::bind(&target, None).await.unwrap();
         let Listener::Tcp(tcp) = &listener else {
             panic!("not tcp")
         };
@@ -195,9 +273,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ssl_targets_without_tls_files_are_refused_with_the_fix() {
+        let err = Listener::bind(&"pssl:0".parse().unwrap(), None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("--private-key"), "{err}");
+        let err = connect(&"ssl:127.0.0.1:1".parse().unwrap(), None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("needs TLS files"), "{err}");
+    }
+
+    #[tokio::test]
     async fn active_and_passive_are_not_mixed_up() {
-        assert!(connect(&"ptcp:0".parse().unwrap()).await.is_err());
-        assert!(Listener::bind(&"tcp:127.0.0.1:1".parse().unwrap())
+        assert!(connect(&"ptcp:0".parse().unwrap(), None).await.is_err());
+        assert!(Listener::bind(&"tcp:127.0.0.1:1".parse().unwrap(), None)
             .await
             .is_err());
     }

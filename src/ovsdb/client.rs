@@ -13,6 +13,7 @@ use super::rpc::{self, Call, Shared, Status, Target};
 use super::schema::Schema;
 use super::txn::{parse_results, Condition, Mutation, Mutator, OpError, OpResult, Operation};
 use super::types::{Datum, Row, Uuid};
+use crate::tls::TlsConfig;
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -34,6 +35,11 @@ pub struct ClientOptions {
     pub wait_for_vswitchd: bool,
     /// How long to wait for ovs-vswitchd to apply a change.
     pub reconfigure_timeout: Duration,
+    /// Most requests in flight on one connection; more wait their turn (backpressure, bounded
+    /// memory whatever the server does).
+    pub max_pending: usize,
+    /// Key, certificate and CA for an `ssl:` target.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ClientOptions {
@@ -47,6 +53,8 @@ impl Default for ClientOptions {
             max_message_size: DEFAULT_MAX_MESSAGE,
             wait_for_vswitchd: true,
             reconfigure_timeout: Duration::from_secs(30),
+            max_pending: 256,
+            tls: None,
         }
     }
 }

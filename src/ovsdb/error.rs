@@ -9,7 +9,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("invalid OVSDB target {target:?}: {reason} (expected unix:PATH or tcp:HOST:PORT)")]
+    #[error("invalid OVSDB target {target:?}: {reason} (expected unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT)")]
     Target { target: String, reason: String },
 
     #[error("could not connect to ovsdb-server at {target}: {source}")]

@@ -27,12 +27,21 @@ use super::codec::{CodecError, Decoder, Message};
 use super::error::{Error, Result};
 use super::monitor::{monitor_params, parse_table_updates, Cache};
 use super::schema::Schema;
+use crate::tls::TlsConfig;
 
 /// Where ovsdb-server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     Unix(PathBuf),
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+    },
+    /// `ssl:HOST:PORT`: TCP with TLS (`ClientOptions::tls` must be set).
+    Ssl {
+        host: String,
+        port: u16,
+    },
 }
 
 impl Target {
@@ -47,7 +56,7 @@ impl Target {
             }
             return Ok(Target::Unix(PathBuf::from(path)));
         }
-        if let Some(rest) = text.strip_prefix("tcp:") {
+        let host_port = |rest: &str| -> Result<(String, u16)> {
             let (host, port) = rest.rsplit_once(':').ok_or_else(|| bad("missing :PORT"))?;
             let host = host.trim_start_matches('[').trim_end_matches(']');
             if host.is_empty() {
@@ -56,22 +65,31 @@ impl Target {
             let port = port
                 .parse()
                 .map_err(|_| bad("port is not a number 0-65535"))?;
-            return Ok(Target::Tcp {
-                host: host.to_string(),
-                port,
-            });
+            Ok((host.to_string(), port))
+        };
+        if let Some(rest) = text.strip_prefix("tcp:") {
+            let (host, port) = host_port(rest)?;
+            return Ok(Target::Tcp { host, port });
+        }
+        if let Some(rest) = text.strip_prefix("ssl:") {
+            let (host, port) = host_port(rest)?;
+            return Ok(Target::Ssl { host, port });
         }
         Err(bad("unknown scheme"))
     }
 
-    async fn connect(&self) -> std::io::Result<Box<dyn Transport>> {
+    async fn connect(&self, tls: Option<&TlsConfig>) -> std::io::Result<Box<dyn Transport>> {
         Ok(match self {
             Target::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            Target::Tcp { host, port } => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                // Requests are small and latency-bound.
-                stream.set_nodelay(true)?;
-                Box::new(stream)
+            Target::Tcp { host, port } => Box::new(dial_tcp(host, *port).await?),
+            Target::Ssl { host, port } => {
+                let tls = tls.ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("{self} needs TLS files: give --private-key, --certificate and --ca-cert"),
+                    )
+                })?;
+                Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
             }
         })
     }
@@ -83,8 +101,17 @@ impl std::fmt::Display for Target {
             Target::Unix(path) => write!(f, "unix:{}", path.display()),
             Target::Tcp { host, port } if host.contains(':') => write!(f, "tcp:[{host}]:{port}"),
             Target::Tcp { host, port } => write!(f, "tcp:{host}:{port}"),
+            Target::Ssl { host, port } if host.contains(':') => write!(f, "ssl:[{host}]:{port}"),
+            Target::Ssl { host, port } => write!(f, "ssl:{host}:{port}"),
         }
     }
+}
+
+async fn dial_tcp(host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    // Requests are small and latency-bound.
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -340,16 +367,19 @@ impl<'a> Session<'a> {
         calls: &mut mpsc::Receiver<Call>,
         first: &mut Option<oneshot::Sender<Result<()>>>,
     ) -> Result<()> {
-        let stream = timeout(self.opts.request_timeout, self.target.connect())
-            .await
-            .map_err(|_| Error::Timeout {
-                what: format!("connecting to {}", self.target),
-                after: self.opts.request_timeout,
-            })?
-            .map_err(|source| Error::Connect {
-                target: self.target.to_string(),
-                source,
-            })?;
+        let stream = timeout(
+            self.opts.request_timeout,
+            self.target.connect(self.opts.tls.as_ref()),
+        )
+        .await
+        .map_err(|_| Error::Timeout {
+            what: format!("connecting to {}", self.target),
+            after: self.opts.request_timeout,
+        })?
+        .map_err(|source| Error::Connect {
+            target: self.target.to_string(),
+            source,
+        })?;
         let mut conn: Conn =
             Framed::new(stream, RpcCodec(Decoder::new(self.opts.max_message_size)));
         self.start_session(&mut conn).await?;
@@ -421,13 +451,24 @@ impl<'a> Session<'a> {
                     let message = self.received(message)?;
                     self.handle(conn, message).await?;
                 }
-                call = calls.recv() => match call {
+                call = calls.recv(), if self.has_room() => match call {
                     Some(call) => self.send_call(conn, call).await?,
                     None => return Ok(()),
                 },
                 _ = sleep_until(wake), if probing => self.probe(conn).await?,
             }
         }
+    }
+
+    /// Whether another request may be sent: at most `max_pending` are in flight on one session,
+    /// further callers wait in the call queue (and time out there if the server stays silent).
+    fn has_room(&mut self) -> bool {
+        let max = self.opts.max_pending.max(1);
+        if self.pending.len() >= max {
+            // Callers that gave up free their slot.
+            self.pending.retain(|_, pending| !pending.reply.is_closed());
+        }
+        self.pending.len() < max
     }
 
     /// Turns what the stream yielded into a message, noting that the server is alive.
@@ -603,7 +644,26 @@ mod tests {
         );
         let v6 = Target::parse("tcp:[::1]:6640").unwrap();
         assert_eq!(v6.to_string(), "tcp:[::1]:6640");
-        for bad in ["", "unix:", "tcp:host", "tcp::1", "tcp:h:99999", "ssl:h:1"] {
+        assert_eq!(
+            Target::parse("ssl:192.0.2.1:6640").unwrap(),
+            Target::Ssl {
+                host: "192.0.2.1".into(),
+                port: 6640
+            }
+        );
+        assert_eq!(
+            Target::parse("ssl:[::1]:6640").unwrap().to_string(),
+            "ssl:[::1]:6640"
+        );
+        for bad in [
+            "",
+            "unix:",
+            "tcp:host",
+            "tcp::1",
+            "tcp:h:99999",
+            "ssl:h",
+            "tls:h:1",
+        ] {
             assert!(
                 matches!(Target::parse(bad), Err(Error::Target { .. })),
                 "{bad:?} accepted"

@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub drift: super::drift::DriftTiming,
     /// High availability with peers on the same bridge (see `ha.rs`); None: this daemon alone.
     pub ha: Option<super::ha::HaConfig>,
+    /// Key, certificate and CA for `ssl:`/`pssl:` OpenFlow and `ssl:` OVSDB targets.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl NodeConfig {
@@ -74,6 +76,7 @@ impl NodeConfig {
                 poll_interval: Duration::from_secs(10),
             },
             ha: None,
+            tls: None,
         }
     }
 }

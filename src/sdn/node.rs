@@ -86,7 +86,11 @@ impl Node {
         let (store, state) = Store::open(&cfg.state_dir)?;
         let datapath_type = datapath_type(&cfg);
         let switch_cfg = switch_config(&cfg)?;
-        let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb::ClientOptions::default()).await?;
+        let ovsdb_options = ovsdb::ClientOptions {
+            tls: cfg.tls.clone(),
+            ..ovsdb::ClientOptions::default()
+        };
+        let ovsdb = ovsdb::Client::connect(&cfg.ovsdb, ovsdb_options).await?;
         let netlink = netlink_handle(&cfg)?;
         let vxlan = match (&cfg.vxlan, &netlink) {
             (Some(settings), Some(handle)) => Some(start_vxlan(settings, handle, &state).await?),
@@ -195,10 +199,15 @@ impl Node {
                 .await?;
             return Ok(());
         }
-        let target = match self.inner.cfg.openflow.parse::<Target>() {
-            Ok(Target::PassiveTcp(addr)) => format!("tcp:{}:{}", addr.ip(), addr.port()),
-            Ok(Target::PassiveUnix(path)) => format!("unix:{}", path.display()),
-            _ => return Ok(()),
+        let Some(target) = self
+            .inner
+            .cfg
+            .openflow
+            .parse::<Target>()
+            .ok()
+            .and_then(|target| target.switch_side())
+        else {
+            return Ok(());
         };
         self.inner.ovsdb.set_controller(bridge, &[target]).await?;
         Ok(())
@@ -981,6 +990,7 @@ fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     let mut switch_cfg = SwitchConfig::new(target);
     switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
     switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+    switch_cfg.tls = cfg.tls.clone();
     Ok(switch_cfg)
 }
 

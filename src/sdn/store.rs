@@ -115,8 +115,18 @@ impl Store {
             source: std::io::Error::other(e),
         })?;
         line.push(b'\n');
-        self.journal.write_all(&line).map_err(io_err(&path))?;
-        self.journal.sync_data().map_err(io_err(&path))?;
+        let before = self.journal.metadata().map_err(io_err(&path))?.len();
+        let written = self
+            .journal
+            .write_all(&line)
+            .and_then(|()| self.journal.sync_data());
+        if let Err(e) = written {
+            // A disk that is full takes part of a line. Once a later append succeeds, that part
+            // would be damage in the middle of the journal, so cut it off now (best effort: a
+            // part left at the end is dropped as a torn tail at load).
+            let _ = self.journal.set_len(before);
+            return Err(io_err(&path)(e));
+        }
         self.seq += 1;
         self.lines_since_snapshot += 1;
         Ok(self.lines_since_snapshot >= SNAPSHOT_EVERY)

@@ -239,10 +239,11 @@ impl<'a> FieldSet<'a> {
                 f != Field::EthType && f != Field::IpProto
             }];
         for in_stage in stages {
-            for (field, value, mask, token) in self.entries.iter().filter(|e| in_stage(e.0)) {
-                let field = resolve(&m, *field);
+            for (named, value, mask, token) in self.entries.iter().filter(|e| in_stage(e.0)) {
+                let field = resolve(&m, *named);
                 check_prereq(&m, field, token)?;
-                m.set_masked(field, *value, *mask);
+                let mask = sibling_mask(*named, field, *value, *mask, token)?;
+                m.set_masked(field, *value, mask);
             }
         }
         Ok(m)
@@ -256,6 +257,37 @@ fn resolve(m: &Match, field: Field) -> Field {
         Some(sibling) if !prereq_met(m, field) && prereq_met(m, sibling) => sibling,
         _ => field,
     }
+}
+
+/// The mask to use in `field` for a value written as `named` (its storage sibling, or itself).
+/// Siblings differ in width (`ip_proto` is 8 bits, `arp_op` 16): an exact match stays exact,
+/// and a value the sibling cannot hold is an error, not silently cut (found by fuzzing).
+fn sibling_mask(
+    named: Field,
+    field: Field,
+    value: u64,
+    mask: u64,
+    token: &Token<'_>,
+) -> Result<u64, ParseError> {
+    if named == field {
+        return Ok(mask);
+    }
+    let full = field.info().full_mask();
+    if value & !full != 0 {
+        return Err(bad(
+            token,
+            format!(
+                "{value} does not fit in {} ({} bits)",
+                field.info().names[0],
+                field.info().bytes * 8
+            ),
+        ));
+    }
+    Ok(if mask == named.info().full_mask() {
+        u64::MAX
+    } else {
+        mask
+    })
 }
 
 fn prereq_met(m: &Match, field: Field) -> bool {

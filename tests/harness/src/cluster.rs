@@ -502,6 +502,7 @@ impl Cluster {
         let ovs = Ovs::start_with(OvsOptions {
             prefix: "n".into(),
             vswitchd: true,
+            ..OvsOptions::default()
         })
         .context(|| format!("node {index}: start Open vSwitch"))?;
         let node = Node {

@@ -27,6 +27,16 @@ impl Daemon {
         Daemon::start_named(ovs, binary, "ofnode", "ptcp:6653:127.0.0.1", extra)
     }
 
+    /// As [`Daemon::start`], with another `--openflow` target (e.g. `pssl:6653:127.0.0.1`).
+    pub fn start_with_openflow(
+        ovs: &Ovs,
+        binary: &Path,
+        openflow: &str,
+        extra: &[&str],
+    ) -> Result<Daemon, CommandError> {
+        Daemon::start_named(ovs, binary, "ofnode", openflow, extra)
+    }
+
     /// `start` for one of several daemons on the same OVS (high availability): its API
     /// socket, state and log under `ovs.dir()/<name>`, OpenFlow on `openflow`.
     pub fn start_named(

@@ -11,7 +11,9 @@ mod daemon;
 mod etcd;
 mod netns;
 mod ovs;
+mod pki;
 mod process;
+mod tmpfs;
 
 pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
@@ -19,8 +21,10 @@ pub use cluster::{
 pub use daemon::Daemon;
 pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
-pub use ovs::{Ovs, OvsOptions};
+pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
+pub use pki::{PeerFiles, Pki};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};
+pub use tmpfs::Tmpfs;
 
 /// Reaps what killed earlier runs left behind; once per process, before anything is created.
 pub fn init() {

@@ -15,6 +15,33 @@ pub struct OvsOptions {
     pub prefix: String,
     /// Start ovs-vswitchd too (an OVSDB-only test needs just ovsdb-server).
     pub vswitchd: bool,
+    /// Also serve OVSDB over TLS (`--remote=pssl:PORT:127.0.0.1` inside the namespace).
+    pub ovsdb_ssl: Option<OvsdbSsl>,
+}
+
+/// ovsdb-server's `--private-key`, `--certificate`, `--ca-cert` and the port of its `pssl:`
+/// remote (on the namespace's loopback: any port is free there).
+#[derive(Debug, Clone)]
+pub struct OvsdbSsl {
+    pub files: crate::PeerFiles,
+    pub port: u16,
+}
+
+impl OvsdbSsl {
+    /// `ssl:127.0.0.1:PORT`, reachable from inside the namespace.
+    pub fn target(&self) -> String {
+        format!("ssl:127.0.0.1:{}", self.port)
+    }
+
+    fn args(&self) -> Vec<String> {
+        let files = &self.files;
+        vec![
+            format!("--private-key={}", files.private_key.display()),
+            format!("--certificate={}", files.certificate.display()),
+            format!("--ca-cert={}", files.ca_cert.display()),
+            format!("--remote=pssl:{}:127.0.0.1", self.port),
+        ]
+    }
 }
 
 impl Default for OvsOptions {
@@ -22,6 +49,7 @@ impl Default for OvsOptions {
         OvsOptions {
             prefix: "ofn".into(),
             vswitchd: true,
+            ovsdb_ssl: None,
         }
     }
 }
@@ -31,6 +59,7 @@ impl Default for OvsOptions {
 #[derive(Debug)]
 pub struct Ovs {
     dir: PathBuf,
+    ovsdb_ssl: Option<OvsdbSsl>,
     // Declared after `dir`'s users; dropped explicitly in `Drop` after the daemons stop.
     netns: Option<Netns>,
 }
@@ -48,6 +77,7 @@ impl Ovs {
             .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
         let ovs = Ovs {
             dir,
+            ovsdb_ssl: options.ovsdb_ssl,
             netns: Some(netns),
         };
         ovs.start_ovsdb(true)?;
@@ -119,14 +149,19 @@ impl Ovs {
             )?;
         }
         let dir = self.dir.display();
-        run_ok(self.netns().command("ovsdb-server").args([
-            &db.display().to_string(),
-            &format!("--remote=punix:{dir}/db.sock"),
-            &format!("--pidfile={dir}/ovsdb.pid"),
-            &format!("--unixctl={dir}/ovsdb.ctl"),
-            &format!("--log-file={dir}/ovsdb.log"),
-            "--detach",
-        ]))?;
+        run_ok(
+            self.netns()
+                .command("ovsdb-server")
+                .args([
+                    &db.display().to_string(),
+                    &format!("--remote=punix:{dir}/db.sock"),
+                    &format!("--pidfile={dir}/ovsdb.pid"),
+                    &format!("--unixctl={dir}/ovsdb.ctl"),
+                    &format!("--log-file={dir}/ovsdb.log"),
+                    "--detach",
+                ])
+                .args(self.ovsdb_ssl.iter().flat_map(OvsdbSsl::args)),
+        )?;
         if create {
             self.vsctl_no_wait(&["init"])?;
         }

@@ -120,13 +120,7 @@ async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
         "the lowest number free on br0"
     );
     assert_eq!(f.ofport("vethA"), Some(40));
-    let pod_flows = [
-        format!("table=20, priority=100,arp,in_port=40,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
-        "table=20, priority=100,ip,in_port=40,nw_src=10.128.0.5 actions=load:0xa->NXM_NX_REG0[],goto_table:21".to_string(),
-        "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:40".to_string(),
-        "table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:0xa->NXM_NX_REG1[],load:0x28->NXM_NX_REG2[],goto_table:80".to_string(),
-    ];
-    let expected: Vec<String> = base.iter().cloned().chain(pod_flows).collect();
+    let expected: Vec<String> = base.iter().cloned().chain(pod_a_flows(40, "0xa")).collect();
     wait_for_flows(&f.ovs, &expected, Duration::from_secs(10));
     let state = f.node.state().await.unwrap();
     let pod = state.pods.values().next().expect("the pod");
@@ -151,17 +145,11 @@ async fn pod_add_update_del() {
         .unwrap();
     assert_eq!(Some(ofport), f.ofport("vethA"));
     assert_eq!(ofport, 3, "the first pod port after vxlan0 and tun0");
-    let note_flow = format!("table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21");
-    let pod_flows = |vnid_hex: &str| {
-        vec![
-            note_flow.replace("load:0xa", &format!("load:{vnid_hex}")),
-            format!("table=20, priority=100,ip,in_port=3,nw_src=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG0[],goto_table:21"),
-            "table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:3".to_string(),
-            format!("table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80"),
-        ]
-    };
     let expect = |vnid_hex: &str| -> Vec<String> {
-        base.iter().cloned().chain(pod_flows(vnid_hex)).collect()
+        base.iter()
+            .cloned()
+            .chain(pod_a_flows(3, vnid_hex))
+            .collect()
     };
     assert_flows(&f.ovs, &expect("0xa"));
 

@@ -127,6 +127,20 @@ fn encode_add_body(
     message.encode(xid, out);
 }
 
+/// A whole OFPT_EXPERIMENTER message: the header (its length filled in at the end) and `body`.
+fn encode_experimenter_frame(xid: u32, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
+    let slot = crate::wire::LengthSlot::new(out, 2);
+    crate::Header {
+        version: crate::OFP_VERSION,
+        msg_type: crate::OFPT_EXPERIMENTER,
+        length: 0,
+        xid,
+    }
+    .encode(out);
+    body(out);
+    slot.finish(out, false);
+}
+
 /// What a bundle add carries before its inner message.
 fn put_add_prefix(bundle_id: u32, flags: BundleFlags, out: &mut BytesMut) {
     out.put_u32(ONF_EXPERIMENTER_ID);
@@ -160,16 +174,9 @@ impl BundleAdd {
         xid: u32,
         out: &mut BytesMut,
     ) {
-        let slot = crate::wire::LengthSlot::new(out, 2);
-        crate::Header {
-            version: crate::OFP_VERSION,
-            msg_type: crate::OFPT_EXPERIMENTER,
-            length: 0,
-            xid,
-        }
-        .encode(out);
-        encode_add_body(bundle_id, flags, message, xid, out);
-        slot.finish(out, false);
+        encode_experimenter_frame(xid, out, |out| {
+            encode_add_body(bundle_id, flags, message, xid, out)
+        });
     }
 
     /// Encodes a whole bundle add message around an inner message that is already encoded
@@ -190,20 +197,13 @@ impl BundleAdd {
                 reason: "is not exactly the one message its header describes",
             });
         }
-        let slot = crate::wire::LengthSlot::new(out, 2);
-        crate::Header {
-            version: crate::OFP_VERSION,
-            msg_type: crate::OFPT_EXPERIMENTER,
-            length: 0,
-            xid,
-        }
-        .encode(out);
-        put_add_prefix(bundle_id, flags, out);
-        // The header with the add's xid, then the body as it is.
-        out.put_slice(&frame[..4]);
-        out.put_u32(xid);
-        out.put_slice(&frame[crate::OFP_HEADER_LEN..]);
-        slot.finish(out, false);
+        encode_experimenter_frame(xid, out, |out| {
+            put_add_prefix(bundle_id, flags, out);
+            // The header with the add's xid, then the body as it is.
+            out.put_slice(&frame[..4]);
+            out.put_u32(xid);
+            out.put_slice(&frame[crate::OFP_HEADER_LEN..]);
+        });
         Ok(())
     }
 

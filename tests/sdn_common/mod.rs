@@ -235,6 +235,17 @@ impl Fixture {
     }
 }
 
+/// The four flows of the pod tests' usual pod (vethA, 10.128.0.5, 0a:58:0a:80:00:05, SANDBOX)
+/// at `ofport` with the VNID `vnid_hex` as ovs-ofctl prints it (e.g. "0xa").
+pub fn pod_a_flows(ofport: u16, vnid_hex: &str) -> Vec<String> {
+    vec![
+        format!("table=20, priority=100,arp,in_port={ofport},arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:{vnid_hex}->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21"),
+        format!("table=20, priority=100,ip,in_port={ofport},nw_src=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG0[],goto_table:21"),
+        format!("table=40, priority=100,arp,arp_tpa=10.128.0.5 actions=output:{ofport}"),
+        format!("table=70, priority=100,ip,nw_dst=10.128.0.5 actions=load:{vnid_hex}->NXM_NX_REG1[],load:{ofport:#x}->NXM_NX_REG2[],goto_table:80"),
+    ]
+}
+
 /// The sandbox id whose bytes are 0xa0, 0xa1, … 0xbf.
 pub const SANDBOX: &str = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf";
 /// Its note as ovs-ofctl prints it (padded with zeros to the action's 8-byte boundary).

@@ -7,7 +7,7 @@
 //! while ovs-vswitchd catches up, and learns the outcome from [`PendingPort::applied`].
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::client::Client;
 use super::error::Result;
@@ -22,7 +22,7 @@ use super::types::{Datum, Row};
 
 /// Numbers chosen for ports not applied yet, per bridge: two concurrent adds must not pick
 /// the same number before either shows in the cache.
-pub(super) type Reservations = Arc<Mutex<HashSet<(String, u16)>>>;
+pub(super) type Reservations = Mutex<HashSet<(String, u16)>>;
 
 /// A port committed to the database; ovs-vswitchd may not have applied it yet.
 #[derive(Debug)]

@@ -79,6 +79,36 @@ async fn accept_and_start(listener: &UnixListener) -> Peer {
     peer
 }
 
+/// A fake ovsdb-server's socket in a temporary directory.
+struct FakeServer {
+    _dir: tempfile::TempDir,
+    listener: UnixListener,
+    target: String,
+}
+
+impl FakeServer {
+    fn bind() -> FakeServer {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let target = format!("unix:{}", path.display());
+        FakeServer {
+            _dir: dir,
+            listener,
+            target,
+        }
+    }
+
+    /// A client with `opts` connected to this server, and the server's side of the session
+    /// (schema and monitor already answered).
+    async fn connect(&self, opts: ClientOptions) -> (Client, Peer) {
+        tokio::join!(
+            async { Client::connect(&self.target, opts).await.unwrap() },
+            accept_and_start(&self.listener)
+        )
+    }
+}
+
 fn options() -> ClientOptions {
     ClientOptions {
         request_timeout: Duration::from_secs(10),
@@ -91,14 +121,8 @@ fn options() -> ClientOptions {
 
 #[tokio::test]
 async fn echo_is_answered_and_packed_replies_are_split() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    let target = format!("unix:{}", path.display());
-    let (client, mut peer) = tokio::join!(
-        async { Client::connect(&target, options()).await.unwrap() },
-        accept_and_start(&listener)
-    );
+    let server = FakeServer::bind();
+    let (client, mut peer) = server.connect(options()).await;
     assert_eq!(client.with_cache(|cache| cache.cur_cfg()), Some(7));
 
     // The server's echo comes back with the same id and params.
@@ -162,14 +186,8 @@ async fn echo_is_answered_and_packed_replies_are_split() {
 
 #[tokio::test]
 async fn garbage_drops_the_session_and_the_client_reconnects() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    let target = format!("unix:{}", path.display());
-    let (client, mut peer) = tokio::join!(
-        async { Client::connect(&target, options()).await.unwrap() },
-        accept_and_start(&listener)
-    );
+    let server = FakeServer::bind();
+    let (client, mut peer) = server.connect(options()).await;
     let call = {
         let client = client.clone();
         tokio::spawn(async move { client.echo().await })
@@ -182,7 +200,7 @@ async fn garbage_drops_the_session_and_the_client_reconnects() {
         other => panic!("{other:?}"),
     }
     // The client comes back on its own, with a fresh monitor.
-    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&listener))
+    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&server.listener))
         .await
         .unwrap();
     client.wait_connected(NO_HANG).await.unwrap();
@@ -191,18 +209,12 @@ async fn garbage_drops_the_session_and_the_client_reconnects() {
 
 #[tokio::test]
 async fn at_most_max_pending_requests_are_in_flight() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    let target = format!("unix:{}", path.display());
     let opts = ClientOptions {
         max_pending: 3,
         ..options()
     };
-    let (client, mut peer) = tokio::join!(
-        async { Client::connect(&target, opts).await.unwrap() },
-        accept_and_start(&listener)
-    );
+    let server = FakeServer::bind();
+    let (client, mut peer) = server.connect(opts).await;
     let calls: Vec<_> = (0..6)
         .map(|_| {
             let client = client.clone();
@@ -238,18 +250,12 @@ async fn at_most_max_pending_requests_are_in_flight() {
 
 #[tokio::test]
 async fn a_message_over_the_size_limit_drops_the_session_and_the_client_reconnects() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    let target = format!("unix:{}", path.display());
     let opts = ClientOptions {
         max_message_size: 4096,
         ..options()
     };
-    let (client, mut peer) = tokio::join!(
-        async { Client::connect(&target, opts).await.unwrap() },
-        accept_and_start(&listener)
-    );
+    let server = FakeServer::bind();
+    let (client, mut peer) = server.connect(opts).await;
     let call = {
         let client = client.clone();
         tokio::spawn(async move { client.echo().await })
@@ -263,7 +269,7 @@ async fn a_message_over_the_size_limit_drops_the_session_and_the_client_reconnec
         }
         other => panic!("{other:?}"),
     }
-    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&listener))
+    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&server.listener))
         .await
         .unwrap();
     client.wait_connected(NO_HANG).await.unwrap();

@@ -7,21 +7,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ofnode_harness::{Daemon, Ovs, Pki, Tmpfs};
+use ofnode_harness::{Daemon, Ovs, Pki, Tmpfs, ONE_NODE_SETUP};
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
-
-const SETUP: &[&str] = &[
-    "setup",
-    "--cluster-network",
-    "10.128.0.0/14",
-    "--service-network",
-    "172.30.0.0/16",
-    "--local-subnet",
-    "10.128.0.0/23",
-    "--gateway",
-    "10.128.0.1",
-];
 
 fn sandbox(n: u32) -> String {
     format!("{n:08x}{}", "ab".repeat(28))
@@ -102,9 +90,9 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     let mode = std::fs::metadata(&daemon.api).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the API socket is root-only");
 
-    let outcome = daemon.cli(SETUP).unwrap();
+    let outcome = daemon.cli(ONE_NODE_SETUP).unwrap();
     assert_eq!(outcome.trim(), "built", "{}", daemon.log_tail(20));
-    let again = daemon.cli(SETUP).unwrap();
+    let again = daemon.cli(ONE_NODE_SETUP).unwrap();
     assert_eq!(again.trim(), "already_set_up");
     let base = ovs.dump_flows("br0").unwrap();
     assert!(
@@ -121,12 +109,7 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     assert_eq!(with_pod.len(), base.len() + 4);
 
     // `ofnode dump-flows` prints what ovs-ofctl prints.
-    let ours: Vec<String> = daemon
-        .cli(&["dump-flows"])
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let ours: Vec<String> = daemon.dump_flows().unwrap();
     assert_eq!(ours, with_pod);
     let table70 = daemon.cli(&["dump-flows", "--table", "70"]).unwrap();
     assert_eq!(table70.lines().count(), 2, "{table70}");
@@ -204,7 +187,7 @@ fn daemon_killed_mid_stream_loses_no_acknowledged_pod() {
     const PODS: u32 = 40;
     let ovs = Ovs::start().unwrap();
     let mut daemon = Daemon::start(&ovs, Path::new(OFNODE), &[]).unwrap();
-    daemon.cli(SETUP).unwrap();
+    daemon.cli(ONE_NODE_SETUP).unwrap();
     make_veths(&ovs, PODS);
 
     let api = daemon.api.clone();
@@ -281,12 +264,7 @@ fn daemon_killed_mid_stream_loses_no_acknowledged_pod() {
         .count();
     assert_eq!(pod_flows, 4 * known, "{flows:#?}");
     // What ofnode believes is what the switch holds.
-    let ours: Vec<String> = daemon
-        .cli(&["dump-flows"])
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let ours: Vec<String> = daemon.dump_flows().unwrap();
     assert_eq!(ours, flows);
 }
 
@@ -301,7 +279,7 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     // (unmounted) before `ovs`, which removes the directory.
     let disk = Tmpfs::mount(&ovs.dir().join("ofnode/state"), 256).unwrap();
     let mut daemon = Daemon::start(&ovs, Path::new(OFNODE), &[]).unwrap();
-    daemon.cli(SETUP).unwrap();
+    daemon.cli(ONE_NODE_SETUP).unwrap();
     make_veths(&ovs, PODS);
     let filler = disk.fill().unwrap();
 
@@ -409,7 +387,7 @@ fn daemon_serves_the_switch_over_tls() {
         ],
     )
     .unwrap();
-    let outcome = daemon.cli(SETUP).unwrap();
+    let outcome = daemon.cli(ONE_NODE_SETUP).unwrap();
     assert_eq!(outcome.trim(), "built", "{}", daemon.log_tail(20));
     let controller = ovs.vsctl(&["get-controller", "br0"]).unwrap();
     assert_eq!(controller.trim(), "ssl:127.0.0.1:6653");

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ofnode::sdn::Mode;
-use ofnode_harness::{Daemon, Ovs};
+use ofnode_harness::{Daemon, Ovs, ONE_NODE_SETUP};
 use sdn_common::{base_flows, wait_for_flows, SANDBOX, SANDBOX_NOTE};
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
@@ -17,18 +17,6 @@ const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
 const LIMIT: Duration = Duration::from_secs(20);
 
 const PORTS: [u16; 2] = [6653, 6654];
-
-const SETUP: &[&str] = &[
-    "setup",
-    "--cluster-network",
-    "10.128.0.0/14",
-    "--service-network",
-    "172.30.0.0/16",
-    "--local-subnet",
-    "10.128.0.0/23",
-    "--gateway",
-    "10.128.0.1",
-];
 
 fn controllers() -> String {
     PORTS
@@ -141,7 +129,9 @@ fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
     }
     assert_eq!(status(&second)["ha"]["role"], "standby");
 
-    first.cli(SETUP).expect("setup through the active daemon");
+    first
+        .cli(ONE_NODE_SETUP)
+        .expect("setup through the active daemon");
     veth(ovs, "vethA");
     veth(ovs, "vethB");
     let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
@@ -235,8 +225,12 @@ fn peers_started_together_elect_exactly_one() {
     } else {
         (&peers[1], &peers[0])
     };
-    let refused = standby.cli(SETUP).expect_err("the standby refuses setup");
+    let refused = standby
+        .cli(ONE_NODE_SETUP)
+        .expect_err("the standby refuses setup");
     assert!(refused.to_string().contains("standby"), "{refused}");
-    active.cli(SETUP).expect("the active daemon sets up");
+    active
+        .cli(ONE_NODE_SETUP)
+        .expect("the active daemon sets up");
     wait_for_flows(&ovs, &base_flows(Mode::Subnet), LIMIT);
 }

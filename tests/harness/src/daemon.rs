@@ -172,10 +172,29 @@ impl Daemon {
         )
     }
 
+    /// `ofnode dump-flows`: the switch's flows as ofnode prints them, one per line.
+    pub fn dump_flows(&self) -> Result<Vec<String>, CommandError> {
+        let out = self.cli(&["dump-flows"])?;
+        Ok(out.lines().map(str::to_string).collect())
+    }
+
     pub fn log_tail(&self, lines: usize) -> String {
         tail_lines(&self.log, lines)
     }
 }
+
+/// `ofnode setup` of a one-node test: subnet mode, the first /23 of 10.128.0.0/14.
+pub const ONE_NODE_SETUP: &[&str] = &[
+    "setup",
+    "--cluster-network",
+    "10.128.0.0/14",
+    "--service-network",
+    "172.30.0.0/16",
+    "--local-subnet",
+    "10.128.0.0/23",
+    "--gateway",
+    "10.128.0.1",
+];
 
 impl Drop for Daemon {
     fn drop(&mut self) {

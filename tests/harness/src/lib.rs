@@ -18,7 +18,7 @@ mod tmpfs;
 pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
 };
-pub use daemon::Daemon;
+pub use daemon::{Daemon, ONE_NODE_SETUP};
 pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
 pub use ovs::{Ovs, OvsOptions, OvsdbSsl};

@@ -97,19 +97,14 @@ fn seed_pod_add(ovs: &Ovs, pod: &PodAdd, flows_file: &std::path::Path) -> Durati
         .vsctl(&["get", "Interface", &veth, "ofport"])
         .expect("ovs-vsctl get");
     let ofport = ofport.trim();
-    let note: Vec<String> = pod
-        .sandbox
-        .bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let note = pod.sandbox.note();
     let (ip, mac) = (pod.ip, pod.mac);
     let text = format!(
         "flow add table=20, priority=100, in_port={ofport}, arp, nw_src={ip}, arp_sha={mac}, actions=load:0->NXM_NX_REG0[], note:{}, goto_table:21\n\
          flow add table=20, priority=100, in_port={ofport}, ip, nw_src={ip}, actions=load:0->NXM_NX_REG0[], goto_table:21\n\
          flow add table=40, priority=100, arp, nw_dst={ip}, actions=output:{ofport}\n\
          flow add table=70, priority=100, ip, nw_dst={ip}, actions=load:0->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:80\n",
-        note.join(".")
+        note
     );
     std::fs::write(flows_file, text).expect("write flows");
     ovs.ofctl("bundle", "br0", &[&flows_file.display().to_string()])

@@ -107,6 +107,17 @@ impl FakeServer {
             accept_and_start(&self.listener)
         )
     }
+
+    /// Accepts the client coming back on its own after losing its first session, and checks
+    /// it is up again as the second session (a fresh monitor).
+    async fn accept_reconnection(&self, client: &Client) -> Peer {
+        let peer = tokio::time::timeout(NO_HANG, accept_and_start(&self.listener))
+            .await
+            .unwrap();
+        client.wait_connected(NO_HANG).await.unwrap();
+        assert_eq!(client.status().generation, 2);
+        peer
+    }
 }
 
 fn options() -> ClientOptions {
@@ -200,11 +211,7 @@ async fn garbage_drops_the_session_and_the_client_reconnects() {
         other => panic!("{other:?}"),
     }
     // The client comes back on its own, with a fresh monitor.
-    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&server.listener))
-        .await
-        .unwrap();
-    client.wait_connected(NO_HANG).await.unwrap();
-    assert_eq!(client.status().generation, 2);
+    let _peer = server.accept_reconnection(&client).await;
 }
 
 #[tokio::test]
@@ -269,9 +276,5 @@ async fn a_message_over_the_size_limit_drops_the_session_and_the_client_reconnec
         }
         other => panic!("{other:?}"),
     }
-    let _peer = tokio::time::timeout(NO_HANG, accept_and_start(&server.listener))
-        .await
-        .unwrap();
-    client.wait_connected(NO_HANG).await.unwrap();
-    assert_eq!(client.status().generation, 2);
+    let _peer = server.accept_reconnection(&client).await;
 }

@@ -259,14 +259,9 @@ async fn ofnode_killed_during_pod_adds() {
     let mut expected = base_flows(Mode::Subnet);
     for pod in state.pods.values() {
         let (ip, port, mac) = (pod.ip, pod.ofport, pod.mac);
-        let note: Vec<String> = pod
-            .sandbox
-            .bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let note = pod.sandbox.note();
         expected.extend([
-            format!("table=20, priority=100,arp,in_port={port},arp_spa={ip},arp_sha={mac} actions=load:0->NXM_NX_REG0[],note:{}.00.00.00.00.00.00,goto_table:21", note.join(".")),
+            format!("table=20, priority=100,arp,in_port={port},arp_spa={ip},arp_sha={mac} actions=load:0->NXM_NX_REG0[],note:{}.00.00.00.00.00.00,goto_table:21", note),
             format!("table=20, priority=100,ip,in_port={port},nw_src={ip} actions=load:0->NXM_NX_REG0[],goto_table:21"),
             format!("table=40, priority=100,arp,arp_tpa={ip} actions=output:{port}"),
             format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0->NXM_NX_REG1[],load:{port:#x}->NXM_NX_REG2[],goto_table:80"),

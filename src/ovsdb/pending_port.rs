@@ -7,15 +7,15 @@
 //! while ovs-vswitchd catches up, and learns the outcome from [`PendingPort::applied`].
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
 
 use super::client::Client;
 use super::error::Result;
 use super::monitor::Cache;
-use tokio::sync::oneshot;
-
 use super::ops::{
-    check_interface, interface_row, plan_add_port, plan_add_ports, validate_port_spec, PortSpec,
+    check_interface, interface_row, plan_add_ports, validate_port_spec, PortSpec,
     MAX_OFPORT_REQUEST,
 };
 use super::types::{Datum, Row};
@@ -66,8 +66,10 @@ impl Drop for PendingPort {
     }
 }
 
-fn lock(reservations: &Reservations) -> std::sync::MutexGuard<'_, HashSet<(String, u16)>> {
-    reservations.lock().unwrap_or_else(|e| e.into_inner())
+/// The lock's data even if a holder panicked: every update here is a single set or queue
+/// operation, never left half done.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Port adds waiting for the next transaction. ovs-vswitchd reconfigures once per transaction,
@@ -85,10 +87,6 @@ type WaitingPort = (PortSpec, oneshot::Sender<Result<PendingPort>>);
 /// One transaction stays well below ovsdb-server's and ovs-vswitchd's message limits.
 const MAX_PORTS_PER_TRANSACTION: usize = 256;
 
-fn lock_queue(queue: &Mutex<PortQueue>) -> std::sync::MutexGuard<'_, PortQueue> {
-    queue.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Client {
     /// Adds a port (`--may-exist`, like [`Client::add_port`]) without waiting for ovs-vswitchd.
     /// A port that is already applied with the spec's columns comes back as it is; otherwise
@@ -101,7 +99,7 @@ impl Client {
         }
         let (reply, answer) = oneshot::channel();
         let start_draining = {
-            let mut queue = lock_queue(self.port_queue());
+            let mut queue = lock(self.port_queue());
             queue.waiting.push((spec.clone(), reply));
             !std::mem::replace(&mut queue.draining, true)
         };
@@ -116,7 +114,7 @@ impl Client {
     async fn drain_port_queue(self) {
         loop {
             let batch: Vec<WaitingPort> = {
-                let mut queue = lock_queue(self.port_queue());
+                let mut queue = lock(self.port_queue());
                 if queue.waiting.is_empty() {
                     queue.draining = false;
                     return;
@@ -135,18 +133,8 @@ impl Client {
             .iter()
             .map(|(spec, _)| self.prepare_port(spec))
             .collect();
-        let rows: Vec<(PortSpec, Row)> = prepared
-            .iter()
-            .filter_map(|p| p.as_ref().ok())
-            .map(|p| (p.spec.clone(), interface_row(&p.spec)))
-            .collect();
-        let together = match rows.is_empty() {
-            true => Ok(None),
-            false => {
-                self.execute_bumping(true, |cache| plan_add_ports(cache, &rows).map(Some))
-                    .await
-            }
-        };
+        let ready: Vec<&Prepared> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
+        let together = self.commit_ports(&ready).await;
         for ((_, reply), prepared) in batch.into_iter().zip(prepared) {
             let outcome = match (prepared, &together) {
                 (Err(e), _) => Err(e),
@@ -160,12 +148,21 @@ impl Client {
     }
 
     async fn add_prepared_alone(&self, prepared: Prepared) -> Result<PendingPort> {
-        let iface = interface_row(&prepared.spec);
-        let spec = prepared.spec.clone();
-        let next_cfg = self
-            .execute_bumping(true, |cache| plan_add_port(cache, &spec, &iface).map(Some))
-            .await?;
+        let next_cfg = self.commit_ports(&[&prepared]).await?;
         Ok(prepared.into_pending(next_cfg))
+    }
+
+    /// One transaction adding `ports`; the `next_cfg` ovs-vswitchd applies them in.
+    async fn commit_ports(&self, ports: &[&Prepared]) -> Result<Option<i64>> {
+        if ports.is_empty() {
+            return Ok(None);
+        }
+        let rows: Vec<(PortSpec, Row)> = ports
+            .iter()
+            .map(|p| (p.spec.clone(), interface_row(&p.spec)))
+            .collect();
+        self.execute_bumping(true, |cache| plan_add_ports(cache, &rows).map(Some))
+            .await
     }
 
     /// The spec with its OpenFlow number (reserved when ofnode chose it).

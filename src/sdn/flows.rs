@@ -116,21 +116,10 @@ pub fn vnid_flow(mode: Mode, vnid: Vnid) -> Option<String> {
     })
 }
 
-/// The seed's getPodNote: the sandbox id's bytes as dot-separated hex pairs.
-pub fn pod_note(pod: &Pod) -> String {
-    let hex: Vec<String> = pod
-        .sandbox
-        .bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    hex.join(".")
-}
-
 /// The seed's setupPodFlows.
 pub fn pod_flows(pod: &Pod) -> Vec<String> {
     let (ofport, ip, mac, vnid) = (pod.ofport, pod.ip, pod.mac, pod.vnid);
-    let note = pod_note(pod);
+    let note = pod.sandbox.note();
     vec![
         // ARP/IP traffic from the container
         format!("table=20, priority=100, in_port={ofport}, arp, nw_src={ip}, arp_sha={mac}, actions=load:{vnid}->NXM_NX_REG0[], note:{note}, goto_table:21"),

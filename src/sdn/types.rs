@@ -54,6 +54,12 @@ impl SandboxId {
     pub fn bytes(&self) -> &[u8; 32] {
         &self.0
     }
+
+    /// The seed's getPodNote: the bytes as dot-separated hex pairs (ovs-ofctl's `note:` text).
+    pub fn note(&self) -> String {
+        let hex: Vec<String> = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        hex.join(".")
+    }
 }
 
 impl FromStr for SandboxId {

@@ -18,6 +18,9 @@ declare -A NEED=(
   [etcd-client]=/usr/bin/etcdctl
   # The etcd-client crate compiles etcd's gRPC protos at build time.
   [protobuf-compiler]=/usr/bin/protoc
+  # ... and imports protobuf's well-known types (descriptor.proto, struct.proto), which Debian
+  # ships in the -dev package that protobuf-compiler only recommends.
+  [libprotobuf-dev]=/usr/include/google/protobuf/descriptor.proto
   # The TLS etcd of the harness gets its certificates from openssl.
   [openssl]=/usr/bin/openssl
 )

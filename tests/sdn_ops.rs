@@ -81,6 +81,22 @@ async fn setup_again_changes_nothing_other_parameters_rebuild() {
 /// A pod add does not wait for ovs-vswitchd to apply its port: it chooses the number. When
 /// ovs-vswitchd then gives the port another number (here someone asked for 40 while
 /// ovs-vswitchd was stopped), the pod's flows follow it.
+/// Polls `ovs-vsctl get Interface IFACE COLUMN` until it reads `value` (the deadline only keeps
+/// a broken run from hanging).
+async fn wait_for_interface_column(f: &Fixture, iface: &str, column: &str, value: &str) {
+    let read = || {
+        f.ovs
+            .vsctl_no_wait(&["get", "Interface", iface, column])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read() != value {
+        assert!(Instant::now() < deadline, "{iface} {column}: {:?}", read());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
     let f = Fixture::set_up(Mode::Subnet).await;
@@ -99,17 +115,7 @@ async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
         .await
     });
     // The port is in the database with the chosen number (its bundle waits for the switch).
-    let requested = || {
-        f.ovs
-            .vsctl_no_wait(&["get", "Interface", "vethA", "ofport_request"])
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while requested() != "3" {
-        assert!(Instant::now() < deadline, "{:?}", requested());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_interface_column(&f, "vethA", "ofport_request", "3").await;
     f.ovs
         .vsctl_no_wait(&["set", "Interface", "vethA", "ofport_request=40"])
         .unwrap();
@@ -119,12 +125,50 @@ async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
         3,
         "the lowest number free on br0"
     );
-    assert_eq!(f.ofport("vethA"), Some(40));
+    // ovs-vswitchd may apply the chosen number first and the changed request one
+    // reconfiguration later.
+    wait_for_interface_column(&f, "vethA", "ofport", "40").await;
     let expected: Vec<String> = base.iter().cloned().chain(pod_a_flows(40, "0xa")).collect();
     wait_for_flows(&f.ovs, &expected, Duration::from_secs(10));
     let state = f.node.state().await.unwrap();
     let pod = state.pods.values().next().expect("the pod");
     assert_eq!(pod.ofport, 40);
+}
+
+/// A pod's port renumbered long after its add (someone else's `ofport_request`): the flows, and
+/// the state a restart would re-install, follow the new number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_flows_follow_a_port_renumbered_later() {
+    let f = Fixture::set_up(Mode::Subnet).await;
+    let base = base_flows(Mode::Subnet);
+    f.veth("vethA");
+    let ofport = f
+        .node
+        .pod_add(&pod(
+            "vethA",
+            "10.128.0.5",
+            "0a:58:0a:80:00:05",
+            SANDBOX,
+            10,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(Some(ofport), f.ofport("vethA"));
+    let at = |port: u16| -> Vec<String> {
+        base.iter()
+            .cloned()
+            .chain(pod_a_flows(port, "0xa"))
+            .collect()
+    };
+    assert_flows(&f.ovs, &at(ofport));
+
+    f.ovs
+        .vsctl(&["set", "Interface", "vethA", "ofport_request=41"])
+        .unwrap();
+    wait_for_interface_column(&f, "vethA", "ofport", "41").await;
+    wait_for_flows(&f.ovs, &at(41), Duration::from_secs(10));
+    let state = f.node.state().await.unwrap();
+    assert_eq!(state.pods.values().next().expect("the pod").ofport, 41);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,6 +147,11 @@ impl Client {
         self.inner.shared.status.subscribe()
     }
 
+    /// Ticks whenever the cache changes (a monitor update or a rebuild after a reconnection).
+    pub fn cache_changes(&self) -> watch::Receiver<u64> {
+        self.inner.shared.cache_version.subscribe()
+    }
+
     /// Waits until a session is up (at once if it is).
     pub async fn wait_connected(&self, limit: Duration) -> Result<()> {
         let mut status = self.watch();
@@ -324,7 +329,7 @@ impl Client {
     /// with `Disconnected`: the caller cannot know what the new session has seen.
     pub async fn wait_for_cfg(&self, cfg: i64) -> Result<()> {
         let mut status = self.watch();
-        let mut cache_version = self.inner.shared.cache_version.subscribe();
+        let mut cache_version = self.cache_changes();
         let generation = status.borrow().generation;
         let after = self.inner.opts.reconfigure_timeout;
         let deadline = tokio::time::Instant::now() + after;

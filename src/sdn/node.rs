@@ -165,6 +165,10 @@ impl Node {
         };
         tokio::spawn(watcher.run());
         tokio::spawn(refresh_dns(dns, dns_wakeup, requests.downgrade(), metrics));
+        tokio::spawn(follow_pod_ports(
+            node.inner.ovsdb.clone(),
+            requests.downgrade(),
+        ));
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);
         if node.passive() {
@@ -454,13 +458,7 @@ impl Node {
             }]))
         })
         .await?;
-        tokio::spawn(confirm_pod_port(
-            port,
-            req.ip,
-            req.sandbox,
-            self.inner.requests.downgrade(),
-            self.inner.metrics.clone(),
-        ));
+        tokio::spawn(confirm_pod_port(port, req.ip, self.inner.metrics.clone()));
         Ok(ofport)
     }
 
@@ -1013,59 +1011,86 @@ fn netlink_handle(cfg: &NodeConfig) -> Result<Option<crate::netlink::Handle>, Er
     }
 }
 
-/// Waits for ovs-vswitchd to apply a pod's port. If another port got the number first, the
-/// pod's flows move to the number ovs-vswitchd assigned; if it could not open the device, the
-/// operator hears of it (log and `ofnode_port_errors_total`).
-async fn confirm_pod_port(
-    port: ovsdb::PendingPort,
-    ip: Ipv4Addr,
-    sandbox: SandboxId,
-    requests: mpsc::WeakSender<Request>,
-    metrics: Arc<Metrics>,
-) {
+/// Waits until ovs-vswitchd has set up a pod's port and logs and counts it when it could not.
+/// A port that got another number than the one chosen is not an error: [`follow_pod_ports`]
+/// moves the pod's flows to it.
+async fn confirm_pod_port(port: ovsdb::PendingPort, ip: Ipv4Addr, metrics: Arc<Metrics>) {
     let name = port.name().to_string();
-    let chosen = port.ofport();
-    let assigned = match port.applied().await {
-        Ok(_) => return,
-        Err(ovsdb::Error::OfportMismatch { assigned, .. }) => assigned,
+    match port.applied().await {
+        Ok(_) => {}
+        Err(ovsdb::Error::OfportMismatch {
+            requested,
+            assigned,
+            ..
+        }) => {
+            tracing::warn!(port = %name, %ip, requested, assigned, "the pod's port got another OpenFlow number; its flows follow it");
+        }
         // Deleted before ovs-vswitchd got to it (a pod del right after the add).
-        Err(ovsdb::Error::NotFound { .. }) => return,
+        Err(ovsdb::Error::NotFound { .. }) => {}
         Err(e) => {
             Metrics::inc(&metrics.port_errors);
             tracing::error!(port = %name, %ip, error = %e, "ovs-vswitchd did not set up the pod's port");
+        }
+    }
+}
+
+/// Keeps every pod's flows on the OpenFlow port its interface has now. ovs-vswitchd may give a
+/// port another number than ofnode chose (someone else's `ofport_request`, a port re-created
+/// behind ofnode's back), and flows on a stale number black-hole the pod. Runs after each burst
+/// of OVSDB cache changes; a check finds nothing to do in one lookup per pod.
+async fn follow_pod_ports(ovsdb: ovsdb::Client, requests: mpsc::WeakSender<Request>) {
+    // Changes come in bursts while pods are added; one check after the burst is enough.
+    const SETTLE: Duration = Duration::from_millis(50);
+    // How often a quiet follower looks whether its node is gone.
+    const ALIVE_CHECK: Duration = Duration::from_secs(1);
+    let mut changes = ovsdb.cache_changes();
+    loop {
+        match tokio::time::timeout(ALIVE_CHECK, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                if requests.upgrade().is_none() {
+                    return;
+                }
+                continue;
+            }
+        }
+        tokio::time::sleep(SETTLE).await;
+        changes.borrow_and_update();
+        let Some(requests) = requests.upgrade() else {
+            return;
+        };
+        let cache = ovsdb.clone();
+        let plan: Plan =
+            Box::new(move |state| Ok(Planned::changes(cache.with_cache(|c| moved_pods(state, c)))));
+        let (request, _) = Request::new(Op::Plan(plan));
+        if requests.send(request).await.is_err() {
             return;
         }
-    };
-    let Ok(assigned) = u16::try_from(assigned) else {
-        return;
-    };
-    tracing::warn!(port = %name, chosen, assigned, "the pod's port got another OpenFlow number; moving its flows");
-    let Some(requests) = requests.upgrade() else {
-        return;
-    };
-    let plan: Plan = Box::new(move |state| {
-        let pod = state
-            .pods
-            .get(&ip)
-            .filter(|pod| pod.sandbox == sandbox && pod.ofport == chosen);
-        let changes = pod
-            .map(|pod| Change::Pod {
-                ip,
+    }
+}
+
+/// The pods whose interface ovs-vswitchd has given another OpenFlow port than their flows use.
+fn moved_pods(state: &NodeState, cache: &ovsdb::Cache) -> Vec<Change> {
+    state
+        .pods
+        .values()
+        .filter_map(|pod| {
+            let veth = pod.veth.as_ref()?;
+            let now = cache
+                .ofport(veth.as_str())
+                .and_then(|port| u16::try_from(port).ok())
+                .filter(|port| *port > 0 && *port != pod.ofport)?;
+            tracing::info!(ip = %pod.ip, %veth, from = pod.ofport, to = now, "moving the pod's flows to its port's new number");
+            Some(Change::Pod {
+                ip: pod.ip,
                 pod: Some(Pod {
-                    ofport: assigned,
+                    ofport: now,
                     ..pod.clone()
                 }),
             })
-            .into_iter()
-            .collect();
-        Ok(Planned::changes(changes))
-    });
-    let (request, reply) = Request::new(Op::Plan(plan));
-    if requests.send(request).await.is_ok() {
-        if let Ok(Err(e)) = reply.await {
-            tracing::error!(port = %name, error = %e, "moving the pod's flows failed");
-        }
-    }
+        })
+        .collect()
 }
 
 /// The VXLAN device of `settings`, with entries for the host subnets of `state`.

@@ -468,3 +468,40 @@ async fn pending_ports_choose_distinct_free_numbers() {
     assert!(matches!(bad, Err(Error::Conflict(_))), "{bad:?}");
     assert!(cache_differences(&ovs, &client).is_empty());
 }
+
+/// `tcp:HOST:PORT` against a real ovsdb-server: a `ptcp:` remote on the loopback of the test's
+/// namespace, the client connecting from inside that namespace, and a typed operation (with
+/// the wait for ovs-vswitchd) checked through the unix socket with ovs-vsctl.
+#[test]
+fn tcp_target_reaches_a_real_ovsdb_server() {
+    let ovs = ofnode_harness::Ovs::start_with(ofnode_harness::OvsOptions {
+        // Nothing else listens in the test's own namespace.
+        ovsdb_tcp_port: Some(6640),
+        ..ofnode_harness::OvsOptions::default()
+    })
+    .expect("private OVS with a ptcp: remote starts");
+    let target = ovs.tcp_target().expect("a tcp: target");
+    assert!(target.starts_with("tcp:127.0.0.1:"), "{target}");
+    let outcome = ovs
+        .netns()
+        .run_in(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let client = ofnode::ovsdb::Client::connect(&target, test_options()).await?;
+                client.ensure_bridge(&seed_bridge()).await?;
+                client.add_port(&tun0()).await
+            })
+        })
+        .expect("enter the OVS namespace");
+    assert_eq!(outcome.expect("add_port over tcp:"), 2);
+    assert_eq!(vsctl(&ovs, &["list-br"]), "br0");
+    assert_eq!(list_ports(&ovs), ["tun0"]);
+    assert_eq!(vsctl(&ovs, &["get", "Interface", "tun0", "ofport"]), "2");
+    assert_eq!(
+        vsctl(&ovs, &["get", "Interface", "tun0", "type"]),
+        "internal"
+    );
+}

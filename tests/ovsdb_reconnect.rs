@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ofnode::ovsdb::txn::{Condition, Operation, Until};
-use ofnode::ovsdb::{ClientOptions, Datum, Error, PortSpec};
+use ofnode::ovsdb::{ClientOptions, Datum, Error, PortSpec, Uuid};
 use ofnode_harness::Ovs;
 use ovsdb_common::*;
 
@@ -127,6 +127,84 @@ async fn request_in_flight_gets_disconnected_and_client_reconnects() {
     assert_cache_converges(&ovs, &client).await;
 }
 
+fn internal_port(name: &str) -> PortSpec {
+    PortSpec {
+        bridge: "br0".into(),
+        name: name.into(),
+        iface_type: Some("internal".into()),
+        ..PortSpec::default()
+    }
+}
+
+/// Changes the database file of a stopped ovsdb-server with `ovsdb-tool transact`: removes
+/// port `gone` (row `gone_uuid`) from br0, Port and Interface rows too, and adds a bridge
+/// `added`.
+fn change_offline(ovs: &Ovs, gone: &str, gone_uuid: Uuid, added: &str) {
+    let transaction = serde_json::json!([
+        "Open_vSwitch",
+        {"op": "mutate", "table": "Bridge", "where": [["name", "==", "br0"]],
+         "mutations": [["ports", "delete", ["uuid", gone_uuid.to_string()]]]},
+        {"op": "delete", "table": "Port", "where": [["name", "==", gone]]},
+        {"op": "delete", "table": "Interface", "where": [["name", "==", gone]]},
+        {"op": "insert", "table": "Bridge", "uuid-name": "added",
+         "row": {"name": added, "datapath_type": "netdev"}},
+        {"op": "mutate", "table": "Open_vSwitch", "where": [],
+         "mutations": [["bridges", "insert", ["named-uuid", "added"]]]},
+    ]);
+    let output = Command::new("ovsdb-tool")
+        .arg("transact")
+        .arg(ovs.dir().join("conf.db"))
+        .arg(transaction.to_string())
+        .output()
+        .expect("ovsdb-tool runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && !stdout.contains("\"error\""),
+        "ovsdb-tool transact: {stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The database changes while the client is disconnected, so a client that kept its old cache
+/// would differ from `ovs-vsctl list` afterwards: the cache must come from the new monitor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_is_rebuilt_with_changes_made_while_disconnected() {
+    let Setup { client, ovs } = start().await;
+    let ovs = Arc::new(ovs);
+    client.ensure_bridge(&seed_bridge()).await.unwrap();
+    client.add_port(&internal_port("gone0")).await.unwrap();
+    client.add_port(&internal_port("kept0")).await.unwrap();
+    let gone_uuid = client
+        .cache_snapshot()
+        .find("Port", "gone0")
+        .map(|(uuid, _)| uuid)
+        .expect("gone0 cached");
+    assert!(client.cache_snapshot().find("Bridge", "brdown0").is_none());
+
+    let o = ovs.clone();
+    blocking(move || {
+        o.kill_ovsdb();
+        change_offline(&o, "gone0", gone_uuid, "brdown0");
+        o.start_ovsdb(false).expect("ovsdb-server restarts");
+    })
+    .await;
+    wait_for_generation(&client, 2).await;
+    assert_cache_converges(&ovs, &client).await;
+
+    let cache = client.cache_snapshot();
+    assert!(cache.find("Bridge", "brdown0").is_some(), "added bridge");
+    assert!(cache.find("Port", "gone0").is_none(), "removed port");
+    assert!(
+        cache.find("Interface", "gone0").is_none(),
+        "removed interface"
+    );
+    assert!(cache.rows("Port").all(|(uuid, _)| uuid != gone_uuid));
+    assert!(cache.find("Port", "kept0").is_some(), "untouched port");
+    let bridges = vsctl(&ovs, &["list-br"]);
+    assert_eq!(bridges.lines().collect::<Vec<_>>(), ["br0", "brdown0"]);
+    assert_eq!(vsctl(&ovs, &["list-ports", "br0"]), "kept0");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_during_a_stream_of_operations() {
     let Setup { client, ovs } = start().await;
@@ -218,6 +296,17 @@ async fn restart_during_a_stream_of_operations() {
             );
         }
     }
+    // Robust, not timing-dependent: the stream never idles (it pauses only after an error),
+    // every operation talks to the session (a request, or the wait on cur_cfg, which ends when
+    // the session does), and the client stays disconnected at least until ovsdb-server is up
+    // again and one backoff has passed; so the operation running at the kill, or the next one,
+    // fails with Disconnected.
+    assert!(
+        outcomes
+            .iter()
+            .any(|(_, outcome)| matches!(outcome, Ok(Err(Error::Disconnected { .. })))),
+        "the restart gave no operation a Disconnected error: {errors:?}"
+    );
     assert!(
         ok_before > 0,
         "no operation succeeded before the restart: {errors:?}"

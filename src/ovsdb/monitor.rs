@@ -274,11 +274,11 @@ impl Cache {
             .and_then(|(_, row)| row.get("name")?.as_str())
     }
 
-    /// How many ports refer to a QoS row.
-    pub fn qos_users(&self, qos: Uuid) -> usize {
+    /// The ports that refer to a QoS row.
+    pub fn qos_users(&self, qos: Uuid) -> impl Iterator<Item = Uuid> + '_ {
         self.rows("Port")
-            .filter(|(_, row)| row.get("qos").and_then(Datum::as_uuid) == Some(qos))
-            .count()
+            .filter(move |(_, row)| row.get("qos").and_then(Datum::as_uuid) == Some(qos))
+            .map(|(uuid, _)| uuid)
     }
 }
 

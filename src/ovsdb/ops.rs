@@ -473,12 +473,12 @@ fn plan_delete_port(cache: &Cache, bridge: &str, name: &str) -> Result<Option<Pl
         table: "Port".into(),
         conditions: vec![Condition::uuid(port_uuid)],
     });
-    push_qos_destroy(&mut plan, cache, qos.as_uuid());
+    push_qos_destroy(&mut plan, cache, qos.as_uuid(), port_uuid);
     Ok(Some(plan))
 }
 
 fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>) -> Result<Option<Plan>> {
-    let (_, current_port) = cache.find("Port", port).ok_or_else(|| Error::NotFound {
+    let (port_uuid, current_port) = cache.find("Port", port).ok_or_else(|| Error::NotFound {
         table: "Port".into(),
         record: port.to_string(),
     })?;
@@ -528,13 +528,32 @@ fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>) -> Result<Option<P
         "Port",
         port,
     );
-    push_qos_destroy(&mut plan, cache, current_uuid);
+    push_qos_destroy(&mut plan, cache, current_uuid, port_uuid);
     Ok(Some(plan))
 }
 
-/// Destroys a QoS row that no port other than the one being changed refers to.
-fn push_qos_destroy(plan: &mut Plan, cache: &Cache, qos: Option<Uuid>) {
-    if let Some(qos) = qos.filter(|qos| cache.qos_users(*qos) <= 1) {
+/// Destroys a QoS row that no port other than `changed` (already detached from it by the
+/// plan's earlier operations) refers to. Which ports use the row comes from the cache, so a
+/// guard makes the server check it: if another client attached the row to a port meanwhile
+/// (the delete would fail referential integrity) or detached it from one (the row would be
+/// left unreferenced: QoS is a root table), the transaction is planned again.
+fn push_qos_destroy(plan: &mut Plan, cache: &Cache, qos: Option<Uuid>, changed: Uuid) {
+    let Some(qos) = qos else {
+        return;
+    };
+    let others: Vec<Row> = cache
+        .qos_users(qos)
+        .filter(|port| *port != changed)
+        .map(|port| row([("_uuid", Datum::atom(port))]))
+        .collect();
+    let destroy = others.is_empty();
+    plan.guard(guard_rows(
+        "Port",
+        vec![Condition::eq("qos", qos)],
+        &["_uuid"],
+        others,
+    ));
+    if destroy {
         plan.push(Operation::Delete {
             table: "QoS".into(),
             conditions: vec![Condition::uuid(qos)],
@@ -744,6 +763,47 @@ mod tests {
             .ops
             .iter()
             .any(|op| matches!(op, Operation::Delete { table, .. } if table == "QoS")));
+    }
+
+    /// The `wait` guard of a plan on the users of the QoS row, as JSON.
+    fn qos_users_guard(plan: &Plan) -> serde_json::Value {
+        plan.guards
+            .iter()
+            .map(|i| plan.ops[*i].to_json())
+            .find(|op| op["where"][0][0] == "qos")
+            .expect("a guard on the QoS row's users")
+    }
+
+    #[test]
+    fn qos_destroy_rests_on_a_guard_of_the_rows_other_users() {
+        let cache = cache_with_port(json!(["uuid", QOS]));
+        let destroys = |plan: &Plan| {
+            plan.ops
+                .iter()
+                .any(|op| matches!(op, Operation::Delete { table, .. } if table == "QoS"))
+        };
+        let plan = plan_delete_port(&cache, "br0", "p1").unwrap().unwrap();
+        assert_eq!(qos_users_guard(&plan)["rows"], json!([]));
+        assert!(destroys(&plan));
+
+        // Another port uses the row too: keep it, and have the server check that it still does.
+        const P2: &str = "10000000-0000-4000-8000-000000000005";
+        let mut shared = cache;
+        shared.apply(
+            &parse_table_updates(&json!({"Port": {P2: {"new": {
+            "name": "p2", "interfaces": ["set", []], "qos": ["uuid", QOS]}}}}))
+            .unwrap(),
+        );
+        for plan in [
+            plan_delete_port(&shared, "br0", "p1").unwrap().unwrap(),
+            plan_qos(&shared, "p1", None).unwrap().unwrap(),
+        ] {
+            assert_eq!(
+                qos_users_guard(&plan)["rows"],
+                json!([{"_uuid": ["uuid", P2]}])
+            );
+            assert!(!destroys(&plan));
+        }
     }
 
     #[test]

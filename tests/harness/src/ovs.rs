@@ -17,6 +17,9 @@ pub struct OvsOptions {
     pub vswitchd: bool,
     /// Also serve OVSDB over TLS (`--remote=pssl:PORT:127.0.0.1` inside the namespace).
     pub ovsdb_ssl: Option<OvsdbSsl>,
+    /// Also serve OVSDB over plain TCP on this port (`--remote=ptcp:PORT:127.0.0.1` inside the
+    /// namespace, reachable as `tcp:127.0.0.1:PORT` from there).
+    pub ovsdb_tcp_port: Option<u16>,
 }
 
 /// ovsdb-server's `--private-key`, `--certificate`, `--ca-cert` and the port of its `pssl:`
@@ -50,6 +53,7 @@ impl Default for OvsOptions {
             prefix: "ofn".into(),
             vswitchd: true,
             ovsdb_ssl: None,
+            ovsdb_tcp_port: None,
         }
     }
 }
@@ -60,6 +64,7 @@ impl Default for OvsOptions {
 pub struct Ovs {
     dir: PathBuf,
     ovsdb_ssl: Option<OvsdbSsl>,
+    ovsdb_tcp_port: Option<u16>,
     // Declared after `dir`'s users; dropped explicitly in `Drop` after the daemons stop.
     netns: Option<Netns>,
 }
@@ -78,6 +83,7 @@ impl Ovs {
         let ovs = Ovs {
             dir,
             ovsdb_ssl: options.ovsdb_ssl,
+            ovsdb_tcp_port: options.ovsdb_tcp_port,
             netns: Some(netns),
         };
         ovs.start_ovsdb(true)?;
@@ -103,6 +109,13 @@ impl Ovs {
     /// `unix:DIR/db.sock`, as OVS tools and ofnode take it.
     pub fn db_target(&self) -> String {
         format!("unix:{}", self.db_sock().display())
+    }
+
+    /// `tcp:127.0.0.1:PORT` when started with `ovsdb_tcp_port`; reachable only from inside the
+    /// namespace.
+    pub fn tcp_target(&self) -> Option<String> {
+        self.ovsdb_tcp_port
+            .map(|port| format!("tcp:127.0.0.1:{port}"))
     }
 
     /// The bridge's OpenFlow management socket, `DIR/<bridge>.mgmt`.
@@ -160,7 +173,11 @@ impl Ovs {
                     &format!("--log-file={dir}/ovsdb.log"),
                     "--detach",
                 ])
-                .args(self.ovsdb_ssl.iter().flat_map(OvsdbSsl::args)),
+                .args(self.ovsdb_ssl.iter().flat_map(OvsdbSsl::args))
+                .args(
+                    self.ovsdb_tcp_port
+                        .map(|port| format!("--remote=ptcp:{port}:127.0.0.1")),
+                ),
         )?;
         if create {
             self.vsctl_no_wait(&["init"])?;

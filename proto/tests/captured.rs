@@ -303,7 +303,7 @@ fn bundle_from_ovs_ofctl() {
     assert_eq!(fm.table_id, 253);
     assert_eq!(
         fm.instructions,
-        vec![Instruction::ApplyActions(vec![Action::Note(vec![
+        vec![Instruction::ApplyActions(vec![Action::note(&[
             1, 3, 0, 0, 0, 0
         ])])]
     );

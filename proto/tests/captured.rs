@@ -419,6 +419,38 @@ fn port_desc_from_ovs() {
 }
 
 #[test]
+fn port_status_from_ovs() {
+    // ovs-vswitchd 3.1 announcing `ovs-vsctl add-port br0 p1 -- set interface p1
+    // type=internal ofport_request=5` on a netdev bridge (captured by the oracle test
+    // c_port_status_from_a_real_bridge).
+    let bytes = "040c005000000000 00000000000000 00 00000005 00000000 3600db08dfec 0000 \
+         70310000000000000000000000000000 00000001 00000001 00000840 00000000 00000000 \
+         00000000 00989680 00000000";
+    roundtrip(
+        bytes,
+        0,
+        &Message::PortStatus(PortStatus {
+            reason: OFPPR_ADD,
+            port: Port {
+                port_no: 5,
+                hw_addr: [0x36, 0x00, 0xdb, 0x08, 0xdf, 0xec],
+                name: "p1".into(),
+                // OFPPC_PORT_DOWN, OFPPS_LINK_DOWN: the port is not up yet.
+                config: 1,
+                state: 1,
+                // 10GB_FD | COPPER.
+                curr: 0x840,
+                advertised: 0,
+                supported: 0,
+                peer: 0,
+                curr_speed: 10_000_000,
+                max_speed: 0,
+            },
+        }),
+    );
+}
+
+#[test]
 fn desc_reply_from_ovs() {
     let bytes = hex(include_str!("data/desc_reply.hex"));
     let (_, msg) = Message::decode(&bytes).unwrap();

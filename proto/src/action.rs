@@ -36,19 +36,39 @@ pub enum Action {
     RegMove { src: FieldRange, dst: FieldRange },
     /// OFPAT_SET_FIELD: `set_field:192.0.2.2->tun_dst`.
     SetField { field: Field, value: u64 },
-    /// NXAST_NOTE: opaque bytes, stored as on the wire, i.e. zero-padded so the action is a
-    /// multiple of 8 bytes long (use [`Action::note`] to build one from unpadded bytes).
-    Note(Vec<u8>),
+    /// NXAST_NOTE: opaque bytes, always zero-padded as on the wire (see [`Note`]).
+    Note(Note),
     /// Any other action, kept verbatim (header included) and re-emitted unchanged.
     Unknown(Vec<u8>),
+}
+
+/// The bytes of an NXAST_NOTE, zero-padded so the action is a multiple of 8 bytes long.
+///
+/// OVS keeps the padding as part of the note (decode_NXAST_RAW_NOTE copies `len - 10` bytes)
+/// and prints every byte (`note:01.03` dumps as `note:01.03.00.00.00.00`), so the padded
+/// bytes are the note. The field is private so that an unpadded note, which would encode to
+/// different bytes than it holds and not survive a round trip, cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Note(Vec<u8>);
+
+impl Note {
+    /// A note of `bytes`, zero-padded as OVS pads it.
+    pub fn new(bytes: &[u8]) -> Note {
+        let mut note = bytes.to_vec();
+        note.resize(note.len() + pad8(NOTE_HEADER_LEN + note.len()), 0);
+        Note(note)
+    }
+
+    /// The padded bytes, as on the wire and as ovs-ofctl prints them.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl Action {
     /// A note action padded as OVS pads it, so it equals what the switch reports back.
     pub fn note(bytes: &[u8]) -> Action {
-        let mut note = bytes.to_vec();
-        note.resize(note.len() + pad8(NOTE_HEADER_LEN + note.len()), 0);
-        Action::Note(note)
+        Action::Note(Note::new(bytes))
     }
 
     /// `output:port` with ovs-ofctl's max_len (65535 for CONTROLLER, else 0).
@@ -97,7 +117,7 @@ impl Action {
             }
             Action::Note(note) => {
                 let slot = nx_header(out, NXAST_NOTE);
-                out.put_slice(note);
+                out.put_slice(note.as_bytes());
                 slot.finish(out, true);
             }
             Action::Unknown(raw) => out.put_slice(raw),
@@ -225,7 +245,9 @@ fn decode_experimenter(body: &mut Reader<'_>) -> Result<Option<Action>, DecodeEr
             let max_len = body.u16()?;
             Ok(Some(Action::OutputReg { src, max_len }))
         }
-        NXAST_NOTE => Ok(Some(Action::Note(body.rest().to_vec()))),
+        // The action's length is a multiple of 8 (checked in `Action::decode`), so the rest is
+        // already padded and `Note::new` adds nothing.
+        NXAST_NOTE => Ok(Some(Action::note(body.rest()))),
         _ => Ok(None),
     }
 }
@@ -296,6 +318,28 @@ mod tests {
                 Action::note(&[1, 2, 3]),
             ],
         );
+    }
+
+    #[test]
+    fn notes_of_any_length_survive_a_round_trip() {
+        // Whatever bytes a note is built from, what it holds is what goes on the wire, so
+        // decode(encode(note)) == note (an unpadded note once decoded to its padded self).
+        for len in 0..40u8 {
+            let bytes: Vec<u8> = (1..=len).collect();
+            let action = Action::note(&bytes);
+            let mut out = BytesMut::new();
+            encode_actions(std::slice::from_ref(&action), &mut out);
+            assert_eq!(out.len() % 8, 0, "note of {len} bytes");
+            let decoded = decode_actions(&mut Reader::new(&out, "t")).unwrap();
+            assert_eq!(decoded, vec![action.clone()], "note of {len} bytes");
+            let Action::Note(note) = &action else {
+                unreachable!()
+            };
+            assert_eq!(&note.as_bytes()[..bytes.len()], &bytes[..]);
+            assert_eq!(note.as_bytes().len(), out.len() - NOTE_HEADER_LEN);
+        }
+        // Padding is idempotent: the padded bytes make the same note.
+        assert_eq!(Note::new(&[1, 3]), Note::new(&[1, 3, 0, 0, 0, 0]));
     }
 
     #[test]

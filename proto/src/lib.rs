@@ -3,6 +3,22 @@
 //!
 //! Bytes in, values out; values in, bytes out. Decoders return [`DecodeError`] for any input
 //! they cannot accept and never panic; encoders cannot fail.
+//!
+//! From ovs-ofctl text to wire bytes and back:
+//!
+//! ```
+//! use ofnode_proto::{format_flow_mod, parse_flow, FlowModCommand, Message};
+//!
+//! let text = "table=30, priority=200, ip, nw_dst=10.129.0.0/23, actions=goto_table:70";
+//! let flow_mod = parse_flow(text, FlowModCommand::Add)?;
+//! let bytes = Message::FlowMod(flow_mod.clone()).to_bytes(7); // an OFPT_FLOW_MOD frame
+//! let (xid, decoded) = Message::decode(&bytes)?;
+//! assert_eq!((xid, decoded), (7, Message::FlowMod(flow_mod.clone())));
+//! // The line `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints once it is installed:
+//! let dumped = "table=30, priority=200,ip,nw_dst=10.129.0.0/23 actions=goto_table:70";
+//! assert_eq!(format_flow_mod(&flow_mod), dumped);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod action;
 mod bundle;

@@ -303,7 +303,7 @@ fn bundle_from_ovs_ofctl() {
     assert_eq!(fm.table_id, 253);
     assert_eq!(
         fm.instructions,
-        vec![Instruction::ApplyActions(vec![Action::Note(vec![
+        vec![Instruction::ApplyActions(vec![Action::note(&[
             1, 3, 0, 0, 0, 0
         ])])]
     );
@@ -416,6 +416,38 @@ fn port_desc_from_ovs() {
     assert_eq!(ports[0].name, "br0");
     assert_eq!(ports[0].hw_addr, [0xe2, 0x3d, 0x53, 0x87, 0x96, 0x44]);
     assert_eq!(ports[0].curr_speed, 10_000_000);
+}
+
+#[test]
+fn port_status_from_ovs() {
+    // ovs-vswitchd 3.1 announcing `ovs-vsctl add-port br0 p1 -- set interface p1
+    // type=internal ofport_request=5` on a netdev bridge (captured by the oracle test
+    // c_port_status_from_a_real_bridge).
+    let bytes = "040c005000000000 00000000000000 00 00000005 00000000 3600db08dfec 0000 \
+         70310000000000000000000000000000 00000001 00000001 00000840 00000000 00000000 \
+         00000000 00989680 00000000";
+    roundtrip(
+        bytes,
+        0,
+        &Message::PortStatus(PortStatus {
+            reason: OFPPR_ADD,
+            port: Port {
+                port_no: 5,
+                hw_addr: [0x36, 0x00, 0xdb, 0x08, 0xdf, 0xec],
+                name: "p1".into(),
+                // OFPPC_PORT_DOWN, OFPPS_LINK_DOWN: the port is not up yet.
+                config: 1,
+                state: 1,
+                // 10GB_FD | COPPER.
+                curr: 0x840,
+                advertised: 0,
+                supported: 0,
+                peer: 0,
+                curr_speed: 10_000_000,
+                max_speed: 0,
+            },
+        }),
+    );
 }
 
 #[test]

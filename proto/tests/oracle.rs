@@ -4,7 +4,11 @@
 //! (b) the bytes ovs-ofctl itself sends (captured on a fake switch socket) decode to the typed
 //!     flow our parser builds from the same text, and our encoding is byte-identical;
 //! (c) on a real bridge, flows installed from our bytes dump (with ovs-ofctl) exactly as our
-//!     printer prints them, and our decoded flow stats print exactly as ovs-ofctl dumps them.
+//!     printer prints them, and our decoded flow stats print exactly as ovs-ofctl dumps them;
+//!     the PORT_STATUS ovs-vswitchd sends for a new port decodes and re-encodes byte for byte.
+//!
+//! Besides the seed's flows: ofnode's table 80 flows, every ip_frag value, and the flow-mod
+//! options (modify, strict forms, out_port/out_group on deletes, timeouts and flags).
 //!
 //! Needs Debian's `openvswitch-switch` (ovs-ofctl, ovs-vswitchd, ovsdb-server) and root (the
 //! private OVS runs in a network namespace of its own).
@@ -32,7 +36,8 @@ fn ofp_parse(messages: &[(u32, Message)]) -> Vec<String> {
 
 #[test]
 fn a_ovs_ofctl_reads_our_bytes_as_its_own_parse() {
-    let flows = seed_add_flows();
+    let mut flows = seed_add_flows();
+    flows.extend(option_add_flows());
     let ours: Vec<(u32, Message)> = flows
         .iter()
         .enumerate()
@@ -64,15 +69,49 @@ fn add_and_delete_lines() -> Vec<(FlowModCommand, String)> {
     let deletes = seed_delete_flows()
         .into_iter()
         .map(|f| (FlowModCommand::Delete, f));
-    let mut lines: Vec<_> = adds.chain(deletes).collect();
-    lines.push((
-        FlowModCommand::DeleteStrict,
-        "table=100, priority=1, reg0=5".into(),
-    ));
-    lines.push((
-        FlowModCommand::ModifyStrict,
-        "table=70, priority=100, ip, nw_dst=10.129.0.5, actions=load:43->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80".into(),
-    ));
+    let options = option_add_flows()
+        .into_iter()
+        .map(|f| (FlowModCommand::Add, f));
+    let mut lines: Vec<_> = adds.chain(options).chain(deletes).collect();
+    lines.extend(
+        [
+            (FlowModCommand::DeleteStrict, "table=100, priority=1, reg0=5"),
+            (
+                FlowModCommand::DeleteStrict,
+                "table=80, priority=100, reg0=42, reg1=42",
+            ),
+            (
+                FlowModCommand::ModifyStrict,
+                "table=70, priority=100, ip, nw_dst=10.129.0.5, actions=load:43->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80",
+            ),
+            // Non-strict modify: every flow the match covers, whatever its priority.
+            (
+                FlowModCommand::Modify,
+                "table=70, ip, nw_dst=10.129.0.5, actions=load:43->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80",
+            ),
+            (
+                FlowModCommand::Modify,
+                "table=100, reg0=6, cookie=1/1, actions=drop",
+            ),
+            (
+                FlowModCommand::Modify,
+                "table=100, reg0=7, send_flow_rem, reset_counts, idle_timeout=5, actions=output:2",
+            ),
+            (
+                FlowModCommand::ModifyStrict,
+                "table=100, priority=9, reg0=7, check_overlap, actions=output:3",
+            ),
+            // out_port / out_group narrow a delete to flows that output there.
+            (FlowModCommand::Delete, "table=100, out_port=2"),
+            (FlowModCommand::Delete, "reg0=6, out_port=LOCAL"),
+            (FlowModCommand::Delete, "table=100, out_group=5"),
+            (
+                FlowModCommand::DeleteStrict,
+                "table=100, priority=3, reg0=6, ip, nw_dst=198.51.100.0/24, out_port=2",
+            ),
+        ]
+        .map(|(cmd, text)| (cmd, text.to_string())),
+    );
     lines
 }
 
@@ -224,6 +263,7 @@ fn c_printer_matches_ovs_ofctl_dump_on_a_real_bridge() {
 
     let adds: Vec<FlowMod> = seed_add_flows()
         .iter()
+        .chain(&option_add_flows())
         .map(|t| parse_flow(t, FlowModCommand::Add).unwrap())
         .collect();
     commit_bundle(&mut session, adds.clone());
@@ -291,4 +331,64 @@ fn c_switch_errors_decode_with_their_names() {
         panic!("no error")
     };
     assert_eq!(err.kind.name(), "OFPBFC_BAD_ID");
+}
+
+#[test]
+fn c_port_status_from_a_real_bridge() {
+    ofnode_harness::init();
+    let ovs = ofnode_harness::Ovs::start().unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let mut session = Session::connect(&ovs.mgmt_sock("br0"));
+    // A management (service) connection gets no asynchronous messages until it asks.
+    let all_reasons = (1 << OFPPR_ADD) | (1 << OFPPR_DELETE) | (1 << OFPPR_MODIFY);
+    let config = AsyncConfig {
+        port_status_mask: [all_reasons, all_reasons],
+        ..AsyncConfig::default()
+    };
+    session.send(&Message::SetAsync(config), 2);
+    assert_eq!(
+        session.request(&Message::GetAsyncRequest),
+        Message::GetAsyncReply(config)
+    );
+
+    ovs.vsctl(&[
+        "add-port",
+        "br0",
+        "p1",
+        "--",
+        "set",
+        "interface",
+        "p1",
+        "type=internal",
+        "ofport_request=5",
+    ])
+    .unwrap();
+    // The first PORT_STATUS announces the new port (state changes may follow as MODIFY).
+    let frame = loop {
+        let frame = session
+            .recv_frame()
+            .expect("switch closed before announcing the port");
+        if frame[1] == OFPT_PORT_STATUS {
+            break frame;
+        }
+    };
+    let (xid, msg) = Message::decode(&frame).unwrap_or_else(|e| panic!("{e}: {}", hex(&frame)));
+    let Message::PortStatus(status) = &msg else {
+        panic!("{msg:?}")
+    };
+    assert_eq!(status.reason, OFPPR_ADD, "{status:?}");
+    assert_eq!((status.port.port_no, status.port.name.as_str()), (5, "p1"));
+    assert_eq!(
+        hex(&msg.to_bytes(xid)),
+        hex(&frame),
+        "re-encoding differs from what ovs-vswitchd sent"
+    );
+    // What ovs-ofctl itself makes of the same bytes names the same port.
+    let file = TempFile::new(&frame);
+    let printed = ofctl(&["ofp-parse", file.path()]);
+    assert!(
+        printed.contains("OFPT_PORT_STATUS") && printed.contains("ADD: 5(p1)"),
+        "{printed}"
+    );
+    eprintln!("captured PORT_STATUS: {}", hex(&frame));
 }

@@ -51,7 +51,50 @@ const PAIRS: &[(&str, &str)] = &[
      "table=5, priority=11,tcp,nw_src=10.0.0.0/8,tp_src=80 actions=output:NXM_NX_REG2[0..15]"),
     ("table=5, priority=12, arp, arp_op=2, arp_tha=0a:00:00:00:00:01, in_port=LOCAL, actions=output:65279",
      "table=5, priority=12,arp,in_port=LOCAL,arp_op=2,arp_tha=0a:00:00:00:00:01 actions=output:65279"),
+    // ofnode's table 80 flows (subnet mode, multitenant global VNID).
+    ("table=80, priority=200, actions=output:NXM_NX_REG2[]", "table=80, priority=200 actions=output:NXM_NX_REG2[]"),
+    ("table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]", "table=80, priority=200,reg1=0 actions=output:NXM_NX_REG2[]"),
+    // Timeouts and flags: OVS 3.1 keeps check_overlap and reset_counts with the flow and dumps them.
+    ("table=100, priority=9, reg0=7, send_flow_rem, check_overlap, reset_counts, actions=drop",
+     "table=100, send_flow_rem check_overlap reset_counts priority=9,reg0=0x7 actions=drop"),
+    ("table=100, priority=9, reg0=8, idle_timeout=60, hard_timeout=120, no_packet_counts, no_byte_counts, actions=output:2",
+     "table=100, idle_timeout=60, hard_timeout=120, no_packet_counts no_byte_counts priority=9,reg0=0x8 actions=output:2"),
+    ("table=100, priority=9, reg0=9, send_flow_rem, cookie=0x5, actions=output:3",
+     "cookie=0x5, table=100, send_flow_rem priority=9,reg0=0x9 actions=output:3"),
 ];
+
+/// Flow-mod options of modify and delete lines, read as ovs-ofctl reads them (oracle (b)
+/// checks the same lines against the bytes ovs-ofctl sends).
+#[test]
+fn modify_and_delete_options() {
+    use ofnode_proto::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM, OFPP_LOCAL};
+    let fm = parse_flow(
+        "table=100, reg0=7, send_flow_rem, reset_counts, idle_timeout=5, actions=output:2",
+        FlowModCommand::Modify,
+    )
+    .unwrap();
+    assert_eq!(fm.flags, OFPFF_SEND_FLOW_REM | OFPFF_RESET_COUNTS);
+    assert_eq!(fm.idle_timeout, 5);
+    let fm = parse_flow(
+        "table=100, priority=9, reg0=7, check_overlap, actions=output:3",
+        FlowModCommand::ModifyStrict,
+    )
+    .unwrap();
+    assert_eq!((fm.priority, fm.flags), (9, OFPFF_CHECK_OVERLAP));
+    let fm = parse_flow("reg0=6, out_port=LOCAL", FlowModCommand::Delete).unwrap();
+    assert_eq!((fm.out_port, fm.out_group), (OFPP_LOCAL, 0xffff_ffff));
+    let fm = parse_flow("table=100, out_group=5", FlowModCommand::Delete).unwrap();
+    assert_eq!((fm.out_port, fm.out_group), (0xffff_ffff, 5));
+    // Options that belong to other commands are refused, as ovs-ofctl refuses them.
+    for (text, cmd) in [
+        ("out_port=2, actions=drop", FlowModCommand::Add),
+        ("out_group=2, actions=drop", FlowModCommand::Modify),
+        ("send_flow_rem", FlowModCommand::Delete),
+        ("idle_timeout=5", FlowModCommand::DeleteStrict),
+    ] {
+        assert!(parse_flow(text, cmd).is_err(), "{cmd:?} {text}");
+    }
+}
 
 #[test]
 fn parse_then_print_equals_ovs_dump() {
@@ -105,6 +148,17 @@ fn errors_name_the_bad_token() {
             "cookie=1/1",
         ),
         ("table=100, cookie=1", FlowModCommand::Delete, "cookie=1"),
+        // ovs-ofctl sends cookie 0 for this: an OpenFlow 1.3 modify cannot change a cookie.
+        (
+            "table=100, cookie=5, actions=drop",
+            FlowModCommand::Modify,
+            "cookie=5",
+        ),
+        (
+            "table=100, cookie=5, actions=drop",
+            FlowModCommand::ModifyStrict,
+            "cookie=5",
+        ),
         (
             "actions=output:NXM_NX_REG0[40..45]",
             FlowModCommand::Add,

@@ -690,7 +690,7 @@ pub fn flow_notes(instructions: &[Instruction]) -> impl Iterator<Item = &[u8]> {
         })
         .flatten()
         .filter_map(|a| match a {
-            Action::Note(bytes) => Some(bytes.as_slice()),
+            Action::Note(note) => Some(note.as_bytes()),
             _ => None,
         })
 }

@@ -41,7 +41,8 @@ fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
 /// Parses a flow as `ovs-ofctl add-flow`/`mod-flows`/`del-flows` read it, e.g.
 /// `table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, actions=goto_table:10` or,
 /// for a delete, `table=100, reg0=5, cookie=0/1`. Unlike ovs-ofctl 3.1, which silently drops
-/// a field whose prerequisite is missing (`nw_src=...` without `ip`), this is an error.
+/// a field whose prerequisite is missing (`nw_src=...` without `ip`) and a cookie without a
+/// mask on a modify (OpenFlow 1.3 cannot change a flow's cookie), these are errors.
 pub fn parse_flow(text: &str, command: FlowModCommand) -> Result<FlowMod, ParseError> {
     let (match_text, actions_text) = split_actions(text);
     let mut fm = FlowMod::new(command);
@@ -180,6 +181,12 @@ fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), 
         None if fm.command.is_delete() => Err(bad(
             token,
             "cannot set a cookie on delete (to match on a cookie, give a mask: cookie=V/-1)",
+        )),
+        // An OpenFlow 1.3 modify has no "new cookie": ovs-ofctl silently sends cookie 0 and
+        // the switch keeps the old one. Refused rather than dropped, like a missing prerequisite.
+        None if fm.command != FlowModCommand::Add => Err(bad(
+            token,
+            "OpenFlow 1.3 cannot change a cookie on modify (to select flows by cookie, give a mask: cookie=V/-1)",
         )),
         None => {
             fm.cookie = number(token, value)?;

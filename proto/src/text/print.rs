@@ -236,8 +236,8 @@ pub fn format_action(action: &Action) -> String {
                 info.names[0]
             )
         }
-        Action::Note(bytes) => {
-            let hexes: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Action::Note(note) => {
+            let hexes: Vec<String> = note.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
             format!("note:{}", hexes.join("."))
         }
         Action::Unknown(raw) => format!("unknown_action({})", hex(raw)),

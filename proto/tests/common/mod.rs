@@ -31,8 +31,9 @@ fn pod_note() -> String {
 }
 
 /// Every flow the seed's SetupOVS, setupPodFlows, AddHostSubnetRules (both forms),
-/// AddServiceRules, UpdateEgressNetworkPolicyRules and the multicast updates add, with the
-/// values a small cluster would use.
+/// AddServiceRules, UpdateEgressNetworkPolicyRules, the multicast updates and the policy
+/// plugins' table 80 rules add, with the values a small cluster would use; plus ofnode's own
+/// table 80 flows and every `ip_frag` value.
 pub fn seed_add_flows() -> Vec<String> {
     let (c, s, l, g) = (CLUSTER, SERVICE, LOCAL_SUBNET, GATEWAY);
     let mut flows = vec![
@@ -100,6 +101,20 @@ pub fn seed_add_flows() -> Vec<String> {
         format!("{base}, tcp, tcp_dst=443{action}"),
         format!("{base}, udp, udp_dst=53{action}"),
     ]);
+    // The other ip_frag values ovs-ofctl knows (the seed writes only `later`), each a service
+    // flow of its own so all of them are installed side by side.
+    flows.extend(
+        ["no", "yes", "first", "not_later"].map(|frag| format!("{base}, ip_frag={frag}{action}")),
+    );
+    // Table 80: the seed's per-VNID rule (EnsureVNIDRules; ofnode's vnid_flow), the
+    // multitenant mode's global-VNID rules and the subnet mode's catch-all (ofnode's
+    // mode_flows, src/sdn/flows.rs).
+    flows.extend([
+        format!("table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"),
+        "table=80, priority=200, reg0=0, actions=output:NXM_NX_REG2[]".into(),
+        "table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]".into(),
+        "table=80, priority=200, actions=output:NXM_NX_REG2[]".into(),
+    ]);
     flows.extend([
         "table=100, reg0=5, priority=1, actions=drop".into(),
         "table=100, reg0=6, cookie=1, priority=65535, actions=drop".into(),
@@ -131,6 +146,18 @@ pub fn seed_delete_flows() -> Vec<String> {
         format!("table=60, ip, nw_dst={SERVICE_IP}"),
         "table=110, reg0=5".into(),
         "table=120, reg0=5".into(),
+        // A VNID's table 80 rule, once no pod or service uses the VNID.
+        "table=80, reg0=42, reg1=42".into(),
+    ]
+}
+
+/// Flow-mod options the seed never writes but ovs-ofctl users do: timeouts and flags on adds
+/// (kept apart from the seed's flows so each oracle can say which it checks).
+pub fn option_add_flows() -> Vec<String> {
+    vec![
+        "table=100, priority=9, reg0=7, send_flow_rem, check_overlap, reset_counts, actions=drop".into(),
+        "table=100, priority=9, reg0=8, idle_timeout=60, hard_timeout=120, no_packet_counts, no_byte_counts, actions=output:2".into(),
+        "table=100, priority=9, reg0=9, send_flow_rem, cookie=0x5, actions=output:3".into(),
     ]
 }
 

@@ -62,28 +62,32 @@ impl Membership {
         };
         let path = remembered_path(state_dir);
         let acquired = first_lease(&mut client, &settings, &me, read_remembered(&path)).await?;
-        remember(&path, acquired.subnet)?;
-        set_up(node, &settings, acquired.subnet).await?;
         let view = Arc::new(View::new(me.node.clone(), acquired));
+        // The lease is kept alive from the moment it exists: setting the node up can take
+        // longer than a TTL (the switch may still be reconnecting after a restart). Dropping the
+        // membership on an error below stops the keeper.
         let keeper = tokio::spawn(hold(
             client.clone(),
             settings.clone(),
             me,
             node.clone(),
             view.clone(),
-            path,
+            path.clone(),
         ));
-        let follower = tokio::spawn(watch::follow(
-            client.clone(),
-            settings,
-            node.clone(),
-            view.clone(),
-        ));
-        Ok(Membership {
+        let mut membership = Membership {
             client,
             view,
-            tasks: vec![keeper, follower],
-        })
+            tasks: vec![keeper],
+        };
+        remember(&path, acquired.subnet)?;
+        set_up(node, &settings, acquired.subnet).await?;
+        membership.tasks.push(tokio::spawn(watch::follow(
+            membership.client.clone(),
+            settings,
+            node.clone(),
+            membership.view.clone(),
+        )));
+        Ok(membership)
     }
 
     /// The cluster view with each lease's remaining TTL as etcd tells it now.

@@ -44,8 +44,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    static_programming(&runtime, &a);
-    miss_latency(&runtime, &b);
+    {
+        // Handles and miss loops spawn their tasks on the current runtime.
+        let _context = runtime.enter();
+        static_programming(&runtime, &a);
+        miss_latency(&runtime, &b);
+    }
     drop(runtime);
     drop(veth);
     drop((a, b));

@@ -87,7 +87,6 @@ fn manager(
             vtep_index: Some(vtep_index),
             vtep_addr: Some(vtep),
             port: Some(4789),
-            l3miss: mode == VxlanMode::Miss,
             ..VxlanAttrs::new(DEV, 42)
         },
         address: Ipv4Net::new(Ipv4Addr::new(10, 128, 0, 1), 14).expect("address"),

@@ -112,10 +112,8 @@ pub struct VxlanSettings {
     pub proxy: bool,
     #[serde(default = "yes")]
     pub l2miss: bool,
-    /// Whether the kernel reports L3 misses; default: on in miss mode (which cannot answer
-    /// a neighbour otherwise), off in static mode.
     #[serde(default)]
-    pub l3miss: Option<bool>,
+    pub l3miss: bool,
     /// Miss mode: the queue between socket and handler (see [`MissOptions`]).
     #[serde(default)]
     pub miss_queue: Option<usize>,
@@ -158,7 +156,7 @@ impl VxlanSettings {
             learning: self.learning,
             proxy: self.proxy,
             l2miss: self.l2miss,
-            l3miss: self.l3miss.unwrap_or(self.mode == VxlanMode::Miss),
+            l3miss: self.l3miss,
             group: None,
         };
         attrs.validate()?;
@@ -854,8 +852,7 @@ mod tests {
                 .unwrap();
         assert_eq!(settings.device_name(), "ofnode.1");
         assert_eq!(settings.mode, VxlanMode::Static);
-        assert!(settings.learning && settings.proxy && settings.l2miss);
-        assert_eq!(settings.l3miss, None);
+        assert!(settings.learning && settings.proxy && settings.l2miss && !settings.l3miss);
         assert_eq!(settings.port, None);
         let err = serde_json::from_str::<VxlanSettings>(
             r#"{"address": "10.128.0.1/14", "vtep_addr": "2001:db8::1"}"#,

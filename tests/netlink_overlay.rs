@@ -30,6 +30,7 @@ fn options(node: &Node, subnet: &str, mode: VxlanMode, learning: bool) -> VxlanM
         address: ofnode::netlink::Ipv4Net::new(address, CLUSTER_PREFIX).unwrap(),
         mode,
         miss: MissOptions::default(),
+        repair_interval: ofnode::netlink::REPAIR_INTERVAL,
     }
 }
 

@@ -5,7 +5,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use ipnet::Ipv4Net;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::route::{RouteMessage, RouteProtocol, RouteScope, RouteType};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use nix::errno::Errno;
 use rtnetlink::{AddressMessageBuilder, RouteMessageBuilder};
@@ -140,6 +142,31 @@ fn addresses_of(messages: Vec<RouteNetlinkMessage>, index: u32) -> Vec<(Ipv4Net,
         .collect()
 }
 
+/// `message` as a [`Route`] when it is a main-table IPv4 route through `index` with a gateway.
+fn gateway_route_of(message: &RouteMessage, index: u32) -> Option<Route> {
+    if message.header.table != RouteHeader::RT_TABLE_MAIN
+        || message.header.address_family != AddressFamily::Inet
+    {
+        return None;
+    }
+    let mut oif = None;
+    let mut dst = Ipv4Addr::UNSPECIFIED;
+    let mut gateway = None;
+    for attr in &message.attributes {
+        match attr {
+            RouteAttribute::Oif(link) => oif = Some(*link),
+            RouteAttribute::Destination(RouteAddress::Inet(v4)) => dst = *v4,
+            RouteAttribute::Gateway(RouteAddress::Inet(v4)) => gateway = Some(*v4),
+            _ => {}
+        }
+    }
+    if oif != Some(index) {
+        return None;
+    }
+    let dst = Ipv4Net::new(dst, message.header.destination_prefix_length).ok()?;
+    Some(Route::via(dst, gateway?, index).onlink())
+}
+
 impl Handle {
     /// The IPv4 addresses on link `index`.
     pub async fn ipv4_addrs(&self, index: u32) -> Result<Vec<Ipv4Net>> {
@@ -198,6 +225,27 @@ impl Handle {
             .await?;
         }
         Ok(())
+    }
+
+    /// The routes of the main table through link `index` that have a gateway (`ip route show
+    /// dev DEV` with `via`): what a VXLAN device's owner adds per remote subnet, never the
+    /// device's own connected or cluster-network route.
+    pub async fn gateway_routes(&self, index: u32) -> Result<Vec<Route>> {
+        let mut request = RouteMessage::default();
+        request.header.address_family = AddressFamily::Inet;
+        let replies = self
+            .dump(
+                format!("list routes of link index {index}"),
+                RouteNetlinkMessage::GetRoute(request),
+            )
+            .await?;
+        Ok(replies
+            .iter()
+            .filter_map(|reply| match reply {
+                RouteNetlinkMessage::NewRoute(message) => gateway_route_of(message, index),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Adds `route`; true when added, false when an equal route already existed (EEXIST).

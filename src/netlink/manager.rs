@@ -2,9 +2,13 @@
 //! kept from the set of known remote hosts either up front (static mode) or on demand by
 //! answering the kernel's misses (miss mode, the flannel seed's way).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 use ipnet::Ipv4Net;
 
@@ -12,7 +16,7 @@ use super::addr_route::Route;
 use super::error::Result;
 use super::handle::Handle;
 use super::miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
-use super::neigh::NeighEntry;
+use super::neigh::{FdbEntry, NeighEntry, NudState};
 use super::types::{parse_ipv4, parse_ipv4_net, MacAddr};
 use super::vxlan::{EnsureOutcome, VxlanAttrs, VxlanDevice};
 
@@ -69,7 +73,12 @@ pub struct VxlanManagerOptions {
     pub address: Ipv4Net,
     pub mode: VxlanMode,
     pub miss: MissOptions,
+    /// How often the background repair reconciles the device even when nothing changed.
+    pub repair_interval: Duration,
 }
+
+/// The background repair's default interval.
+pub const REPAIR_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The optional VXLAN section of the daemon's configuration (serde: any format), e.g. in JSON
 /// `{"address": "10.128.0.1/14", "vtep_device": "eth0", "vtep_addr": "192.0.2.1",
@@ -111,6 +120,9 @@ pub struct VxlanSettings {
     /// Miss mode: SO_RCVBUF of the miss socket.
     #[serde(default)]
     pub miss_rcvbuf: Option<usize>,
+    /// Seconds between background repairs of the device's entries (default 30).
+    #[serde(default)]
+    pub repair_secs: Option<u64>,
 }
 
 fn default_vni() -> u32 {
@@ -157,6 +169,10 @@ impl VxlanSettings {
                 queue: self.miss_queue.unwrap_or(defaults.queue),
                 rcvbuf: self.miss_rcvbuf.or(defaults.rcvbuf),
             },
+            repair_interval: self
+                .repair_secs
+                .map_or(REPAIR_INTERVAL, Duration::from_secs)
+                .max(Duration::from_secs(1)),
         })
     }
 }
@@ -171,25 +187,70 @@ pub struct VxlanStatus {
     pub mode: VxlanMode,
     /// Remote hosts known (and, in static mode, programmed).
     pub hosts: usize,
+    /// Their subnets (a host may have several).
+    pub subnets: usize,
     /// Whether the miss loop runs (always false in static mode).
     pub miss_loop_running: bool,
     /// Miss counters; all zero in static mode.
     pub misses: MissStats,
+    /// Reconciles of the device's entries that failed (each is retried in the background).
+    pub reconcile_failures: u64,
+    /// The error of the last reconcile while it is failing; cleared by the next success.
+    pub last_error: Option<String>,
 }
 
-type Hosts = Arc<RwLock<BTreeMap<Ipv4Addr, KnownHost>>>;
+/// The remote host subnets wanted now, by subnet; read by the miss resolver.
+type Desired = Arc<RwLock<BTreeMap<Ipv4Net, KnownHost>>>;
+
+/// How long a failed reconcile waits before its first retry; it doubles up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The node's VXLAN device and its entries for the remote hosts.
+///
+/// The owner hands it the complete set of remote host subnets ([`VxlanManager::set_hosts`]);
+/// every reconcile reads the device's FDB, neighbour and gateway-route tables and makes them
+/// equal to that set: it adds what is missing and removes what it owns but is not wanted.
+/// It owns, on its own device, every unicast FDB entry with a remote destination, every
+/// neighbour entry with a link-layer address and every route with a gateway; the all-zero
+/// (flood) FDB entries and the device's own connected/cluster routes are never touched.
+/// A reconcile that fails is logged, counted, shown in [`VxlanStatus::last_error`] and retried
+/// in the background with backoff until it succeeds; a background repair also runs every
+/// `repair_interval` (entries someone flushed come back).
 pub struct VxlanManager {
+    shared: Arc<Shared>,
+    keeper: AbortOnDrop,
+}
+
+struct Shared {
     device: VxlanDevice,
     mode: VxlanMode,
-    local_vtep: Option<Ipv4Addr>,
-    /// The hosts wanted now; read by the miss resolver.
-    desired: Hosts,
-    /// The hosts whose entries are in the kernel (static mode) or may be (miss mode); the async
-    /// lock also makes concurrent updates take turns.
-    installed: tokio::sync::Mutex<BTreeMap<Ipv4Addr, KnownHost>>,
+    /// This node's overlay address with the cluster prefix (re-applied by background repairs).
+    address: Ipv4Net,
+    own_vtep: Option<Ipv4Addr>,
+    desired: Desired,
+    /// The set the last successful reconcile applied; the async lock makes reconciles take
+    /// turns.
+    applied: tokio::sync::Mutex<BTreeMap<Ipv4Net, KnownHost>>,
+    health: Mutex<Health>,
+    /// Wakes the keeper for a retry after a reconcile failed.
+    retry: Arc<Notify>,
     miss_loop: Option<MissLoop>,
+}
+
+#[derive(Default)]
+struct Health {
+    failures: u64,
+    last_error: Option<String>,
+}
+
+/// Aborts the keeper task when the manager goes.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl VxlanManager {
@@ -198,7 +259,7 @@ impl VxlanManager {
     pub async fn start(handle: &Handle, options: VxlanManagerOptions) -> Result<VxlanManager> {
         let device = handle.ensure_vxlan(&options.attrs).await?;
         device.configure(options.address).await?;
-        let desired: Hosts = Arc::default();
+        let desired: Desired = Arc::default();
         let miss_loop = match options.mode {
             VxlanMode::Static => None,
             VxlanMode::Miss => Some(MissLoop::spawn(
@@ -208,165 +269,333 @@ impl VxlanManager {
                 options.miss,
             )?),
         };
-        Ok(VxlanManager {
+        let shared = Arc::new(Shared {
             device,
             mode: options.mode,
-            local_vtep: options.attrs.vtep_addr,
+            address: options.address,
+            own_vtep: options.attrs.vtep_addr,
             desired,
-            installed: tokio::sync::Mutex::default(),
+            applied: tokio::sync::Mutex::default(),
+            health: Mutex::default(),
+            retry: Arc::new(Notify::new()),
             miss_loop,
+        });
+        let keeper = tokio::spawn(keep(
+            Arc::downgrade(&shared),
+            shared.retry.clone(),
+            options.repair_interval,
+        ));
+        Ok(VxlanManager {
+            shared,
+            keeper: AbortOnDrop(keeper),
         })
     }
 
     pub fn device(&self) -> &VxlanDevice {
-        &self.device
+        &self.shared.device
     }
 
     pub fn mode(&self) -> VxlanMode {
-        self.mode
+        self.shared.mode
     }
 
     /// How the device was obtained (created, reused, recreated and why).
     pub fn outcome(&self) -> &EnsureOutcome {
-        self.device.outcome()
+        self.shared.device.outcome()
     }
 
-    /// Makes `hosts` the complete set of remote hosts (this node's own entry, if present, is
-    /// skipped) and brings the kernel's entries in line.
+    /// Makes `hosts` (one entry per host subnet) the complete set of remote host subnets and
+    /// reconciles the device with it. Entries of this node itself (its VTEP address, its
+    /// device's MAC, or a subnet holding its overlay address) are skipped. On an error the set
+    /// is kept and the reconcile retried in the background.
     pub async fn set_hosts(&self, hosts: impl IntoIterator<Item = KnownHost>) -> Result<()> {
-        let wanted: BTreeMap<Ipv4Addr, KnownHost> = hosts
+        let wanted: BTreeMap<Ipv4Net, KnownHost> = hosts
             .into_iter()
-            .filter(|host| Some(host.host_ip) != self.local_vtep)
-            .map(|host| (host.host_ip, host))
+            .filter(|host| !self.shared.is_self(host))
+            .map(|host| (host.subnet, host))
             .collect();
-        *write(&self.desired) = wanted;
-        self.sync().await
+        *write(&self.shared.desired) = wanted;
+        self.reconcile_or_retry().await
     }
 
-    /// Adds a remote host or changes what is known about it.
+    /// Adds a remote host subnet, or moves it to another host.
     pub async fn upsert_host(&self, host: KnownHost) -> Result<()> {
-        if Some(host.host_ip) != self.local_vtep {
-            write(&self.desired).insert(host.host_ip, host);
+        if !self.shared.is_self(&host) {
+            write(&self.shared.desired).insert(host.subnet, host);
         }
-        self.sync().await
+        self.reconcile_or_retry().await
     }
 
-    /// Forgets a remote host and removes its entries.
+    /// Forgets a remote host (all its subnets) and removes its entries.
     pub async fn remove_host(&self, host_ip: Ipv4Addr) -> Result<()> {
-        write(&self.desired).remove(&host_ip);
-        self.sync().await
+        write(&self.shared.desired).retain(|_, host| host.host_ip != host_ip);
+        self.reconcile_or_retry().await
     }
 
-    /// The hosts known now.
+    /// The remote host subnets wanted now.
     pub fn hosts(&self) -> Vec<KnownHost> {
-        read(&self.desired).values().copied().collect()
+        read(&self.shared.desired).values().copied().collect()
     }
 
-    /// Programs every known host's entries again (static mode) or resynchronises the miss loop:
-    /// for a periodic repair, or after someone flushed the tables.
+    /// Reconciles the device with the wanted set now (the background repair does the same
+    /// every `repair_interval`), and in miss mode resynchronises the miss loop.
     pub async fn reprogram(&self) -> Result<()> {
-        let installed = self.installed.lock().await;
-        match &self.miss_loop {
-            Some(miss_loop) => miss_loop.request_resync(),
-            None => {
-                for host in installed.values() {
-                    self.program(host).await?;
-                }
-            }
+        self.reconcile_or_retry().await?;
+        if let Some(miss_loop) = &self.shared.miss_loop {
+            miss_loop.request_resync();
         }
         Ok(())
     }
 
     pub fn status(&self) -> VxlanStatus {
-        let link = self.device.link();
+        let shared = &self.shared;
+        let link = shared.device.link();
+        let desired = read(&shared.desired);
+        let health = lock(&shared.health);
         VxlanStatus {
             device: link.name.clone(),
             index: link.index,
             mac: link.mac,
             mtu: link.mtu,
-            mode: self.mode,
-            hosts: read(&self.desired).len(),
-            miss_loop_running: self.miss_loop.as_ref().is_some_and(MissLoop::is_running),
-            misses: self
+            mode: shared.mode,
+            hosts: desired
+                .values()
+                .map(|host| host.host_ip)
+                .collect::<BTreeSet<_>>()
+                .len(),
+            subnets: desired.len(),
+            miss_loop_running: shared.miss_loop.as_ref().is_some_and(MissLoop::is_running),
+            misses: shared
                 .miss_loop
                 .as_ref()
                 .map(MissLoop::stats)
                 .unwrap_or_default(),
+            reconcile_failures: health.failures,
+            last_error: health.last_error.clone(),
         }
     }
 
-    /// Stops the miss loop and deletes the device.
-    pub async fn destroy(mut self) -> Result<()> {
-        self.miss_loop = None;
-        self.device.destroy().await
+    /// Stops the miss loop and the background repair, and deletes the device.
+    pub async fn destroy(self) -> Result<()> {
+        let VxlanManager { shared, keeper } = self;
+        drop(keeper);
+        // The keeper only upgrades its weak reference for the length of a reconcile.
+        let mut shared = shared;
+        loop {
+            match Arc::try_unwrap(shared) {
+                Ok(owned) => {
+                    drop(owned.miss_loop);
+                    return owned.device.destroy().await;
+                }
+                Err(still_shared) => {
+                    shared = still_shared;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
     }
 
-    async fn sync(&self) -> Result<()> {
-        let mut installed = self.installed.lock().await;
+    async fn reconcile_or_retry(&self) -> Result<()> {
+        let result = self.shared.reconcile(false).await;
+        if result.is_err() {
+            self.shared.retry.notify_one();
+        }
+        result
+    }
+}
+
+impl Shared {
+    /// Whether `host` is this node itself: a node may be listed among its own host subnets.
+    fn is_self(&self, host: &KnownHost) -> bool {
+        Some(host.host_ip) == self.own_vtep
+            || Some(host.vtep_mac) == self.device.mac()
+            || host.subnet.contains(&self.address.addr())
+    }
+
+    /// One reconcile, recorded in the health counters; `repair` also re-applies the device's
+    /// address, route and link state first (they go when someone sets the link down).
+    async fn reconcile(&self, repair: bool) -> Result<()> {
+        let result = self.reconcile_unrecorded(repair).await;
+        let mut health = lock(&self.health);
+        match &result {
+            Ok(()) => {
+                if health.last_error.take().is_some() {
+                    tracing::info!(device = %self.device.name(), "VXLAN entries reconciled after earlier failures");
+                }
+            }
+            Err(e) => {
+                health.failures += 1;
+                health.last_error = Some(e.to_string());
+                tracing::warn!(device = %self.device.name(), error = %e, "reconciling the VXLAN entries failed; retrying in the background");
+            }
+        }
+        result
+    }
+
+    async fn reconcile_unrecorded(&self, repair: bool) -> Result<()> {
+        let mut applied = self.applied.lock().await;
         let wanted = read(&self.desired).clone();
-        let stale: Vec<KnownHost> = installed
-            .values()
-            .filter(|host| wanted.get(&host.host_ip) != Some(*host))
-            .copied()
-            .collect();
-        if !stale.is_empty() {
-            // One dump serves every retraction: neighbour entries are found by MAC.
-            let neighbours = self.device.handle().list_neigh(self.device.index()).await?;
-            for host in stale {
-                self.retract(&host, &neighbours).await?;
-                installed.remove(&host.host_ip);
-            }
+        if repair {
+            self.device.configure(self.address).await?;
         }
-        let mut added = false;
-        for host in wanted.values() {
-            if installed.get(&host.host_ip) != Some(host) {
-                self.program(host).await?;
-                installed.insert(host.host_ip, *host);
-                added = true;
-            }
-        }
-        if added {
+        let handle = self.device.handle();
+        let index = self.device.index();
+        let kernel = KernelTables {
+            fdb: handle.list_fdb(index).await?,
+            neigh: handle.list_neigh(index).await?,
+            routes: handle.gateway_routes(index).await?,
+        };
+        let steps = Steps::plan(self.mode, index, &wanted, &kernel);
+        steps.apply(handle, index).await?;
+        if *applied != wanted {
             if let Some(miss_loop) = &self.miss_loop {
-                // Addresses that missed before the host was known are still unresolved in the
-                // neighbour table: answer them now rather than at the kernel's next probe.
+                // Addresses that missed before their host was known are still unresolved in
+                // the neighbour table: answer them now rather than at the kernel's next probe.
                 miss_loop.request_resync();
             }
+            *applied = wanted;
         }
         Ok(())
     }
+}
 
-    /// Static mode: FDB entry to the host, neighbour entry for its overlay address, and its
-    /// subnet routed through that address. Miss mode installs nothing up front.
-    async fn program(&self, host: &KnownHost) -> Result<()> {
-        if self.mode == VxlanMode::Miss {
-            return Ok(());
-        }
-        let handle = self.device.handle();
-        let index = self.device.index();
-        handle
-            .add_l2_permanent(index, host.vtep_mac, host.host_ip)
-            .await?;
-        handle
-            .add_l3_permanent(index, host.gateway(), host.vtep_mac)
-            .await?;
-        handle.add_route(&host_route(host, index)).await?;
-        Ok(())
-    }
-
-    /// Removes what [`VxlanManager::program`] (or, in miss mode, the miss loop) installed for
-    /// `host`; entries already gone are fine.
-    async fn retract(&self, host: &KnownHost, neighbours: &[NeighEntry]) -> Result<()> {
-        let handle = self.device.handle();
-        let index = self.device.index();
-        if self.mode == VxlanMode::Static {
-            handle.delete_route(&host_route(host, index)).await?;
-        }
-        for neighbour in neighbours {
-            if neighbour.mac == Some(host.vtep_mac) {
-                handle.del_l3(index, neighbour.ip).await?;
+/// Retries failed reconciles with backoff, and repairs every `interval` otherwise.
+async fn keep(shared: Weak<Shared>, retry: Arc<Notify>, interval: Duration) {
+    let mut backoff = RETRY_MIN;
+    let mut failing = false;
+    loop {
+        let wait = if failing { backoff } else { interval };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = retry.notified() => {
+                // A reconcile on the caller's path failed: retry soon.
+                failing = true;
+                backoff = RETRY_MIN;
+                continue;
             }
         }
-        handle.del_l2(index, host.vtep_mac, host.host_ip).await?;
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        if strong.reconcile(true).await.is_ok() {
+            failing = false;
+            backoff = RETRY_MIN;
+        } else {
+            failing = true;
+            backoff = (backoff * 2).min(RETRY_MAX);
+        }
+    }
+}
+
+/// The device's tables as the kernel holds them.
+struct KernelTables {
+    fdb: Vec<FdbEntry>,
+    neigh: Vec<NeighEntry>,
+    routes: Vec<Route>,
+}
+
+/// What a reconcile changes: removals first, so a moved entry is never doubled.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Steps {
+    del_neigh: Vec<Ipv4Addr>,
+    del_routes: Vec<Route>,
+    del_fdb: Vec<(MacAddr, Ipv4Addr)>,
+    add_fdb: Vec<(MacAddr, Ipv4Addr)>,
+    add_neigh: Vec<(Ipv4Addr, MacAddr)>,
+    add_routes: Vec<Route>,
+}
+
+impl Steps {
+    /// Compares the wanted host subnets with the kernel's tables. Both modes remove entries
+    /// that contradict the wanted set (a neighbour inside no wanted subnet or at another MAC
+    /// than its subnet's host, an FDB entry to no wanted host, a gateway route to no wanted
+    /// subnet); static mode also adds each host's FDB entry, its subnets' gateway neighbours
+    /// (NUD_PERMANENT) and routes.
+    fn plan(
+        mode: VxlanMode,
+        index: u32,
+        wanted: &BTreeMap<Ipv4Net, KnownHost>,
+        kernel: &KernelTables,
+    ) -> Steps {
+        let fdb_wanted: BTreeSet<(MacAddr, Ipv4Addr)> = wanted
+            .values()
+            .map(|host| (host.vtep_mac, host.host_ip))
+            .collect();
+        let owner_of = |ip: Ipv4Addr| wanted.values().find(|host| host.subnet.contains(&ip));
+        let mut steps = Steps::default();
+        for entry in &kernel.neigh {
+            let Some(mac) = entry.mac else { continue };
+            if owner_of(entry.ip).is_none_or(|host| host.vtep_mac != mac) {
+                steps.del_neigh.push(entry.ip);
+            }
+        }
+        for entry in &kernel.fdb {
+            let Some(dst) = entry.dst else { continue };
+            if !fdb_wanted.contains(&(entry.mac, dst)) {
+                steps.del_fdb.push((entry.mac, dst));
+            }
+        }
+        let routes_wanted: Vec<Route> = match mode {
+            VxlanMode::Static => wanted.values().map(|h| host_route(h, index)).collect(),
+            VxlanMode::Miss => Vec::new(),
+        };
+        let same = |a: &Route, b: &Route| a.dst == b.dst && a.gateway == b.gateway;
+        for route in &kernel.routes {
+            if !routes_wanted.iter().any(|w| same(w, route)) {
+                steps.del_routes.push(*route);
+            }
+        }
+        if mode == VxlanMode::Miss {
+            return steps;
+        }
+        let permanent = |state: NudState| state.intersects(NudState::PERMANENT);
+        for &(mac, dst) in &fdb_wanted {
+            let present = kernel
+                .fdb
+                .iter()
+                .any(|e| e.mac == mac && e.dst == Some(dst) && permanent(e.state));
+            if !present {
+                steps.add_fdb.push((mac, dst));
+            }
+        }
+        for host in wanted.values() {
+            let gateway = host.gateway();
+            let present = kernel
+                .neigh
+                .iter()
+                .any(|e| e.ip == gateway && e.mac == Some(host.vtep_mac) && permanent(e.state));
+            if !present {
+                steps.add_neigh.push((gateway, host.vtep_mac));
+            }
+        }
+        for route in routes_wanted {
+            if !kernel.routes.iter().any(|r| same(r, &route)) {
+                steps.add_routes.push(route);
+            }
+        }
+        steps
+    }
+
+    /// Removals first; entries already gone are fine.
+    async fn apply(&self, handle: &Handle, index: u32) -> Result<()> {
+        for ip in &self.del_neigh {
+            handle.del_l3(index, *ip).await?;
+        }
+        for route in &self.del_routes {
+            handle.delete_route(route).await?;
+        }
+        for (mac, dst) in &self.del_fdb {
+            handle.del_l2(index, *mac, *dst).await?;
+        }
+        for (mac, dst) in &self.add_fdb {
+            handle.add_l2_permanent(index, *mac, *dst).await?;
+        }
+        for (ip, mac) in &self.add_neigh {
+            handle.add_l3_permanent(index, *ip, *mac).await?;
+        }
+        for route in &self.add_routes {
+            handle.add_route(route).await?;
+        }
         Ok(())
     }
 }
@@ -383,13 +612,13 @@ fn host_route(host: &KnownHost, index: u32) -> Route {
     Route::via(host.subnet, host.gateway(), index).onlink()
 }
 
-/// Answers misses from the known hosts: an IP inside a host's subnet is at that host's VTEP
-/// MAC; a VTEP MAC is at that host's IP.
-fn resolver(hosts: Hosts) -> impl Fn(&Miss) -> Option<Answer> + Send + Sync + 'static {
+/// Answers misses from the wanted host subnets: an IP inside a subnet is at its host's VTEP
+/// MAC; a VTEP MAC is at its host's IP.
+fn resolver(hosts: Desired) -> impl Fn(&Miss) -> Option<Answer> + Send + Sync + 'static {
     move |miss| answer_from(&read(&hosts), miss)
 }
 
-fn answer_from(hosts: &BTreeMap<Ipv4Addr, KnownHost>, miss: &Miss) -> Option<Answer> {
+fn answer_from(hosts: &BTreeMap<Ipv4Net, KnownHost>, miss: &Miss) -> Option<Answer> {
     match *miss {
         Miss::L3(ip) => hosts
             .values()
@@ -409,12 +638,16 @@ fn answer_from(hosts: &BTreeMap<Ipv4Addr, KnownHost>, miss: &Miss) -> Option<Ans
 }
 
 // A panic while a lock is held leaves plain data behind, still consistent: keep going.
-fn read(hosts: &Hosts) -> std::sync::RwLockReadGuard<'_, BTreeMap<Ipv4Addr, KnownHost>> {
+fn read(hosts: &Desired) -> std::sync::RwLockReadGuard<'_, BTreeMap<Ipv4Net, KnownHost>> {
     hosts.read().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn write(hosts: &Hosts) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Ipv4Addr, KnownHost>> {
+fn write(hosts: &Desired) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Ipv4Net, KnownHost>> {
     hosts.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -476,11 +709,7 @@ mod tests {
 
     #[test]
     fn misses_are_answered_from_known_hosts() {
-        let hosts: BTreeMap<Ipv4Addr, KnownHost> =
-            [host(2, "10.128.2.0/23"), host(3, "10.128.4.0/23")]
-                .into_iter()
-                .map(|host| (host.host_ip, host))
-                .collect();
+        let hosts = by_subnet(&[host(2, "10.128.2.0/23"), host(3, "10.128.4.0/23")]);
         let ip = Ipv4Addr::new(10, 128, 5, 9);
         assert_eq!(
             answer_from(&hosts, &Miss::L3(ip)),
@@ -504,6 +733,115 @@ mod tests {
         assert_eq!(
             answer_from(&hosts, &Miss::L2(MacAddr([2, 0, 0, 0, 0, 9]))),
             None
+        );
+    }
+
+    fn by_subnet(hosts: &[KnownHost]) -> BTreeMap<Ipv4Net, KnownHost> {
+        hosts.iter().map(|host| (host.subnet, *host)).collect()
+    }
+
+    fn neigh(ip: &str, mac: MacAddr, state: NudState) -> NeighEntry {
+        NeighEntry {
+            ip: ip.parse().unwrap(),
+            mac: Some(mac),
+            state,
+        }
+    }
+
+    #[test]
+    fn a_host_with_two_subnets_keeps_the_one_not_deleted() {
+        let (first, second) = (host(2, "10.128.2.0/23"), host(2, "10.128.4.0/23"));
+        let mac = first.vtep_mac;
+        let kernel = KernelTables {
+            fdb: vec![FdbEntry {
+                mac,
+                dst: Some(first.host_ip),
+                state: NudState::PERMANENT,
+            }],
+            neigh: vec![
+                neigh("10.128.2.1", mac, NudState::PERMANENT),
+                neigh("10.128.4.1", mac, NudState::PERMANENT),
+            ],
+            routes: vec![host_route(&first, 7), host_route(&second, 7)],
+        };
+        // Both wanted: nothing to do.
+        let steps = Steps::plan(VxlanMode::Static, 7, &by_subnet(&[first, second]), &kernel);
+        assert_eq!(steps, Steps::default());
+        // The second subnet deleted: its neighbour and route go, the host's FDB entry stays.
+        let steps = Steps::plan(VxlanMode::Static, 7, &by_subnet(&[first]), &kernel);
+        assert_eq!(
+            steps,
+            Steps {
+                del_neigh: vec![Ipv4Addr::new(10, 128, 4, 1)],
+                del_routes: vec![host_route(&second, 7)],
+                ..Steps::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_moved_subnet_points_to_its_new_host_only() {
+        let (x, y) = (host(2, "10.128.2.0/23"), host(3, "10.128.2.0/23"));
+        let kernel = KernelTables {
+            fdb: vec![FdbEntry {
+                mac: x.vtep_mac,
+                dst: Some(x.host_ip),
+                state: NudState::PERMANENT,
+            }],
+            neigh: vec![
+                neigh("10.128.2.1", x.vtep_mac, NudState::PERMANENT),
+                // A miss answer of X's, aged: it must go too.
+                neigh("10.128.2.9", x.vtep_mac, NudState::STALE),
+            ],
+            routes: vec![host_route(&x, 7)],
+        };
+        let steps = Steps::plan(VxlanMode::Static, 7, &by_subnet(&[y]), &kernel);
+        assert_eq!(
+            steps,
+            Steps {
+                del_neigh: vec![Ipv4Addr::new(10, 128, 2, 1), Ipv4Addr::new(10, 128, 2, 9)],
+                del_fdb: vec![(x.vtep_mac, x.host_ip)],
+                add_fdb: vec![(y.vtep_mac, y.host_ip)],
+                add_neigh: vec![(Ipv4Addr::new(10, 128, 2, 1), y.vtep_mac)],
+                // The same route (the gateway is the subnet's): kept, not re-added.
+                ..Steps::default()
+            }
+        );
+        // Miss mode adds nothing up front and removes a static leftover route.
+        let steps = Steps::plan(VxlanMode::Miss, 7, &by_subnet(&[y]), &kernel);
+        assert_eq!(steps.del_routes, vec![host_route(&x, 7)]);
+        assert!(
+            steps.add_fdb.is_empty() && steps.add_neigh.is_empty() && steps.add_routes.is_empty()
+        );
+    }
+
+    #[test]
+    fn flushed_entries_are_added_again_and_foreign_ones_left_alone() {
+        let x = host(2, "10.128.2.0/23");
+        let kernel = KernelTables {
+            // An unresolved entry (no MAC) belongs to the kernel; a non-permanent FDB entry to
+            // the wanted host is made permanent.
+            fdb: vec![FdbEntry {
+                mac: x.vtep_mac,
+                dst: Some(x.host_ip),
+                state: NudState::REACHABLE,
+            }],
+            neigh: vec![NeighEntry {
+                ip: Ipv4Addr::new(10, 129, 0, 7),
+                mac: None,
+                state: NudState::INCOMPLETE,
+            }],
+            routes: Vec::new(),
+        };
+        let steps = Steps::plan(VxlanMode::Static, 7, &by_subnet(&[x]), &kernel);
+        assert_eq!(
+            steps,
+            Steps {
+                add_fdb: vec![(x.vtep_mac, x.host_ip)],
+                add_neigh: vec![(x.gateway(), x.vtep_mac)],
+                add_routes: vec![host_route(&x, 7)],
+                ..Steps::default()
+            }
         );
     }
 

@@ -35,7 +35,7 @@ pub use handle::{Handle, Link};
 pub use ipnet::Ipv4Net;
 pub use manager::{
     overlay_address, KnownHost, VxlanManager, VxlanManagerOptions, VxlanMode, VxlanSettings,
-    VxlanStatus,
+    VxlanStatus, REPAIR_INTERVAL,
 };
 pub use miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
 pub use neigh::{FdbEntry, NeighEntry, NudState};

@@ -54,6 +54,8 @@ struct Inner {
     ovsdb: ovsdb::Client,
     netlink: Option<crate::netlink::Handle>,
     vxlan: Option<crate::netlink::VxlanManager>,
+    /// Makes host-subnet syncs of the VXLAN device take turns.
+    vxlan_turn: tokio::sync::Mutex<()>,
     requests: mpsc::Sender<Request>,
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
@@ -132,6 +134,7 @@ impl Node {
                 ovsdb,
                 netlink,
                 vxlan,
+                vxlan_turn: tokio::sync::Mutex::new(()),
                 requests: requests.clone(),
                 gate: RwLock::new(()),
                 published: writer.published.clone(),
@@ -670,7 +673,8 @@ impl Node {
     }
 
     /// Routes another node's subnet over VXLAN (the seed's AddHostSubnetRules). A subnet that
-    /// is already routed is replaced.
+    /// is already routed is replaced. The VXLAN device, if any, is then reconciled with the
+    /// state (see [`Node::sync_vxlan`]).
     pub async fn hostsubnet_add(&self, hs: &HostSubnet) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         let hs = *hs;
@@ -682,12 +686,7 @@ impl Node {
             }]))
         })
         .await?;
-        if let Some(vxlan) = &self.inner.vxlan {
-            match known_host(&hs) {
-                Some(host) => vxlan.upsert_host(host).await?,
-                None => vxlan.remove_host(hs.host_ip).await?,
-            }
-        }
+        self.sync_vxlan().await;
         Ok(())
     }
 
@@ -695,40 +694,68 @@ impl Node {
     /// succeeds.
     pub async fn hostsubnet_del(&self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        let output = self
-            .plan(move |state| {
-                let changes = match state.host_subnets.get(&subnet) {
-                    Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
-                        subnet,
-                        host_subnet: None,
-                    }],
-                    Some(hs) => {
-                        return Err(Error::NotFound {
-                            what: format!(
-                                "host subnet {subnet} of host {host_ip} (it belongs to host {})",
-                                hs.host_ip
-                            ),
-                        })
-                    }
-                    None => Vec::new(),
-                };
-                // The host stays reachable while another of its subnets is routed.
-                let host_still_used = state
-                    .host_subnets
-                    .values()
-                    .any(|hs| hs.host_ip == host_ip && hs.subnet != subnet);
+        self.plan(move |state| {
+            let changes = match state.host_subnets.get(&subnet) {
+                Some(hs) if hs.host_ip == host_ip => vec![Change::HostSubnet {
+                    subnet,
+                    host_subnet: None,
+                }],
+                Some(hs) => {
+                    return Err(Error::NotFound {
+                        what: format!(
+                            "host subnet {subnet} of host {host_ip} (it belongs to host {})",
+                            hs.host_ip
+                        ),
+                    })
+                }
+                None => Vec::new(),
+            };
+            Ok(Planned::changes(changes))
+        })
+        .await?;
+        self.sync_vxlan().await;
+        Ok(())
+    }
+
+    /// Reconciles the VXLAN device's entries with the host subnets now (a background repair
+    /// also does it every `repair_secs`, and retries failures); without a device, nothing.
+    pub async fn vxlan_reprogram(&self) -> Result<(), Error> {
+        match &self.inner.vxlan {
+            Some(vxlan) => Ok(vxlan.reprogram().await?),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the VXLAN device every host subnet of the journaled state, which is the truth:
+    /// the manager adds what is missing and removes what is no longer wanted. The change that
+    /// led here is already journaled and on the switch, so a failure here does not fail it: it
+    /// is logged and counted, shown in `status` (`vxlan.last_error`), and retried in the
+    /// background until it succeeds. Callers take turns, so an older set never lands last.
+    async fn sync_vxlan(&self) {
+        let Some(vxlan) = &self.inner.vxlan else {
+            return;
+        };
+        let _turn = self.inner.vxlan_turn.lock().await;
+        let read = self
+            .plan(|state| {
                 Ok(Planned {
-                    changes,
-                    output: Output::Found(host_still_used),
+                    changes: Vec::new(),
+                    output: Output::HostSubnets(state.host_subnets.values().copied().collect()),
                 })
             })
-            .await?;
-        if let Some(vxlan) = &self.inner.vxlan {
-            if !matches!(output, Output::Found(true)) {
-                vxlan.remove_host(host_ip).await?;
+            .await;
+        let host_subnets = match read {
+            Ok(Output::HostSubnets(host_subnets)) => host_subnets,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the host subnets for the VXLAN device failed");
+                return;
             }
-        }
-        Ok(())
+        };
+        // The manager logs, counts and retries a failure itself.
+        let _ = vxlan
+            .set_hosts(host_subnets.iter().filter_map(known_host))
+            .await;
     }
 
     /// Adds a service's flows (the seed's AddServiceRules); an existing service of the same IP
@@ -1093,7 +1120,9 @@ fn moved_pods(state: &NodeState, cache: &ovsdb::Cache) -> Vec<Change> {
         .collect()
 }
 
-/// The VXLAN device of `settings`, with entries for the host subnets of `state`.
+/// The VXLAN device of `settings`, with entries for the host subnets of `state`. A device
+/// that cannot be made fails the start; entries that cannot be programmed yet are retried in
+/// the background (see [`Node::sync_vxlan`]).
 async fn start_vxlan(
     settings: &crate::netlink::VxlanSettings,
     handle: &crate::netlink::Handle,
@@ -1101,9 +1130,10 @@ async fn start_vxlan(
 ) -> Result<crate::netlink::VxlanManager, Error> {
     let options = settings.to_options(handle).await?;
     let manager = crate::netlink::VxlanManager::start(handle, options).await?;
-    manager
+    // The manager logs, counts and retries a failure itself.
+    let _ = manager
         .set_hosts(state.host_subnets.values().filter_map(known_host))
-        .await?;
+        .await;
     Ok(manager)
 }
 

@@ -26,7 +26,7 @@ use super::metrics::Metrics;
 use super::state::{Change, Entity, NodeState, Pod};
 use super::store::Store;
 use super::table::{self, Diff, Flow, FlowTable};
-use super::types::SetupRequest;
+use super::types::{HostSubnet, SetupRequest};
 use crate::openflow::Switch;
 
 /// What a plan decided: the changes to make and what to answer once they are made.
@@ -58,6 +58,8 @@ pub enum Output {
     Found(bool),
     /// The pod a lookup found, if any.
     Pod(Option<Box<Pod>>),
+    /// The host subnets of the state (what the VXLAN device is reconciled to).
+    HostSubnets(Vec<HostSubnet>),
 }
 
 pub type Plan = Box<dyn FnOnce(&NodeState) -> Result<Planned, Error> + Send>;

@@ -20,7 +20,8 @@ pub struct Recovery {
     /// From the restart command to the first echo reply.
     pub after_start: f64,
     /// From the switch serving (database read) to the first echo reply: what the issue's
-    /// "within 2 s of the switch coming back" means.
+    /// "within 2 s of the switch coming back" means. Slightly negative when the reply came
+    /// before the harness's readiness check (an OVSDB round trip through the switch) returned.
     pub after_serving: f64,
     /// The first reply's icmp_seq.
     pub seq: u32,

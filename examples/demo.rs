@@ -2,6 +2,10 @@
 //! through the ofnode CLI exactly as an operator would; then real packets between pods, the flow
 //! counts, `ofnode status`, and a cleanup that leaves nothing behind.
 //!
+//! Every result is compared with what it should be and printed with `ok` or `UNEXPECTED` in
+//! front; the demo exits 1 (after cleaning up) when any result was unexpected or anything it
+//! made was left behind, and 0 otherwise.
+//!
 //! Needs root, Open vSwitch, iproute2, ethtool and ping (`make deps`). The ofnode binary is taken
 //! from next to this example (`cargo build --release --bins --examples`), or from `OFNODE_BIN`.
 //! `OFNODE_E2E_CONTROL=seed` runs it with the seed's flows instead of ofnode.
@@ -9,14 +13,387 @@
 use std::error::Error;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use ofnode_harness::cluster::{
-    tcp_transfer, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod,
+    tcp_transfer, Cluster, ClusterOptions, Control, Endpoint, Inventory, Mode, Node, Pod,
 };
 
 const NODES: usize = 3;
 const TRANSFER_BYTES: u64 = 8 * 1024 * 1024;
+const PINGS: u32 = 3;
+/// The service the demo adds on every node.
+const SERVICE_IP: &str = "172.30.0.10";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(0) => {
+            println!("\nall results as expected, nothing left behind");
+            ExitCode::SUCCESS
+        }
+        Ok(unexpected) => {
+            println!("\n{unexpected} UNEXPECTED result(s): see the lines marked UNEXPECTED above");
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("demo failed: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints each result beside its verdict and counts the unexpected ones.
+#[derive(Default)]
+struct Report {
+    unexpected: usize,
+}
+
+impl Report {
+    fn check(&mut self, as_expected: bool, line: &str) {
+        if !as_expected {
+            self.unexpected += 1;
+        }
+        let verdict = if as_expected { "ok" } else { "UNEXPECTED" };
+        println!("  {verdict:<10} {line}");
+    }
+}
+
+/// What a ping should find.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Every echo request answered.
+    Reach,
+    /// No echo request answered.
+    Blocked,
+}
+
+/// Builds the cluster, runs every step, cleans up; returns the number of unexpected results.
+fn run() -> Result<usize, Box<dyn Error>> {
+    let control = Control::from_env(ofnode_binary()?);
+    println!("Each result below starts with `ok` (as expected) or `UNEXPECTED`.");
+    heading(&format!(
+        "building a {NODES}-node cluster ({})",
+        match &control {
+            Control::Ofnode(path) => format!("ofnode daemons, {}", path.display()),
+            Control::SeedFlows => "the seed's flows, no ofnode".to_string(),
+        }
+    ));
+    let started = Instant::now();
+    // A failure here has already removed what was built (the harness's guards).
+    let cluster = Cluster::start(ClusterOptions {
+        nodes: NODES,
+        mode: Mode::Multitenant,
+        control,
+        echo: true,
+    })?;
+    let mut made = Inventory::of_cluster(&cluster);
+    let mut report = Report::default();
+    if let Err(err) = show(&cluster, &mut made, &mut report, started) {
+        report.check(false, &format!("the demo stopped early: {err}"));
+        eprintln!("{}", cluster.diagnostics());
+    }
+
+    heading("cleaning up (pods, then each node's ofnode, ovs-vswitchd and ovsdb-server, then the underlay)");
+    drop(cluster);
+    let left = made.left_behind();
+    report.check(
+        left.is_empty(),
+        &format!(
+            "{} namespaces removed and {} processes stopped; expected: nothing left behind",
+            made.namespaces().len(),
+            made.processes().len()
+        ),
+    );
+    for thing in left {
+        report.check(false, &format!("left behind: {thing}"));
+    }
+    Ok(report.unexpected)
+}
+
+/// The pods, the pings, the TCP transfer, the flows and the status; pods are removed on return.
+fn show(
+    cluster: &Cluster,
+    made: &mut Inventory,
+    report: &mut Report,
+    started: Instant,
+) -> Result<(), Box<dyn Error>> {
+    heading("adding pods (tenant = VNID; VNID 0 is the global tenant)");
+    let web = cluster.add_pod(0, 10)?;
+    let db = cluster.add_pod(0, 11)?;
+    let api = cluster.add_pod(1, 10)?;
+    let admin = cluster.add_pod(2, 0)?;
+    let pods = [("web", &web), ("db", &db), ("api", &api), ("admin", &admin)];
+    for (_, pod) in pods {
+        made.add_endpoint(pod);
+    }
+    if cluster.node(0).daemon().is_some() {
+        heading(&format!(
+            "a service ({SERVICE_IP}, tenant 10, tcp/80) on every node"
+        ));
+        for node in cluster.nodes() {
+            node.cli(&[
+                "service", "add", "--ip", SERVICE_IP, "--vnid", "10", "--port", "tcp/80",
+            ])?;
+        }
+    }
+    println!("cluster ready in {:.1} s", started.elapsed().as_secs_f64());
+
+    heading("the cluster");
+    print!("{}", cluster.describe());
+    for (name, pod) in pods {
+        println!(
+            "  pod {name:<5} node {} ip {:<13} mac {} vnid {:<2} br0 port {} ({})",
+            pod.node, pod.ip, pod.mac, pod.vnid, pod.ofport, pod.host_veth
+        );
+    }
+
+    pings(cluster, report, &web, &db, &api, &admin)?;
+    transfer(report, &web, &api)?;
+    flows(cluster, report, &pods)?;
+    status(cluster, report, &pods)?;
+    Ok(())
+}
+
+fn pings(
+    cluster: &Cluster,
+    report: &mut Report,
+    web: &Pod,
+    db: &Pod,
+    api: &Pod,
+    admin: &Pod,
+) -> Result<(), Box<dyn Error>> {
+    use Expect::{Blocked, Reach};
+    heading(&format!(
+        "pings ({PINGS} echo requests each; `reached` = all answered, `blocked` = none)"
+    ));
+    let gateway0 = cluster.node(0).gateway;
+    let pings: [(&str, &Pod, Ipv4Addr, Expect, &str); 6] = [
+        ("web -> db", web, db.ip, Blocked, "same node, other tenant"),
+        (
+            "web -> api",
+            web,
+            api.ip,
+            Reach,
+            "node 0 -> node 1, same tenant",
+        ),
+        (
+            "api -> db",
+            api,
+            db.ip,
+            Blocked,
+            "node 1 -> node 0, other tenant",
+        ),
+        (
+            "admin -> web",
+            admin,
+            web.ip,
+            Reach,
+            "node 2 -> node 0, VNID 0 reaches all",
+        ),
+        (
+            "admin -> db",
+            admin,
+            db.ip,
+            Reach,
+            "node 2 -> node 0, VNID 0 reaches all",
+        ),
+        ("web -> gateway", web, gateway0, Reach, "node 0's tun0"),
+    ];
+    for (name, from, to, expect, why) in pings {
+        let stats = from.ping(to, PINGS)?;
+        let (got, as_expected) = match expect {
+            Reach => ("reached", stats.received == stats.transmitted),
+            Blocked => ("blocked", stats.received == 0),
+        };
+        report.check(
+            as_expected,
+            &format!(
+                "{name:<15} {:<12} {}/{} replies, expected {got:<7} ({why})",
+                to.to_string(),
+                stats.received,
+                stats.transmitted,
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn transfer(report: &mut Report, from: &Pod, to: &Pod) -> Result<(), Box<dyn Error>> {
+    heading("TCP across nodes (pseudo-random bytes, CRC-32 computed on both sides)");
+    let start = Instant::now();
+    let transfer = tcp_transfer(from, to, TRANSFER_BYTES)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let intact = transfer.bytes_sent == TRANSFER_BYTES
+        && transfer.bytes_received == TRANSFER_BYTES
+        && transfer.sent_crc32 == transfer.received_crc32;
+    report.check(
+        intact,
+        &format!(
+            "web -> api: {} bytes sent (crc32 {:08x}), {} received (crc32 {:08x}), \
+             expected all {TRANSFER_BYTES} intact; {:.0} Mbit/s",
+            transfer.bytes_sent,
+            transfer.sent_crc32,
+            transfer.bytes_received,
+            transfer.received_crc32,
+            transfer.bytes_received as f64 * 8.0 / seconds / 1e6
+        ),
+    );
+    Ok(())
+}
+
+/// The flow counts per table, and on each node the flows a packet needs: table 70 delivers to
+/// every local pod, table 90 sends to every other node's subnet.
+fn flows(
+    cluster: &Cluster,
+    report: &mut Report,
+    pods: &[(&str, &Pod)],
+) -> Result<(), Box<dyn Error>> {
+    heading("flows on br0 (ovs-ofctl dump-flows), per table as table:count");
+    for node in cluster.nodes() {
+        let flows = node.flows()?;
+        println!(
+            "  node {}: {} flows  [{}]",
+            node.index,
+            flows.len(),
+            per_table(&flows)
+        );
+    }
+    for node in cluster.nodes() {
+        let flows = node.flows()?;
+        let local: Vec<String> = pods
+            .iter()
+            .filter(|(_, pod)| pod.node == node.index)
+            .map(|(_, pod)| pod.ip.to_string())
+            .collect();
+        let remote: Vec<String> = cluster
+            .nodes()
+            .iter()
+            .filter(|other| other.index != node.index)
+            .map(Node::subnet_cidr)
+            .collect();
+        let missing: Vec<String> = local
+            .iter()
+            .map(|ip| (70, ip))
+            .chain(remote.iter().map(|subnet| (90, subnet)))
+            .filter(|(table, dst)| !has_flow(&flows, *table, &format!("nw_dst={dst}")))
+            .map(|(table, dst)| format!("table {table} nw_dst={dst}"))
+            .collect();
+        report.check(
+            missing.is_empty(),
+            &format!(
+                "node {}: table 70 delivers to its pods [{}], table 90 routes to the other \
+                 nodes' subnets [{}]{}",
+                node.index,
+                local.join(" "),
+                remote.join(" "),
+                if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; MISSING {}", missing.join(", "))
+                }
+            ),
+        );
+    }
+    println!("  node 0, table 90 (IP to remote subnets):");
+    for flow in cluster
+        .node(0)
+        .flows()?
+        .iter()
+        .filter(|f| table_of(f) == 90)
+    {
+        println!("    {flow}");
+    }
+    Ok(())
+}
+
+/// `ofnode status` of every node, checked against what the demo did: in sync with the switch,
+/// its own pods, the other nodes' subnets, and as many flows as the switch holds.
+fn status(
+    cluster: &Cluster,
+    report: &mut Report,
+    pods: &[(&str, &Pod)],
+) -> Result<(), Box<dyn Error>> {
+    if cluster.node(0).daemon().is_none() {
+        return Ok(());
+    }
+    heading("ofnode status");
+    for node in cluster.nodes() {
+        for line in node.cli(&["status"])?.lines() {
+            println!("    {line}");
+        }
+    }
+    for node in cluster.nodes() {
+        let status = status_json(node)?;
+        let on_switch = node.flows()?.len();
+        let local = pods
+            .iter()
+            .filter(|(_, pod)| pod.node == node.index)
+            .count();
+        let number = |key: &str| status[key].as_u64().unwrap_or(u64::MAX);
+        let as_expected = status["in_sync"] == true
+            && number("pods") == local as u64
+            && number("host_subnets") == (NODES - 1) as u64
+            && number("flows") == on_switch as u64;
+        report.check(
+            as_expected,
+            &format!(
+                "node {}: in_sync {}, {} pods, {} host subnets, {} flows; expected in_sync true, \
+                 {local} pods, {} host subnets, {on_switch} flows (the switch's count)",
+                node.index,
+                status["in_sync"],
+                status["pods"],
+                status["host_subnets"],
+                status["flows"],
+                NODES - 1,
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// `ofnode status --json`, asked of the daemon directly (not echoed as an operator command: the
+/// text form above is what an operator reads).
+fn status_json(node: &Node) -> Result<serde_json::Value, Box<dyn Error>> {
+    let daemon = node
+        .daemon()
+        .ok_or_else(|| format!("node {} runs no ofnode daemon", node.index))?;
+    let text = daemon.cli(&["status", "--json"])?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// True when a flow of `table` has the match `term` (e.g. `nw_dst=10.128.0.10`), compared as a
+/// whole term so that `.1` does not match `.10`.
+fn has_flow(flows: &[String], table: u32, term: &str) -> bool {
+    flows
+        .iter()
+        .filter(|flow| table_of(flow) == table)
+        .any(|flow| flow.split([',', ' ']).any(|part| part == term))
+}
+
+/// The table of a flow in ovs-ofctl text ("table=" is absent for table 0).
+fn table_of(flow: &str) -> u32 {
+    flow.split_once("table=")
+        .and_then(|(_, rest)| rest.split([',', ' ']).next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// "table:count" for every table, in table order.
+fn per_table(flows: &[String]) -> String {
+    let mut counts = std::collections::BTreeMap::<u32, usize>::new();
+    for flow in flows {
+        *counts.entry(table_of(flow)).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(table, count)| format!("{table}:{count}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn heading(text: &str) {
+    println!("\n== {text}");
+}
 
 fn ofnode_binary() -> Result<PathBuf, Box<dyn Error>> {
     if let Some(path) = std::env::var_os("OFNODE_BIN") {
@@ -37,197 +414,4 @@ fn ofnode_binary() -> Result<PathBuf, Box<dyn Error>> {
         .into());
     }
     Ok(binary)
-}
-
-fn heading(text: &str) {
-    println!("\n== {text}");
-}
-
-fn main() -> Result<(), Box<dyn Error>> {
-    let control = Control::from_env(ofnode_binary()?);
-    heading(&format!(
-        "building a {NODES}-node cluster ({})",
-        match &control {
-            Control::Ofnode(path) => format!("ofnode daemons, {}", path.display()),
-            Control::SeedFlows => "the seed's flows, no ofnode".to_string(),
-        }
-    ));
-    let started = Instant::now();
-    let cluster = Cluster::start(ClusterOptions {
-        nodes: NODES,
-        mode: Mode::Multitenant,
-        control,
-        echo: true,
-    })?;
-    let made = namespaces_of(&cluster);
-    let outcome = show(&cluster, started);
-    if let Err(err) = &outcome {
-        eprintln!("demo failed: {err}\n{}", cluster.diagnostics());
-    }
-    heading("cleaning up");
-    drop(cluster);
-    let left: Vec<String> = list_namespaces()
-        .into_iter()
-        .filter(|ns| made.contains(ns))
-        .collect();
-    if left.is_empty() {
-        println!("removed every namespace, switch and daemon the demo made");
-    } else {
-        println!("left behind: {left:?}");
-    }
-    outcome
-}
-
-fn show(cluster: &Cluster, started: Instant) -> Result<(), Box<dyn Error>> {
-    heading("adding pods (tenant = VNID; VNID 0 is the global tenant)");
-    let web = cluster.add_pod(0, 10)?;
-    let db = cluster.add_pod(0, 11)?;
-    let api = cluster.add_pod(1, 10)?;
-    let admin = cluster.add_pod(2, 0)?;
-    if cluster.node(0).daemon().is_some() {
-        heading("a service (tenant 10, tcp/80) on every node");
-        for node in cluster.nodes() {
-            node.cli(&[
-                "service",
-                "add",
-                "--ip",
-                "172.30.0.10",
-                "--vnid",
-                "10",
-                "--port",
-                "tcp/80",
-            ])?;
-        }
-    }
-    println!("cluster ready in {:.1} s", started.elapsed().as_secs_f64());
-
-    heading("the cluster");
-    print!("{}", cluster.describe());
-    for (name, pod) in [("web", &web), ("db", &db), ("api", &api), ("admin", &admin)] {
-        println!(
-            "  pod {name:<5} node {} ip {:<13} mac {} vnid {:<2} br0 port {} ({})",
-            pod.node, pod.ip, pod.mac, pod.vnid, pod.ofport, pod.host_veth
-        );
-    }
-
-    heading("pings (3 echo requests each)");
-    let gateway0 = cluster.node(0).gateway;
-    let pings: [(&str, &Pod, Ipv4Addr, &str); 6] = [
-        ("web -> db", &web, db.ip, "same node, other tenant: blocked"),
-        ("web -> api", &web, api.ip, "node 0 -> node 1, same tenant"),
-        (
-            "api -> db",
-            &api,
-            db.ip,
-            "node 1 -> node 0, other tenant: blocked",
-        ),
-        (
-            "admin -> web",
-            &admin,
-            web.ip,
-            "node 2 -> node 0, VNID 0 reaches all",
-        ),
-        (
-            "admin -> db",
-            &admin,
-            db.ip,
-            "node 2 -> node 0, VNID 0 reaches all",
-        ),
-        ("web -> gateway", &web, gateway0, "node 0's tun0"),
-    ];
-    for (name, from, to, note) in pings {
-        let stats = from.ping(to, 3)?;
-        println!(
-            "  {name:<15} {:<15} {}/{} replies   ({note})",
-            to.to_string(),
-            stats.received,
-            stats.transmitted
-        );
-    }
-
-    heading("TCP across nodes");
-    let start = Instant::now();
-    let transfer = tcp_transfer(&web, &api, TRANSFER_BYTES)?;
-    let seconds = start.elapsed().as_secs_f64();
-    println!(
-        "  web -> api: {} bytes sent (crc32 {:08x}), {} received (crc32 {:08x}): {}; {:.0} Mbit/s",
-        transfer.bytes_sent,
-        transfer.sent_crc32,
-        transfer.bytes_received,
-        transfer.received_crc32,
-        if transfer.sent_crc32 == transfer.received_crc32
-            && transfer.bytes_sent == transfer.bytes_received
-        {
-            "intact"
-        } else {
-            "CORRUPTED"
-        },
-        transfer.bytes_received as f64 * 8.0 / seconds / 1e6
-    );
-
-    heading("flows on br0 (ovs-ofctl dump-flows), per table");
-    for node in cluster.nodes() {
-        let flows = node.flows()?;
-        println!(
-            "  node {}: {} flows  [{}]",
-            node.index,
-            flows.len(),
-            per_table(&flows)
-        );
-    }
-    println!("  node 0, table 90 (IP to remote subnets):");
-    for flow in cluster
-        .node(0)
-        .flows()?
-        .iter()
-        .filter(|f| f.contains("table=90"))
-    {
-        println!("    {flow}");
-    }
-
-    if cluster.node(0).daemon().is_some() {
-        heading("ofnode status");
-        for node in cluster.nodes() {
-            for line in node.cli(&["status"])?.lines() {
-                println!("    {line}");
-            }
-        }
-    }
-    Ok(())
-}
-
-/// "table:count" for every table, in table order ("table=" is absent for table 0).
-fn per_table(flows: &[String]) -> String {
-    let mut counts = std::collections::BTreeMap::<u32, usize>::new();
-    for flow in flows {
-        let table = flow
-            .split_once("table=")
-            .and_then(|(_, rest)| rest.split([',', ' ']).next()?.parse().ok())
-            .unwrap_or(0);
-        *counts.entry(table).or_default() += 1;
-    }
-    counts
-        .iter()
-        .map(|(table, count)| format!("{table}:{count}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn namespaces_of(cluster: &Cluster) -> Vec<String> {
-    let mut names = vec![cluster.underlay().name().to_string()];
-    names.extend(cluster.nodes().iter().map(|n| n.netns().name().to_string()));
-    names
-}
-
-fn list_namespaces() -> Vec<String> {
-    std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|out| {
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|line| line.split_whitespace().next().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }

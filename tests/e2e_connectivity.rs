@@ -5,9 +5,11 @@
 //! `OFNODE_E2E_CONTROL=seed` runs the same checks against the seed's flows (no ofnode).
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use ofnode_harness::cluster::{
-    reachability, tcp_transfer, Cluster, ClusterOptions, Control, Endpoint, Mode, VXLAN_OFPORT,
+    reachability, tcp_transfer, unix_now, Cluster, ClusterOptions, Control, Endpoint, Inventory,
+    Mode, VXLAN_OFPORT,
 };
 
 fn start(nodes: usize, mode: Mode) -> Cluster {
@@ -81,16 +83,85 @@ fn tcp_transfers_arrive_intact_within_and_across_nodes() {
 }
 
 #[test]
-fn a_pod_without_flows_is_unreachable() {
-    // The checks above can fail: a pod whose veth is up but whose subnet no node routes to is
-    // not reached, and neither is a node's pod once its host subnet is unknown to the sender.
+fn a_pod_without_flows_is_unreachable_until_it_is_added() {
+    // The checks above can fail: a pod whose veth is up and a port of br0, but which the node
+    // was never told about (no `ofnode pod add`, so no flows), is reached by nobody, on its node
+    // or from another; once added, it is reached from both. The pods on either side that were
+    // added answer all along, so it is the missing flows that make the difference.
     let cluster = start(2, Mode::Subnet);
     let a = cluster.add_pod(0, 0).unwrap();
-    let c = cluster.add_pod(1, 0).unwrap();
-    let results = reachability(&[(&a, c.ip), (&a, Ipv4Addr::new(10, 128, 4, 10))]);
-    assert!(results[0].as_ref().unwrap(), "{}", cluster.diagnostics());
-    assert!(
-        !results[1].as_ref().unwrap(),
-        "a pod in no node's subnet answered"
+    let b = cluster.add_pod(1, 0).unwrap();
+    let mut late = cluster.add_unattached_pod(1, 0).unwrap();
+    assert!(late.ofport > 0, "the unattached pod's veth is not on br0");
+
+    let before = reachability(&[(&a, b.ip), (&a, late.ip), (&b, late.ip)]);
+    let before: Vec<bool> = before.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        before,
+        [true, false, false],
+        "[a -> b, a -> unattached (other node), b -> unattached (same node)]\n{}",
+        cluster.diagnostics()
     );
+
+    cluster.attach_pod(&mut late).unwrap();
+    for (name, from) in [("other node", &a), ("same node", &b)] {
+        let stats = from.ping(late.ip, 3).unwrap();
+        assert_eq!(
+            stats.received,
+            stats.transmitted,
+            "{name}: {} -> {} after it was added: {stats:?}\n{}",
+            from.ip,
+            late.ip,
+            cluster.diagnostics()
+        );
+    }
+}
+
+#[test]
+fn a_panic_with_ofnode_daemons_running_leaves_nothing_behind() {
+    // tests/harness/tests/cluster.rs proves this for the seed's flows; here the nodes run ofnode
+    // daemons (programmed through the CLI) and a ping runs while the test panics.
+    let (made_tx, made_rx) = std::sync::mpsc::channel();
+    let outcome = std::panic::catch_unwind(move || {
+        let cluster = Cluster::start(ClusterOptions {
+            nodes: 2,
+            mode: Mode::Subnet,
+            control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
+            echo: false,
+        })
+        .unwrap();
+        let a = cluster.add_pod(0, 0).unwrap();
+        let c = cluster.add_pod(1, 0).unwrap();
+        let pinger = a.start_pinger(c.ip).unwrap();
+        let mut made = Inventory::of_cluster(&cluster);
+        made.add_endpoint(&a);
+        made.add_endpoint(&c);
+        made.add_pinger(&pinger);
+        made_tx.send(made).unwrap();
+        assert!(
+            pinger
+                .wait_reply_after(unix_now(), Duration::from_secs(5))
+                .is_some(),
+            "the ping got no reply\n{}",
+            cluster.diagnostics()
+        );
+        panic!("deliberate: cleanup must run on unwind");
+    });
+    let made = made_rx.recv().unwrap();
+    let left = made.left_behind();
+    let payload = outcome.expect_err("the closure always panics");
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("deliberate"),
+        "the cluster failed before the deliberate panic: {message} (left behind: {left:?})"
+    );
+    // 2 nodes: underlay + 2 node namespaces + 2 pods; per node ovsdb-server, ovs-vswitchd and
+    // ofnode; the pinger.
+    assert_eq!(made.namespaces().len(), 5, "{made:?}");
+    assert_eq!(made.processes().len(), 7, "{made:?}");
+    assert!(left.is_empty(), "left behind after the panic: {left:?}");
 }

@@ -27,7 +27,9 @@
 //! first (their namespaces take their veths with them), then nodes (daemon, then OVS and the node
 //! namespace), then etcd, then the underlay namespace.
 
+mod inventory;
 mod pod;
+mod restart;
 mod seed_flows;
 
 use std::net::Ipv4Addr;
@@ -41,10 +43,12 @@ use crate::netns::{Netns, Veth};
 use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
 
+pub use inventory::Inventory;
 pub use pod::{
     reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, PingStats, Pinger, Pod, Reply,
     Transfer,
 };
+pub use restart::Recovery;
 
 pub const CLUSTER_NETWORK: &str = "10.128.0.0/14";
 pub const SERVICE_NETWORK: &str = "172.30.0.0/16";
@@ -647,12 +651,47 @@ impl Cluster {
     /// node's gateway and the cluster network on-link (as OpenShift's IPAM config did), then
     /// attaches it to br0 (`ofnode pod add`, or the seed's port + flows).
     pub fn add_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
+        let mut pod = self.create_pod(node, vnid)?;
+        self.attach_pod(&mut pod)?;
+        Ok(pod)
+    }
+
+    /// A pod as [`Cluster::add_pod`] makes it, whose veth is a port of br0 (`ovs-vsctl
+    /// add-port`, so ovs-vswitchd gives it a number and forwards on it) but which nobody told
+    /// the node about: br0 has no flow for it. [`Cluster::attach_pod`] adds it later.
+    pub fn add_unattached_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
+        let mut pod = self.create_pod(node, vnid)?;
+        let node = &self.nodes[pod.node];
+        let veth = pod.host_veth.as_str();
+        let what = || format!("node {}: add-port br0 {veth}", node.index);
+        node.ovs.vsctl(&["add-port", "br0", veth]).context(what)?;
+        let ofport = node
+            .ovs
+            .vsctl(&["get", "interface", veth, "ofport"])
+            .context(what)?;
+        pod.ofport = ofport
+            .trim()
+            .parse()
+            .map_err(|_| ClusterError::Invalid(format!("{}: ofport {ofport:?}", what())))?;
+        Ok(pod)
+    }
+
+    fn create_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
         let node = self
             .nodes
             .get(node)
             .ok_or_else(|| ClusterError::Invalid(format!("no node {node}")))?;
         let number = node.allocate_pod_number()?;
-        let mut pod = Pod::create(node, number, vnid)?;
+        Pod::create(node, number, vnid)
+    }
+
+    /// Tells the pod's node about it, as the container runtime would: `ofnode pod add` (which
+    /// takes over a port that is already on br0), or the seed's port + flows. Sets its ofport.
+    pub fn attach_pod(&self, pod: &mut Pod) -> Result<(), ClusterError> {
+        let node = self
+            .nodes
+            .get(pod.node)
+            .ok_or_else(|| ClusterError::Invalid(format!("no node {}", pod.node)))?;
         pod.ofport = match &self.control {
             Control::Ofnode(_) => {
                 let out = node.cli(&[
@@ -667,7 +706,7 @@ impl Cluster {
                     "--sandbox",
                     &pod.sandbox,
                     "--vnid",
-                    &vnid.to_string(),
+                    &pod.vnid.to_string(),
                 ])?;
                 out.trim().parse().map_err(|_| {
                     ClusterError::Invalid(format!(
@@ -675,9 +714,9 @@ impl Cluster {
                     ))
                 })?
             }
-            Control::SeedFlows => seed_flows::pod_add(node, self.mode, &pod)?,
+            Control::SeedFlows => seed_flows::pod_add(node, self.mode, pod)?,
         };
-        Ok(pod)
+        Ok(())
     }
 
     /// Creates a host outside the cluster reached through `node` (its namespace routes to it):

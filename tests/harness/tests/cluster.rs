@@ -1,17 +1,7 @@
 //! The cluster harness itself, with the seed's flows (no ofnode): packets cross nodes, and a
 //! test that panics halfway still leaves no namespace or process behind.
 
-use std::process::Command;
-
-use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Endpoint, Mode};
-
-fn namespaces() -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
-        .collect()
-}
+use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Endpoint, Inventory, Mode};
 
 #[test]
 fn seed_flow_cluster_carries_packets_and_a_panic_leaves_nothing_behind() {
@@ -28,17 +18,13 @@ fn seed_flow_cluster_carries_packets_and_a_panic_leaves_nothing_behind() {
         let a = cluster.add_pod(0, 0).unwrap();
         let c = cluster.add_pod(1, 0).unwrap();
         let external = cluster.add_external_host(1).unwrap();
-        let mut made: Vec<String> = vec![cluster.underlay().name().to_string()];
-        made.extend(cluster.nodes().iter().map(|n| n.netns().name().to_string()));
-        made.extend([a.netns(), c.netns(), external.netns()].map(|ns| ns.name().to_string()));
-        let pids: Vec<u32> = cluster
-            .nodes()
-            .iter()
-            .flat_map(|n| [n.ovs().ovsdb_pid(), n.ovs().vswitchd_pid()])
-            .map(Option::unwrap)
-            .collect();
         let pinger = a.start_pinger(c.ip).unwrap();
-        tx.send((made, pids)).unwrap();
+        let mut made = Inventory::of_cluster(&cluster);
+        for endpoint in [&a as &dyn Endpoint, &c, &external] {
+            made.add_endpoint(endpoint);
+        }
+        made.add_pinger(&pinger);
+        tx.send(made).unwrap();
 
         let stats = a.ping(c.ip, 2).unwrap();
         assert_eq!(stats.received, 2, "{}", cluster.diagnostics());
@@ -56,12 +42,10 @@ fn seed_flow_cluster_carries_packets_and_a_panic_leaves_nothing_behind() {
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
     );
-    let (made, pids) = rx.recv().unwrap();
-    let left = namespaces();
-    for ns in &made {
-        assert!(!left.contains(ns), "namespace {ns} left behind");
-    }
-    for pid in pids {
-        assert!(!ofnode_harness::pid_alive(pid), "daemon {pid} still runs");
-    }
+    let made = rx.recv().unwrap();
+    // underlay, 2 nodes, 2 pods, the external host; 2 × (ovsdb-server, ovs-vswitchd), the pinger.
+    assert_eq!(made.namespaces().len(), 6, "{made:?}");
+    assert_eq!(made.processes().len(), 5, "{made:?}");
+    let left = made.left_behind();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -287,6 +287,14 @@ pub struct Pinger {
 }
 
 impl Pinger {
+    /// The PID of `ping` while it runs (`ip netns exec` execs it, so the child is ping itself).
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .filter(|pid| crate::process::pid_alive(*pid))
+    }
+
     /// The replies seen so far.
     pub fn replies(&self) -> Vec<Reply> {
         self.replies.lock().map(|r| r.clone()).unwrap_or_default()

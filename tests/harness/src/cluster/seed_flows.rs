@@ -158,7 +158,8 @@ pub(super) fn host_subnet(node: &Node, remote: &Node) -> Result<(), ClusterError
 pub(super) fn pod_add(node: &Node, mode: Mode, pod: &Pod) -> Result<u32, ClusterError> {
     let ovs = node.ovs();
     let what = || format!("node {}: seed pod add {}", node.index, pod.host_veth);
-    ovs.vsctl(&["add-port", "br0", &pod.host_veth])
+    // --may-exist: an unattached pod's veth is on br0 already.
+    ovs.vsctl(&["--may-exist", "add-port", "br0", &pod.host_veth])
         .context(what)?;
     let ofport: u32 = ovs
         .vsctl(&["get", "interface", &pod.host_veth, "ofport"])

@@ -1,0 +1,92 @@
+//! Restarting a node's ovs-vswitchd while a ping runs across nodes, and how long the ping took to
+//! recover. Shared by `tests/e2e_restart.rs` (which asserts only that it recovers) and
+//! `benches/e2e.rs` (which measures it against the issue's 2 s target).
+
+use std::time::Duration;
+
+use super::{unix_now, ClusterError, Node, Pinger};
+
+/// Replies stamped this soon after the kill may have been in flight when it happened.
+const IN_FLIGHT: f64 = 0.2;
+
+/// One restart's timeline, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recovery {
+    pub node: usize,
+    /// From the kill to the restart command.
+    pub down: f64,
+    /// ovs-vswitchd's own start: from the command to the switch having read its database.
+    pub startup: f64,
+    /// From the restart command to the first echo reply.
+    pub after_start: f64,
+    /// From the switch serving (database read) to the first echo reply: what the issue's
+    /// "within 2 s of the switch coming back" means. Slightly negative when the reply came
+    /// before the harness's readiness check (an OVSDB round trip through the switch) returned.
+    pub after_serving: f64,
+    /// The first reply's icmp_seq.
+    pub seq: u32,
+    /// When the first reply arrived (Unix seconds, as [`super::Reply::at`]).
+    pub first_reply_at: f64,
+}
+
+impl Recovery {
+    pub fn describe(&self) -> String {
+        format!(
+            "node {}: ovs-vswitchd down {:.2} s; first reply {:.3} s after it was started, \
+             {:.3} s after it served (startup took {:.3} s; icmp_seq={})",
+            self.node, self.down, self.after_start, self.after_serving, self.startup, self.seq
+        )
+    }
+}
+
+impl Node {
+    /// Kills this node's ovs-vswitchd with SIGKILL, leaves it down for `outage`, checks that no
+    /// echo reply arrived meanwhile (the outage was real), starts it again, and waits up to
+    /// `deadline` after it serves for `pinger`'s next reply. ofnode must notice the new switch and
+    /// re-install its flows with no help.
+    pub fn restart_vswitchd_while_pinging(
+        &self,
+        pinger: &Pinger,
+        outage: Duration,
+        deadline: Duration,
+    ) -> Result<Recovery, ClusterError> {
+        let ovs = self.ovs();
+        ovs.kill_vswitchd();
+        let killed = unix_now();
+        std::thread::sleep(outage);
+        let during: Vec<_> = pinger
+            .replies()
+            .into_iter()
+            .filter(|r| r.at > killed + IN_FLIGHT)
+            .collect();
+        if !during.is_empty() {
+            return Err(ClusterError::Invalid(format!(
+                "node {}: echo replies while ovs-vswitchd was down: {during:?}",
+                self.index
+            )));
+        }
+        let restarting = unix_now();
+        ovs.start_vswitchd().map_err(|source| ClusterError::Step {
+            what: format!("node {}: restart ovs-vswitchd", self.index),
+            source,
+        })?;
+        let serving = unix_now();
+        let waited = deadline + Duration::from_secs_f64((serving - restarting).max(0.0));
+        let first = pinger.wait_reply_after(restarting, waited).ok_or_else(|| {
+            ClusterError::Invalid(format!(
+                "node {}: no echo reply within {deadline:?} of ovs-vswitchd serving again\n{}",
+                self.index,
+                self.diagnostics()
+            ))
+        })?;
+        Ok(Recovery {
+            node: self.index,
+            down: restarting - killed,
+            startup: serving - restarting,
+            after_start: first.at - restarting,
+            after_serving: first.at - serving,
+            seq: first.seq,
+            first_reply_at: first.at,
+        })
+    }
+}

@@ -31,10 +31,7 @@ async fn wait_monitoring(node: &Node) {
 async fn watched() -> (Fixture, Vec<String>) {
     let f = Fixture::set_up(Mode::Subnet).await;
     f.veth("vethA");
-    f.node
-        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 0))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(0)).await.unwrap();
     let expected = f
         .ovs
         .dump_flows("br0")

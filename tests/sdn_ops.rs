@@ -56,10 +56,7 @@ async fn setup_multitenant_has_its_table_80() {
 async fn setup_again_changes_nothing_other_parameters_rebuild() {
     let f = Fixture::set_up(Mode::Subnet).await;
     f.veth("vethA");
-    f.node
-        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 0))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(0)).await.unwrap();
     let with_pod = f.ovs.dump_flows("br0").unwrap();
     let outcome = f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
     assert_eq!(outcome, SetupOutcome::AlreadySetUp);
@@ -104,16 +101,7 @@ async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
     f.veth("vethA");
     let paused = f.ovs.pause_vswitchd();
     let node = f.node.clone();
-    let add = tokio::spawn(async move {
-        node.pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-    });
+    let add = tokio::spawn(async move { node.pod_add(&pod_a(10)).await });
     // The port is in the database with the chosen number (its bundle waits for the switch).
     wait_for_interface_column(&f, "vethA", "ofport_request", "3").await;
     f.ovs
@@ -142,17 +130,7 @@ async fn pod_flows_follow_a_port_renumbered_later() {
     let f = Fixture::set_up(Mode::Subnet).await;
     let base = base_flows(Mode::Subnet);
     f.veth("vethA");
-    let ofport = f
-        .node
-        .pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-        .unwrap();
+    let ofport = f.node.pod_add(&pod_a(10)).await.unwrap();
     assert_eq!(Some(ofport), f.ofport("vethA"));
     let at = |port: u16| -> Vec<String> {
         base.iter()
@@ -176,17 +154,7 @@ async fn pod_add_update_del() {
     let f = Fixture::set_up(Mode::Subnet).await;
     let base = base_flows(Mode::Subnet);
     f.veth("vethA");
-    let ofport = f
-        .node
-        .pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-        .unwrap();
+    let ofport = f.node.pod_add(&pod_a(10)).await.unwrap();
     assert_eq!(Some(ofport), f.ofport("vethA"));
     assert_eq!(ofport, 3, "the first pod port after vxlan0 and tun0");
     let expect = |vnid_hex: &str| -> Vec<String> {
@@ -265,16 +233,7 @@ async fn multitenant_vnid_rules_follow_their_users() {
     let rule = "table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]";
     f.veth("vethA");
     f.veth("vethB");
-    f.node
-        .pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(10)).await.unwrap();
     let pod_a = [
         &format!("table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.5,arp_sha=0a:58:0a:80:00:05 actions=load:0xa->NXM_NX_REG0[],note:{SANDBOX_NOTE},goto_table:21") as &str,
         "table=20, priority=100,ip,in_port=3,nw_src=10.128.0.5 actions=load:0xa->NXM_NX_REG0[],goto_table:21",
@@ -344,16 +303,7 @@ async fn unused_vnids_are_found_on_the_switch() {
         .await
         .unwrap();
     f.veth("vethA");
-    f.node
-        .pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(10)).await.unwrap();
     assert!(f.node.unused_vnids().await.unwrap().is_empty());
     // Rules for VNIDs nothing uses (left by someone else): the seed's FindUnusedVNIDs sees them.
     for v in [99, 7] {
@@ -486,11 +436,7 @@ async fn multicast_local_and_vxlan() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_before_setup_and_bad_input_change_nothing() {
     let f = Fixture::start().await;
-    let err = f
-        .node
-        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 1))
-        .await
-        .unwrap_err();
+    let err = f.node.pod_add(&pod_a(1)).await.unwrap_err();
     assert!(matches!(err, Error::NotSetUp), "{err}");
     assert_eq!(err.http_status(), 409);
     assert!(!f.node.already_set_up().await.unwrap_or(false));
@@ -548,10 +494,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
 async fn pod_bandwidth_sets_qos_and_policing() {
     let f = Fixture::set_up(Mode::Subnet).await;
     f.veth("vethA");
-    f.node
-        .pod_add(&pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, 0))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(0)).await.unwrap();
     let veth = "vethA".parse().unwrap();
     f.node
         .pod_bandwidth(&veth, Some(1_000_000), Some(2_048_000))

@@ -23,16 +23,7 @@ fn vnid(v: u32) -> Vnid {
 async fn populated() -> (Fixture, Vec<String>) {
     let f = Fixture::set_up(Mode::Multitenant).await;
     f.veth("vethA");
-    f.node
-        .pod_add(&pod(
-            "vethA",
-            "10.128.0.5",
-            "0a:58:0a:80:00:05",
-            SANDBOX,
-            10,
-        ))
-        .await
-        .unwrap();
+    f.node.pod_add(&pod_a(10)).await.unwrap();
     f.node
         .hostsubnet_add(&HostSubnet {
             host_ip: "192.0.2.2".parse().unwrap(),

@@ -267,16 +267,7 @@ async fn miss_mode_through_the_node_answers_an_l3_miss() {
     assert!(!t.routes.contains("10.130.2.0/23"), "{t:?}");
 
     // A packet to an address of the remote subnet makes the kernel ask for its neighbour.
-    let answered = eventually(|| {
-        let _ = f
-            .ovs
-            .netns()
-            .exec_status(&["ping", "-n", "-c", "1", "-W", "1", "10.130.2.7"]);
-        tables(&f)
-            .neigh
-            .contains("10.130.2.7 lladdr 0a:00:00:00:00:03")
-    })
-    .await;
+    let answered = miss_answered(&f, "10.130.2.7", "0a:00:00:00:00:03").await;
     assert!(answered, "{:?} {:?}", tables(&f), f.node.status().vxlan);
     let status = f.node.status().vxlan.unwrap();
     assert_eq!(status.mode, ofnode::netlink::VxlanMode::Miss);
@@ -292,17 +283,22 @@ async fn miss_mode_through_the_node_answers_an_l3_miss() {
         "{:?}",
         tables(&f)
     );
-    let answered = eventually(|| {
+    let answered = miss_answered(&f, "10.130.2.7", "0a:00:00:00:00:04").await;
+    assert!(answered, "{:?}", tables(&f));
+}
+
+/// Pings `ip` from the node's namespace until the kernel's neighbour miss for it has been
+/// answered with `mac` (the first packets are lost while the miss is answered).
+async fn miss_answered(f: &Fixture, ip: &str, mac: &str) -> bool {
+    let entry = format!("{ip} lladdr {mac}");
+    eventually(|| {
         let _ = f
             .ovs
             .netns()
-            .exec_status(&["ping", "-n", "-c", "1", "-W", "1", "10.130.2.7"]);
-        tables(&f)
-            .neigh
-            .contains("10.130.2.7 lladdr 0a:00:00:00:00:04")
+            .exec_status(&["ping", "-n", "-c", "1", "-W", "1", ip]);
+        tables(f).neigh.contains(&entry)
     })
-    .await;
-    assert!(answered, "{:?}", tables(&f));
+    .await
 }
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");

@@ -251,6 +251,12 @@ pub const SANDBOX: &str = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9b
 /// Its note as ovs-ofctl prints it (padded with zeros to the action's 8-byte boundary).
 pub const SANDBOX_NOTE: &str = "a0.a1.a2.a3.a4.a5.a6.a7.a8.a9.aa.ab.ac.ad.ae.af.b0.b1.b2.b3.b4.b5.b6.b7.b8.b9.ba.bb.bc.bd.be.bf.00.00.00.00.00.00";
 
+/// The pod tests' usual pod (vethA, 10.128.0.5, 0a:58:0a:80:00:05, SANDBOX) in `vnid`; its
+/// flows are [`pod_a_flows`].
+pub fn pod_a(vnid: u32) -> PodAdd {
+    pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, vnid)
+}
+
 pub fn pod(veth: &str, ip: &str, mac: &str, sandbox: &str, vnid: u32) -> PodAdd {
     PodAdd {
         veth: veth.parse().unwrap(),

@@ -996,39 +996,6 @@ fn check_ha(cfg: &NodeConfig) -> Result<(), Error> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::ha::HaConfig;
-    use super::*;
-
-    fn ha_config() -> NodeConfig {
-        let mut cfg = NodeConfig::new("unix:/db.sock", "ptcp:6653:127.0.0.1", "/state");
-        cfg.ha = Some(HaConfig {
-            id: 1,
-            controllers: vec!["tcp:127.0.0.1:6653".into()],
-            heartbeat_ms: 200,
-            takeover_ms: 1000,
-        });
-        cfg
-    }
-
-    #[test]
-    fn ha_needs_a_passive_target_and_no_kernel_vxlan_device() {
-        assert!(check_ha(&ha_config()).is_ok());
-        let mut active = ha_config();
-        active.openflow = "unix:/run/openvswitch/br0.mgmt".into();
-        assert!(check_ha(&active)
-            .unwrap_err()
-            .to_string()
-            .contains("passive target"));
-        let mut vxlan = ha_config();
-        vxlan.vxlan =
-            Some(serde_json::from_str(r#"{"address": "10.128.0.1/14"}"#).expect("vxlan settings"));
-        let err = check_ha(&vxlan).unwrap_err().to_string();
-        assert!(err.contains("[vxlan]") && err.contains("HA pair"), "{err}");
-    }
-}
-
 /// The configured datapath type, or the one this machine supports (logged).
 fn datapath_type(cfg: &NodeConfig) -> String {
     if let Some(kind) = &cfg.datapath_type {
@@ -1246,4 +1213,37 @@ fn dns_changes(state: &NodeState, changed: &BTreeMap<String, Vec<Ipv4Addr>>) -> 
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ha::HaConfig;
+    use super::*;
+
+    fn ha_config() -> NodeConfig {
+        let mut cfg = NodeConfig::new("unix:/db.sock", "ptcp:6653:127.0.0.1", "/state");
+        cfg.ha = Some(HaConfig {
+            id: 1,
+            controllers: vec!["tcp:127.0.0.1:6653".into()],
+            heartbeat_ms: 200,
+            takeover_ms: 1000,
+        });
+        cfg
+    }
+
+    #[test]
+    fn ha_needs_a_passive_target_and_no_kernel_vxlan_device() {
+        assert!(check_ha(&ha_config()).is_ok());
+        let mut active = ha_config();
+        active.openflow = "unix:/run/openvswitch/br0.mgmt".into();
+        assert!(check_ha(&active)
+            .unwrap_err()
+            .to_string()
+            .contains("passive target"));
+        let mut vxlan = ha_config();
+        vxlan.vxlan =
+            Some(serde_json::from_str(r#"{"address": "10.128.0.1/14"}"#).expect("vxlan settings"));
+        let err = check_ha(&vxlan).unwrap_err().to_string();
+        assert!(err.contains("[vxlan]") && err.contains("HA pair"), "{err}");
+    }
 }

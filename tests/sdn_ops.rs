@@ -75,9 +75,6 @@ async fn setup_again_changes_nothing_other_parameters_rebuild() {
     assert_eq!(f.node.status().pods, 0);
 }
 
-/// A pod add does not wait for ovs-vswitchd to apply its port: it chooses the number. When
-/// ovs-vswitchd then gives the port another number (here someone asked for 40 while
-/// ovs-vswitchd was stopped), the pod's flows follow it.
 /// Polls `ovs-vsctl get Interface IFACE COLUMN` until it reads `value` (the deadline only keeps
 /// a broken run from hanging).
 async fn wait_for_interface_column(f: &Fixture, iface: &str, column: &str, value: &str) {
@@ -94,6 +91,9 @@ async fn wait_for_interface_column(f: &Fixture, iface: &str, column: &str, value
     }
 }
 
+/// A pod add does not wait for ovs-vswitchd to apply its port: it chooses the number. When
+/// ovs-vswitchd then gives the port another number (here someone asked for 40 while
+/// ovs-vswitchd was stopped), the pod's flows follow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
     let f = Fixture::set_up(Mode::Subnet).await;

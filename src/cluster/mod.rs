@@ -65,14 +65,21 @@ impl Membership {
         let view = Arc::new(View::new(me.node.clone(), acquired));
         // The lease is kept alive from the moment it exists: setting the node up can take
         // longer than a TTL (the switch may still be reconnecting after a restart). Dropping the
-        // membership on an error below stops the keeper.
+        // membership on an error below stops the keeper. Should the lease lapse anyway, the
+        // keeper leases again only after this first setup (`setting_up`), so a setup with
+        // another subnet cannot be overtaken by this one.
+        let setting_up = Arc::new(tokio::sync::Mutex::new(()));
+        let first_setup = setting_up.clone().lock_owned().await;
         let keeper = tokio::spawn(hold(
-            client.clone(),
-            settings.clone(),
-            me,
-            node.clone(),
-            view.clone(),
-            path.clone(),
+            Keeper {
+                client: client.clone(),
+                settings: settings.clone(),
+                me,
+                node: node.clone(),
+                view: view.clone(),
+                path: path.clone(),
+            },
+            setting_up,
         ));
         let mut membership = Membership {
             client,
@@ -81,6 +88,7 @@ impl Membership {
         };
         remember(&path, acquired.subnet)?;
         set_up(node, &settings, acquired.subnet).await?;
+        drop(first_setup);
         membership.tasks.push(tokio::spawn(watch::follow(
             membership.client.clone(),
             settings,
@@ -172,23 +180,28 @@ async fn set_up(node: &Node, settings: &ClusterSettings, subnet: Cidr) -> Result
     Ok(())
 }
 
-/// Keeps the lease alive; when it expired anyway (etcd unreachable for longer than the TTL),
-/// leases again — the same subnet if it is still free.
-async fn hold(
+/// What the lease keeper works with.
+struct Keeper {
     client: Client,
     settings: ClusterSettings,
     me: Holder,
     node: Node,
     view: Arc<View>,
     path: std::path::PathBuf,
-) {
-    let Some(mut held) = view.own() else { return };
+}
+
+/// Keeps the lease alive; when it expired anyway (etcd unreachable for longer than the TTL),
+/// leases again — the same subnet if it is still free — holding `setting_up` so that leasing
+/// and setting the node up never interleave with another setup.
+async fn hold(k: Keeper, setting_up: Arc<tokio::sync::Mutex<()>>) {
+    let Some(mut held) = k.view.own() else { return };
     loop {
-        let err = keep_alive(client.clone(), held.lease_id, settings.ttl(), &view).await;
+        let err = keep_alive(k.client.clone(), held.lease_id, k.settings.ttl(), &k.view).await;
         warn!(subnet = %held.subnet, "{err}: leasing a subnet again");
-        held = reacquire(client.clone(), &settings, &me, &node, held).await;
-        view.set_own(held);
-        if let Err(err) = remember(&path, held.subnet) {
+        let _setup = setting_up.lock().await;
+        held = reacquire(k.client.clone(), &k.settings, &k.me, &k.node, held).await;
+        k.view.set_own(held);
+        if let Err(err) = remember(&k.path, held.subnet) {
             warn!("{err}");
         }
     }

@@ -507,7 +507,7 @@ struct Steps {
 
 impl Steps {
     /// Compares the wanted host subnets with the kernel's tables. Both modes remove entries
-    /// that contradict the wanted set (a neighbour inside no wanted subnet or at another MAC
+    /// that contradict the wanted set (a resolved, non-NOARP neighbour inside no wanted subnet or at another MAC
     /// than its subnet's host, an FDB entry to no wanted host, a gateway route to no wanted
     /// subnet); static mode also adds each host's FDB entry, its subnets' gateway neighbours
     /// (NUD_PERMANENT) and routes.
@@ -525,6 +525,10 @@ impl Steps {
         let mut steps = Steps::default();
         for entry in &kernel.neigh {
             let Some(mac) = entry.mac else { continue };
+            // The kernel's own multicast/broadcast mappings, not entries anyone answered.
+            if entry.state.intersects(NudState::NOARP) {
+                continue;
+            }
             if owner_of(entry.ip).is_none_or(|host| host.vtep_mac != mac) {
                 steps.del_neigh.push(entry.ip);
             }
@@ -819,18 +823,26 @@ mod tests {
     fn flushed_entries_are_added_again_and_foreign_ones_left_alone() {
         let x = host(2, "10.128.2.0/23");
         let kernel = KernelTables {
-            // An unresolved entry (no MAC) belongs to the kernel; a non-permanent FDB entry to
+            // An unresolved entry (no MAC) or a NOARP one belongs to the kernel; a non-permanent FDB entry to
             // the wanted host is made permanent.
             fdb: vec![FdbEntry {
                 mac: x.vtep_mac,
                 dst: Some(x.host_ip),
                 state: NudState::REACHABLE,
             }],
-            neigh: vec![NeighEntry {
-                ip: Ipv4Addr::new(10, 129, 0, 7),
-                mac: None,
-                state: NudState::INCOMPLETE,
-            }],
+            neigh: vec![
+                NeighEntry {
+                    ip: Ipv4Addr::new(10, 129, 0, 7),
+                    mac: None,
+                    state: NudState::INCOMPLETE,
+                },
+                // The kernel's mapping of a multicast group is not ours either.
+                neigh(
+                    "224.0.0.251",
+                    MacAddr([0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb]),
+                    NudState::NOARP,
+                ),
+            ],
             routes: Vec::new(),
         };
         let steps = Steps::plan(VxlanMode::Static, 7, &by_subnet(&[x]), &kernel);

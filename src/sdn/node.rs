@@ -37,6 +37,9 @@ use super::writer::{
 use crate::openflow::{Switch, SwitchConfig, Target};
 use crate::ovsdb::{self, BridgeSpec, PortSpec};
 
+/// How soon a failed read of the host subnets for the VXLAN device is tried again.
+const VXLAN_SYNC_RETRY: Duration = Duration::from_secs(1);
+
 /// The VXLAN port (the seed's VXLAN).
 pub const VXLAN: &str = "vxlan0";
 
@@ -717,6 +720,20 @@ impl Node {
         Ok(())
     }
 
+    /// [`Node::sync_vxlan`] again after [`VXLAN_SYNC_RETRY`], unless the node is gone by then.
+    fn sync_vxlan_later(&self) {
+        let node = Arc::downgrade(&self.inner);
+        // Boxed: this future is part of `sync_vxlan`'s own.
+        let retry: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                tokio::time::sleep(VXLAN_SYNC_RETRY).await;
+                if let Some(inner) = node.upgrade() {
+                    Node { inner }.sync_vxlan().await;
+                }
+            });
+        tokio::spawn(retry);
+    }
+
     /// Reconciles the VXLAN device's entries with the host subnets now (a background repair
     /// also does it every `repair_secs`, and retries failures); without a device, nothing.
     pub async fn vxlan_reprogram(&self) -> Result<(), Error> {
@@ -748,7 +765,10 @@ impl Node {
             Ok(Output::HostSubnets(host_subnets)) => host_subnets,
             Ok(_) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "reading the host subnets for the VXLAN device failed");
+                // The read shares a batch with other operations and fails with it; the set
+                // it would have brought must still reach the device.
+                tracing::warn!(error = %e, "reading the host subnets for the VXLAN device failed; trying again in {VXLAN_SYNC_RETRY:?}");
+                self.sync_vxlan_later();
                 return;
             }
         };
@@ -970,8 +990,9 @@ impl Node {
     }
 }
 
-/// A high availability configuration that can work: valid timings, and a passive OpenFlow
-/// target (the switch enforces roles only on the controllers it connects to).
+/// A high availability configuration that can work: valid timings, a passive OpenFlow
+/// target (the switch enforces roles only on the controllers it connects to), and no kernel
+/// VXLAN device (both peers would program it).
 fn check_ha(cfg: &NodeConfig) -> Result<(), Error> {
     let Some(ha) = &cfg.ha else {
         return Ok(());
@@ -1079,6 +1100,8 @@ async fn follow_pod_ports(ovsdb: ovsdb::Client, requests: mpsc::WeakSender<Reque
     // How often a quiet follower looks whether its node is gone.
     const ALIVE_CHECK: Duration = Duration::from_secs(1);
     let mut changes = ovsdb.cache_changes();
+    // A port renumbered while ofnode was down is caught by a first check at start.
+    changes.mark_changed();
     loop {
         match tokio::time::timeout(ALIVE_CHECK, changes.changed()).await {
             Ok(Ok(())) => {}
@@ -1098,9 +1121,15 @@ async fn follow_pod_ports(ovsdb: ovsdb::Client, requests: mpsc::WeakSender<Reque
         let cache = ovsdb.clone();
         let plan: Plan =
             Box::new(move |state| Ok(Planned::changes(cache.with_cache(|c| moved_pods(state, c)))));
-        let (request, _) = Request::new(Op::Plan(plan));
+        let (request, reply) = Request::new(Op::Plan(plan));
         if requests.send(request).await.is_err() {
             return;
+        }
+        drop(requests);
+        if let Ok(Err(e)) = reply.await {
+            // Checked again at the next OVSDB change, or at the next reconnect of the switch
+            // (which re-installs the state).
+            tracing::warn!(error = %e, "moving pods' flows to their ports' new numbers failed");
         }
     }
 }
@@ -1116,7 +1145,7 @@ fn moved_pods(state: &NodeState, cache: &ovsdb::Cache) -> Vec<Change> {
                 .ofport(veth.as_str())
                 .and_then(|port| u16::try_from(port).ok())
                 .filter(|port| *port > 0 && *port != pod.ofport)?;
-            tracing::info!(ip = %pod.ip, %veth, from = pod.ofport, to = now, "moving the pod's flows to its port's new number");
+            tracing::info!(ip = %pod.ip, %veth, from = pod.ofport, to = now, "the pod's port has a new OpenFlow number; its flows follow");
             Some(Change::Pod {
                 ip: pod.ip,
                 pod: Some(Pod {

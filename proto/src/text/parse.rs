@@ -166,8 +166,9 @@ fn apply_token<'a>(
     Ok(())
 }
 
-/// `cookie=V` sets the cookie of an added/modified flow; `cookie=V/M` selects flows by cookie
-/// (not allowed on add, required on delete).
+/// `cookie=V` sets the cookie of an added flow (refused elsewhere: a modify cannot change it
+/// in OpenFlow 1.3, a delete can only select by it); `cookie=V/M` selects flows by cookie
+/// (not allowed on add).
 fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), ParseError> {
     match value.split_once('/') {
         Some(_) if fm.command == FlowModCommand::Add => {

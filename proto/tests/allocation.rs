@@ -10,8 +10,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use ofnode_proto::*;
+
 use proptest::collection::vec;
 use proptest::prelude::*;
+
+mod hex;
+use hex::hex;
 
 struct Counting;
 
@@ -59,14 +63,6 @@ fn allocations_of_decode(frame: &[u8]) -> (Result<(u32, Message), DecodeError>, 
     let result = Message::decode(frame);
     let usage = USAGE.with(Cell::get);
     (result, usage)
-}
-
-fn hex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    digits
-        .chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
 }
 
 /// A frame with a truthful outer length around `body` (hex).

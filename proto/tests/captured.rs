@@ -7,13 +7,8 @@ use std::net::Ipv4Addr;
 use bytes::Bytes;
 use ofnode_proto::*;
 
-fn hex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    digits
-        .chunks(2)
-        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-        .collect()
-}
+mod hex;
+use hex::hex;
 
 fn decode(s: &str) -> (u32, Message) {
     Message::decode(&hex(s)).unwrap()

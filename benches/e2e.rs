@@ -7,9 +7,7 @@
 
 use std::time::Duration;
 
-use ofnode_harness::cluster::{
-    unix_now, Cluster, ClusterOptions, Control, Endpoint, Mode, Recovery,
-};
+use ofnode_harness::cluster::{CrossNodePing, Recovery};
 
 const ROUNDS: usize = 5;
 /// How long the switch stays down each round.
@@ -27,20 +25,10 @@ fn main() {
     {
         return;
     }
-    let cluster = Cluster::start(ClusterOptions {
-        nodes: 2,
-        mode: Mode::Subnet,
-        control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
-        echo: false,
-    })
-    .expect("the cluster starts (run as root)");
-    let from = cluster.add_pod(0, 0).expect("pod on node 0");
-    let to = cluster.add_pod(1, 0).expect("pod on node 1");
-    let pinger = from.start_pinger(to.ip).expect("ping starts");
-    if pinger
-        .wait_reply_after(unix_now(), Duration::from_secs(5))
-        .is_none()
-    {
+    let ping = CrossNodePing::start(env!("CARGO_BIN_EXE_ofnode"))
+        .expect("two nodes with a pod each and a ping between them (run as root)");
+    let (cluster, pinger) = (&ping.cluster, &ping.pinger);
+    if !ping.replies_within(Duration::from_secs(5)) {
         panic!(
             "no echo reply before any restart\n{}",
             cluster.diagnostics()
@@ -53,7 +41,7 @@ fn main() {
         let node = if round % 2 == 0 { 1 } else { 0 };
         let recovery = cluster
             .node(node)
-            .restart_vswitchd_while_pinging(&pinger, OUTAGE, GIVE_UP)
+            .restart_vswitchd_while_pinging(pinger, OUTAGE, GIVE_UP)
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
         println!("e2e restart round {round}: {}", recovery.describe());
         // Start the next round from a steady ping, not from the first reply after a restart.
@@ -65,7 +53,7 @@ fn main() {
         }
         rounds.push(recovery);
     }
-    drop(pinger);
+    drop(ping);
     report(&rounds);
 }
 

@@ -161,8 +161,7 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     assert_eq!(ovs.dump_flows("br0").unwrap(), with_pod);
 
     // Status and metrics.
-    let status = daemon.cli(&["status", "--json"]).unwrap();
-    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let status = daemon.status_json().unwrap();
     assert_eq!(status["switch_connected"], true, "{status}");
     assert_eq!(status["set_up"], true, "{status}");
     assert_eq!(status["pods"], 1, "{status}");
@@ -225,13 +224,10 @@ fn daemon_killed_mid_stream_loses_no_acknowledged_pod() {
 
     daemon.spawn().unwrap();
     // ovs-vswitchd reconnects to the new daemon after its own controller backoff.
-    let status_json = || -> serde_json::Value {
-        serde_json::from_str(&daemon.cli(&["status", "--json"]).unwrap()).unwrap()
-    };
     wait_for("the switch to reconnect", Duration::from_secs(15), || {
-        status_json()["switch_connected"] == true
+        daemon.status_json().unwrap()["switch_connected"] == true
     });
-    let status = status_json();
+    let status = daemon.status_json().unwrap();
     let known = status["pods"].as_u64().unwrap() as usize;
     assert!(known >= acknowledged.len(), "{status}");
     wait_for("the reconciled table", Duration::from_secs(10), || {
@@ -316,17 +312,14 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     std::fs::remove_file(filler).unwrap();
     daemon.kill9();
     daemon.spawn().unwrap();
-    let status: serde_json::Value =
-        serde_json::from_str(&daemon.cli(&["status", "--json"]).unwrap()).unwrap();
+    let status = daemon.status_json().unwrap();
     assert_eq!(
         status["pods"].as_u64(),
         Some(acknowledged.len() as u64),
         "{status}"
     );
     wait_for("the switch to reconnect", Duration::from_secs(15), || {
-        serde_json::from_str::<serde_json::Value>(&daemon.cli(&["status", "--json"]).unwrap())
-            .unwrap()["switch_connected"]
-            == true
+        daemon.status_json().unwrap()["switch_connected"] == true
     });
     wait_for(
         "every acknowledged pod's flows",
@@ -345,8 +338,7 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     cli(&daemon, &pod_add_args(refused)).unwrap();
     daemon.kill9();
     daemon.spawn().unwrap();
-    let status: serde_json::Value =
-        serde_json::from_str(&daemon.cli(&["status", "--json"]).unwrap()).unwrap();
+    let status = daemon.status_json().unwrap();
     assert_eq!(
         status["pods"].as_u64(),
         Some(acknowledged.len() as u64 + 1),

@@ -8,8 +8,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ofnode_harness::cluster::{
-    reachability, tcp_transfer, unix_now, Cluster, ClusterOptions, Control, Endpoint, Inventory,
-    Mode, VXLAN_OFPORT,
+    reachability, tcp_transfer, Cluster, ClusterOptions, Control, CrossNodePing, Endpoint,
+    Inventory, Mode, VXLAN_OFPORT,
 };
 
 fn start(nodes: usize, mode: Mode) -> Cluster {
@@ -123,27 +123,16 @@ fn a_panic_with_ofnode_daemons_running_leaves_nothing_behind() {
     // daemons (programmed through the CLI) and a ping runs while the test panics.
     let (made_tx, made_rx) = std::sync::mpsc::channel();
     let outcome = std::panic::catch_unwind(move || {
-        let cluster = Cluster::start(ClusterOptions {
-            nodes: 2,
-            mode: Mode::Subnet,
-            control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
-            echo: false,
-        })
-        .unwrap();
-        let a = cluster.add_pod(0, 0).unwrap();
-        let c = cluster.add_pod(1, 0).unwrap();
-        let pinger = a.start_pinger(c.ip).unwrap();
-        let mut made = Inventory::of_cluster(&cluster);
-        made.add_endpoint(&a);
-        made.add_endpoint(&c);
-        made.add_pinger(&pinger);
+        let ping = CrossNodePing::start(env!("CARGO_BIN_EXE_ofnode")).unwrap();
+        let mut made = Inventory::of_cluster(&ping.cluster);
+        made.add_endpoint(&ping.from);
+        made.add_endpoint(&ping.to);
+        made.add_pinger(&ping.pinger);
         made_tx.send(made).unwrap();
         assert!(
-            pinger
-                .wait_reply_after(unix_now(), Duration::from_secs(5))
-                .is_some(),
+            ping.replies_within(Duration::from_secs(5)),
             "the ping got no reply\n{}",
-            cluster.diagnostics()
+            ping.cluster.diagnostics()
         );
         panic!("deliberate: cleanup must run on unwind");
     });

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ofnode_harness::cluster::{unix_now, Cluster, ClusterOptions, Control, Endpoint, Mode};
+use ofnode_harness::cluster::CrossNodePing;
 
 /// Generous: the target is 2 s; this only catches "never recovers".
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(15);
@@ -18,20 +18,10 @@ const OUTAGE: Duration = Duration::from_secs(1);
 
 #[test]
 fn ping_across_nodes_recovers_after_ovs_vswitchd_restarts() {
-    let cluster = Cluster::start(ClusterOptions {
-        nodes: 2,
-        mode: Mode::Subnet,
-        control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
-        echo: false,
-    })
-    .unwrap();
-    let a = cluster.add_pod(0, 0).unwrap();
-    let c = cluster.add_pod(1, 0).unwrap();
-    let pinger = a.start_pinger(c.ip).unwrap();
+    let ping = CrossNodePing::start(env!("CARGO_BIN_EXE_ofnode")).unwrap();
+    let (cluster, pinger) = (&ping.cluster, &ping.pinger);
     assert!(
-        pinger
-            .wait_reply_after(unix_now(), Duration::from_secs(5))
-            .is_some(),
+        ping.replies_within(Duration::from_secs(5)),
         "no replies before the restart\n{}",
         cluster.diagnostics()
     );
@@ -40,7 +30,7 @@ fn ping_across_nodes_recovers_after_ovs_vswitchd_restarts() {
     for node in [1, 0] {
         let recovery = cluster
             .node(node)
-            .restart_vswitchd_while_pinging(&pinger, OUTAGE, RECOVERY_DEADLINE)
+            .restart_vswitchd_while_pinging(pinger, OUTAGE, RECOVERY_DEADLINE)
             .unwrap_or_else(|e| panic!("{e}\n{}", cluster.diagnostics()));
         println!("{}", recovery.describe());
         // And it stays up.
@@ -50,7 +40,7 @@ fn ping_across_nodes_recovers_after_ovs_vswitchd_restarts() {
             "node {node}: replies stopped again after recovering"
         );
     }
-    let replies = pinger.finish();
+    let replies = ping.pinger.finish();
     assert!(
         replies.len() > 20,
         "only {} replies in total",

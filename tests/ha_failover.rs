@@ -51,8 +51,7 @@ fn start_peer(ovs: &Ovs, id: u16) -> Daemon {
 }
 
 fn status(daemon: &Daemon) -> serde_json::Value {
-    let text = daemon.cli(&["status", "--json"]).expect("ofnode status");
-    serde_json::from_str(&text).expect("status JSON")
+    daemon.status_json().expect("ofnode status --json")
 }
 
 /// Waits until `daemon` reports HA role `role`; returns how long that took.

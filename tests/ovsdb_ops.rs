@@ -482,21 +482,14 @@ fn tcp_target_reaches_a_real_ovsdb_server() {
     .expect("private OVS with a ptcp: remote starts");
     let target = ovs.tcp_target().expect("a tcp: target");
     assert!(target.starts_with("tcp:127.0.0.1:"), "{target}");
-    let outcome = ovs
-        .netns()
-        .run_in(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let client = ofnode::ovsdb::Client::connect(&target, test_options()).await?;
-                client.ensure_bridge(&seed_bridge()).await?;
-                client.add_port(&tun0()).await
-            })
-        })
-        .expect("enter the OVS namespace");
-    assert_eq!(outcome.expect("add_port over tcp:"), 2);
+    let outcome = connected_in_netns(&ovs, &target, test_options(), async |client| {
+        client.ensure_bridge(&seed_bridge()).await?;
+        client.add_port(&tun0()).await
+    });
+    assert_eq!(
+        outcome.and_then(|added| added).expect("add_port over tcp:"),
+        2
+    );
     assert_eq!(vsctl(&ovs, &["list-br"]), "br0");
     assert_eq!(list_ports(&ovs), ["tun0"]);
     assert_eq!(vsctl(&ovs, &["get", "Interface", "tun0", "ofport"]), "2");

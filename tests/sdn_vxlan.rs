@@ -336,8 +336,7 @@ fn the_cli_shows_the_vxlan_device_and_refuses_bad_vxlan_input() {
             "0a:00:00:00:00:03",
         ])
         .unwrap();
-    let status: serde_json::Value =
-        serde_json::from_str(&daemon.cli(&["status", "--json"]).unwrap()).unwrap();
+    let status = daemon.status_json().unwrap();
     let vxlan = &status["vxlan"];
     assert_eq!(vxlan["device"], DEV, "{status}");
     assert_eq!(vxlan["mode"], "static", "{status}");
@@ -368,8 +367,7 @@ fn the_cli_shows_the_vxlan_device_and_refuses_bad_vxlan_input() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("0a:00:00:00:04"), "{err}");
-    let status: serde_json::Value =
-        serde_json::from_str(&daemon.cli(&["status", "--json"]).unwrap()).unwrap();
+    let status = daemon.status_json().unwrap();
     assert_eq!(status["vxlan"]["subnets"], 1, "nothing changed: {status}");
     drop(daemon);
 

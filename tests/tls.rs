@@ -14,7 +14,7 @@ use ofnode::tls::{TlsConfig, TlsFiles};
 use ofnode_harness::{Ovs, OvsOptions, OvsdbSsl, PeerFiles, Pki};
 use ofnode_proto::Message;
 use openflow_common::{reg_flow, reg_flow_line, tcp_listener_in_netns, CONNECT_TIMEOUT};
-use ovsdb_common::{seed_bridge, test_options, vsctl};
+use ovsdb_common::{connected_in_netns, seed_bridge, test_options, vsctl};
 
 /// ovsdb-server's pssl: port inside the test's own namespace (nothing else listens there).
 const OVSDB_SSL_PORT: u16 = 6640;
@@ -59,23 +59,12 @@ fn in_ovs_netns<R: Send>(
     tls: TlsConfig,
     then: impl AsyncFnOnce(Client) -> R + Send,
 ) -> Result<R, ofnode::ovsdb::Error> {
-    ovs.netns()
-        .run_in(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let options = ClientOptions {
-                    tls: Some(tls),
-                    wait_for_vswitchd: false,
-                    ..test_options()
-                };
-                let client = Client::connect(target, options).await?;
-                Ok(then(client).await)
-            })
-        })
-        .expect("enter the OVS namespace")
+    let options = ClientOptions {
+        tls: Some(tls),
+        wait_for_vswitchd: false,
+        ..test_options()
+    };
+    connected_in_netns(ovs, target, options, then)
 }
 
 #[test]

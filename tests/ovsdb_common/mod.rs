@@ -41,6 +41,28 @@ pub async fn start_with(opts: ClientOptions) -> Setup {
 }
 
 /// The bridge the seed's SetupOVS makes.
+/// Connects to `target` with `options` from inside the OVS namespace (where a tcp:/ssl: remote
+/// on loopback is reachable) and runs `then` on the connected client, all on one thread there.
+pub fn connected_in_netns<R: Send>(
+    ovs: &Ovs,
+    target: &str,
+    options: ClientOptions,
+    then: impl AsyncFnOnce(Client) -> R + Send,
+) -> Result<R, ofnode::ovsdb::Error> {
+    ovs.netns()
+        .run_in(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let client = Client::connect(target, options).await?;
+                Ok(then(client).await)
+            })
+        })
+        .expect("enter the OVS namespace")
+}
+
 pub fn seed_bridge() -> BridgeSpec {
     BridgeSpec {
         name: "br0".into(),

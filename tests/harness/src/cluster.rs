@@ -48,7 +48,7 @@ pub use pod::{
     reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, PingStats, Pinger, Pod, Reply,
     Transfer,
 };
-pub use restart::Recovery;
+pub use restart::{CrossNodePing, Recovery};
 
 pub const CLUSTER_NETWORK: &str = "10.128.0.0/14";
 pub const SERVICE_NETWORK: &str = "172.30.0.0/16";

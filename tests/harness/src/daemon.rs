@@ -172,6 +172,13 @@ impl Daemon {
         )
     }
 
+    /// `ofnode status --json`, parsed.
+    pub fn status_json(&self) -> Result<serde_json::Value, CommandError> {
+        let text = self.cli(&["status", "--json"])?;
+        serde_json::from_str(&text)
+            .map_err(|e| CommandError::Other(format!("ofnode status --json: {e}: {text}")))
+    }
+
     /// `ofnode dump-flows`: the switch's flows as ofnode prints them, one per line.
     pub fn dump_flows(&self) -> Result<Vec<String>, CommandError> {
         let out = self.cli(&["dump-flows"])?;

@@ -4,7 +4,45 @@
 
 use std::time::Duration;
 
-use super::{unix_now, ClusterError, Node, Pinger};
+use super::{
+    unix_now, Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Node, Pinger, Pod,
+};
+
+/// Two nodes run by ofnode daemons, a pod on each, and the first pod pinging the second: where
+/// the switch-restart test, its bench and the cleanup-on-panic test start. Fields drop in
+/// order: the ping ends before the pods and the cluster go.
+pub struct CrossNodePing {
+    pub pinger: Pinger,
+    pub from: Pod,
+    pub to: Pod,
+    pub cluster: Cluster,
+}
+
+impl CrossNodePing {
+    /// Builds it with the `ofnode` binary at `ofnode`; the ping is started, not yet answered.
+    pub fn start(ofnode: &str) -> Result<CrossNodePing, ClusterError> {
+        let cluster = Cluster::start(ClusterOptions {
+            nodes: 2,
+            mode: Mode::Subnet,
+            control: Control::Ofnode(ofnode.into()),
+            echo: false,
+        })?;
+        let from = cluster.add_pod(0, 0)?;
+        let to = cluster.add_pod(1, 0)?;
+        let pinger = from.start_pinger(to.ip)?;
+        Ok(CrossNodePing {
+            pinger,
+            from,
+            to,
+            cluster,
+        })
+    }
+
+    /// Whether an echo reply arrives within `timeout` from now.
+    pub fn replies_within(&self, timeout: Duration) -> bool {
+        self.pinger.wait_reply_after(unix_now(), timeout).is_some()
+    }
+}
 
 /// Replies stamped this soon after the kill may have been in flight when it happened.
 const IN_FLIGHT: f64 = 0.2;

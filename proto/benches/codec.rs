@@ -47,7 +47,7 @@ fn encode_transaction(flows: &[Message], out: &mut BytesMut) {
     control(BundleCtrlType::OpenRequest).encode(xid, out);
     for fm in flows {
         xid += 1;
-        BundleAdd::encode_borrowed(1, flags, fm, xid, out);
+        BundleAdd::encode_borrowed(1, flags, fm, xid, out).expect("a pod flow fits");
     }
     control(BundleCtrlType::CommitRequest).encode(xid + 1, out);
 }

@@ -4,7 +4,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::field::{Field, FieldRange, TlvHeader};
 use crate::wire::{be_uint, pad8, put_uint, put_zeros, LengthSlot, Reader};
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_SET_FIELD: u16 = 25;
@@ -81,7 +81,7 @@ impl Action {
         Action::Output { port, max_len }
     }
 
-    pub fn encode(&self, out: &mut BytesMut) {
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             Action::Output { port, max_len } => {
                 out.put_u16(OFPAT_OUTPUT);
@@ -90,13 +90,13 @@ impl Action {
                 out.put_u16(*max_len);
                 put_zeros(out, 6);
             }
-            Action::SetField { field, value } => encode_set_field(*field, *value, out),
+            Action::SetField { field, value } => encode_set_field(*field, *value, out)?,
             Action::RegLoad { dst, value } => {
                 let slot = nx_header(out, NXAST_REG_LOAD);
                 out.put_u16(dst.ofs_nbits());
                 out.put_u32(action_header(dst.field));
                 out.put_u64(*value);
-                slot.finish(out, true);
+                slot.finish(out, true)?;
             }
             Action::RegMove { src, dst } => {
                 let slot = nx_header(out, NXAST_REG_MOVE);
@@ -105,7 +105,7 @@ impl Action {
                 out.put_u16(dst.ofs);
                 out.put_u32(action_header(src.field));
                 out.put_u32(action_header(dst.field));
-                slot.finish(out, true);
+                slot.finish(out, true)?;
             }
             Action::OutputReg { src, max_len } => {
                 let slot = nx_header(out, NXAST_OUTPUT_REG);
@@ -113,15 +113,16 @@ impl Action {
                 out.put_u32(action_header(src.field));
                 out.put_u16(*max_len);
                 put_zeros(out, 6);
-                slot.finish(out, true);
+                slot.finish(out, true)?;
             }
             Action::Note(note) => {
                 let slot = nx_header(out, NXAST_NOTE);
                 out.put_slice(note.as_bytes());
-                slot.finish(out, true);
+                slot.finish(out, true)?;
             }
             Action::Unknown(raw) => out.put_slice(raw),
         }
+        Ok(())
     }
 
     /// Decodes one action; `r` is positioned at its header.
@@ -150,10 +151,11 @@ impl Action {
 }
 
 /// Encodes a list of actions back to back.
-pub fn encode_actions(actions: &[Action], out: &mut BytesMut) {
+pub fn encode_actions(actions: &[Action], out: &mut BytesMut) -> Result<(), EncodeError> {
     for action in actions {
-        action.encode(out);
+        action.encode(out)?;
     }
+    Ok(())
 }
 
 /// Decodes actions until `r` is exhausted.
@@ -172,7 +174,7 @@ fn action_header(field: Field) -> u32 {
 
 /// Writes type/len/vendor/subtype of a Nicira action; the length is patched by the caller.
 fn nx_header(out: &mut BytesMut, subtype: u16) -> LengthSlot {
-    let slot = LengthSlot::new(out, 2);
+    let slot = LengthSlot::new(out, 2, "Nicira action");
     out.put_u16(OFPAT_EXPERIMENTER);
     out.put_u16(0);
     out.put_u32(NX_VENDOR_ID);
@@ -180,14 +182,15 @@ fn nx_header(out: &mut BytesMut, subtype: u16) -> LengthSlot {
     slot
 }
 
-fn encode_set_field(field: Field, value: u64, out: &mut BytesMut) {
+fn encode_set_field(field: Field, value: u64, out: &mut BytesMut) -> Result<(), EncodeError> {
     let id = field.info().match_id();
-    let slot = LengthSlot::new(out, 2);
+    let slot = LengthSlot::new(out, 2, "set_field action");
     out.put_u16(OFPAT_SET_FIELD);
     out.put_u16(0);
     out.put_u32(id.header(false));
     put_uint(out, value, usize::from(id.bytes));
-    slot.finish(out, true);
+    slot.finish(out, true)?;
+    Ok(())
 }
 
 fn decode_output(body: &mut Reader<'_>) -> Result<Action, DecodeError> {
@@ -286,7 +289,7 @@ mod tests {
         let decoded = decode_actions(&mut Reader::new(&bytes, "t")).unwrap();
         assert_eq!(decoded, expected);
         let mut out = BytesMut::new();
-        encode_actions(&decoded, &mut out);
+        encode_actions(&decoded, &mut out).unwrap();
         assert_eq!(&out[..], &bytes[..]);
     }
 
@@ -328,7 +331,7 @@ mod tests {
             let bytes: Vec<u8> = (1..=len).collect();
             let action = Action::note(&bytes);
             let mut out = BytesMut::new();
-            encode_actions(std::slice::from_ref(&action), &mut out);
+            encode_actions(std::slice::from_ref(&action), &mut out).unwrap();
             assert_eq!(out.len() % 8, 0, "note of {len} bytes");
             let decoded = decode_actions(&mut Reader::new(&out, "t")).unwrap();
             assert_eq!(decoded, vec![action.clone()], "note of {len} bytes");

@@ -6,7 +6,7 @@ use std::ops::{BitAnd, BitOr};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::wire::{put_zeros, Reader};
-use crate::{DecodeError, Message};
+use crate::{DecodeError, EncodeError, Message};
 
 pub const ONF_EXPERIMENTER_ID: u32 = 0x4f4e_4600;
 pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
@@ -122,14 +122,21 @@ fn encode_add_body(
     message: &Message,
     xid: u32,
     out: &mut BytesMut,
-) {
+) -> Result<(), EncodeError> {
     put_add_prefix(bundle_id, flags, out);
-    message.encode(xid, out);
+    message.try_encode(xid, out)
 }
 
 /// A whole OFPT_EXPERIMENTER message: the header (its length filled in at the end) and `body`.
-fn encode_experimenter_frame(xid: u32, out: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
-    let slot = crate::wire::LengthSlot::new(out, 2);
+/// Refused, with `out` as it was, when the frame does not fit its 16-bit length: the inner
+/// message may fit on its own while the add around it (16 bytes more) does not.
+fn encode_experimenter_frame(
+    xid: u32,
+    out: &mut BytesMut,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = out.len();
+    let slot = crate::wire::LengthSlot::new(out, 2, "bundle add message");
     crate::Header {
         version: crate::OFP_VERSION,
         msg_type: crate::OFPT_EXPERIMENTER,
@@ -137,9 +144,19 @@ fn encode_experimenter_frame(xid: u32, out: &mut BytesMut, body: impl FnOnce(&mu
         xid,
     }
     .encode(out);
-    body(out);
-    slot.finish(out, false);
+    let result = body(out).and_then(|()| slot.finish(out, false).map(|_| ()));
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
 }
+
+/// Bytes a bundle add puts around its inner message: the OpenFlow header, experimenter id
+/// and type, bundle id, padding and flags.
+pub const BUNDLE_ADD_OVERHEAD: usize = crate::OFP_HEADER_LEN + 16;
+
+/// The longest message a bundle add can carry (its frame is then exactly 65535 bytes).
+pub const MAX_BUNDLED_MESSAGE_LEN: usize = u16::MAX as usize - BUNDLE_ADD_OVERHEAD;
 
 /// What a bundle add carries before its inner message.
 fn put_add_prefix(bundle_id: u32, flags: BundleFlags, out: &mut BytesMut) {
@@ -160,23 +177,23 @@ pub struct BundleAdd {
 }
 
 impl BundleAdd {
-    pub(crate) fn encode(&self, xid: u32, out: &mut BytesMut) {
-        encode_add_body(self.bundle_id, self.flags, &self.message, xid, out);
+    pub(crate) fn encode(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
+        encode_add_body(self.bundle_id, self.flags, &self.message, xid, out)
     }
 
     /// Encodes a whole bundle add message (header included) around a borrowed inner message,
     /// without building a `BundleAdd`: the same bytes as
-    /// `Message::BundleAdd(BundleAdd { bundle_id, flags, message }).encode(xid, out)`.
+    /// `Message::BundleAdd(BundleAdd { bundle_id, flags, message }).try_encode(xid, out)`.
     pub fn encode_borrowed(
         bundle_id: u32,
         flags: BundleFlags,
         message: &Message,
         xid: u32,
         out: &mut BytesMut,
-    ) {
+    ) -> Result<(), EncodeError> {
         encode_experimenter_frame(xid, out, |out| {
             encode_add_body(bundle_id, flags, message, xid, out)
-        });
+        })
     }
 
     /// Encodes a whole bundle add message around an inner message that is already encoded
@@ -188,23 +205,27 @@ impl BundleAdd {
         frame: &[u8],
         xid: u32,
         out: &mut BytesMut,
-    ) -> Result<(), DecodeError> {
-        let inner = crate::Header::parse(frame)?;
-        if usize::from(inner.length) != frame.len() {
-            return Err(DecodeError::BadLength {
-                what: "bundled message",
+    ) -> Result<(), EncodeError> {
+        let stated = crate::Header::parse(frame)
+            .ok()
+            .map(|h| usize::from(h.length));
+        let (Some(body), true) = (
+            frame.get(crate::OFP_HEADER_LEN..),
+            stated == Some(frame.len()),
+        ) else {
+            return Err(EncodeError::NotOneMessage {
                 length: frame.len(),
-                reason: "is not exactly the one message its header describes",
+                stated,
             });
-        }
+        };
         encode_experimenter_frame(xid, out, |out| {
             put_add_prefix(bundle_id, flags, out);
             // The header with the add's xid, then the body as it is.
             out.put_slice(&frame[..4]);
             out.put_u32(xid);
-            out.put_slice(&frame[crate::OFP_HEADER_LEN..]);
-        });
-        Ok(())
+            out.put_slice(body);
+            Ok(())
+        })
     }
 
     /// Decodes the body after the experimenter id and type; `xid` is the outer message's.

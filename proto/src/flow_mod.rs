@@ -5,7 +5,7 @@ use bytes::{BufMut, BytesMut};
 use crate::instruction::{decode_instructions, encode_instructions, Instruction};
 use crate::oxm::Match;
 use crate::wire::{put_zeros, Reader};
-use crate::{DecodeError, OFPG_ANY, OFPP_ANY};
+use crate::{DecodeError, EncodeError, OFPG_ANY, OFPP_ANY};
 
 /// "All tables" for deletes and flow stats requests.
 pub const OFPTT_ALL: u8 = 0xff;
@@ -98,7 +98,7 @@ impl FlowMod {
     }
 
     /// Writes the body (everything after the OpenFlow header).
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u64(self.cookie);
         out.put_u64(self.cookie_mask);
         out.put_u8(self.table_id);
@@ -111,8 +111,8 @@ impl FlowMod {
         out.put_u32(self.out_group);
         out.put_u16(self.flags);
         put_zeros(out, 2);
-        self.match_.encode(out);
-        encode_instructions(&self.instructions, out);
+        self.match_.encode(out)?;
+        encode_instructions(&self.instructions, out)
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<FlowMod, DecodeError> {

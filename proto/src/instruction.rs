@@ -4,7 +4,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::action::{decode_actions, encode_actions, Action};
 use crate::wire::{put_zeros, LengthSlot, Reader};
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 pub const OFPIT_GOTO_TABLE: u16 = 1;
 pub const OFPIT_WRITE_METADATA: u16 = 2;
@@ -23,7 +23,7 @@ pub enum Instruction {
 }
 
 impl Instruction {
-    pub fn encode(&self, out: &mut BytesMut) {
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             Instruction::GotoTable(table) => {
                 out.put_u16(OFPIT_GOTO_TABLE);
@@ -32,10 +32,10 @@ impl Instruction {
                 put_zeros(out, 3);
             }
             Instruction::ApplyActions(actions) => {
-                encode_with_actions(OFPIT_APPLY_ACTIONS, actions, out)
+                encode_with_actions(OFPIT_APPLY_ACTIONS, actions, out)?
             }
             Instruction::WriteActions(actions) => {
-                encode_with_actions(OFPIT_WRITE_ACTIONS, actions, out)
+                encode_with_actions(OFPIT_WRITE_ACTIONS, actions, out)?
             }
             Instruction::ClearActions => {
                 out.put_u16(OFPIT_CLEAR_ACTIONS);
@@ -44,6 +44,7 @@ impl Instruction {
             }
             Instruction::Unknown(raw) => out.put_slice(raw),
         }
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Instruction, DecodeError> {
@@ -75,19 +76,28 @@ impl Instruction {
     }
 }
 
-fn encode_with_actions(inst_type: u16, actions: &[Action], out: &mut BytesMut) {
-    let slot = LengthSlot::new(out, 2);
+fn encode_with_actions(
+    inst_type: u16,
+    actions: &[Action],
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let slot = LengthSlot::new(out, 2, "instruction");
     out.put_u16(inst_type);
     out.put_u16(0);
     put_zeros(out, 4);
-    encode_actions(actions, out);
-    slot.finish(out, false);
+    encode_actions(actions, out)?;
+    slot.finish(out, false)?;
+    Ok(())
 }
 
-pub fn encode_instructions(instructions: &[Instruction], out: &mut BytesMut) {
+pub fn encode_instructions(
+    instructions: &[Instruction],
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
     for inst in instructions {
-        inst.encode(out);
+        inst.encode(out)?;
     }
+    Ok(())
 }
 
 pub(crate) fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, DecodeError> {
@@ -121,7 +131,7 @@ mod tests {
             ]
         );
         let mut out = BytesMut::new();
-        encode_instructions(&decoded, &mut out);
+        encode_instructions(&decoded, &mut out).unwrap();
         assert_eq!(&out[..], &bytes[..]);
     }
 
@@ -137,7 +147,7 @@ mod tests {
             ]
         );
         let mut out = BytesMut::new();
-        encode_instructions(&decoded, &mut out);
+        encode_instructions(&decoded, &mut out).unwrap();
         assert_eq!(&out[..], &bytes[..]);
     }
 

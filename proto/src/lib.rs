@@ -2,7 +2,8 @@
 //! (bundles) extensions Open vSwitch speaks, plus the `ovs-ofctl` flow text syntax.
 //!
 //! Bytes in, values out; values in, bytes out. Decoders return [`DecodeError`] for any input
-//! they cannot accept and never panic; encoders cannot fail.
+//! they cannot accept and never panic; encoders return [`EncodeError`] for a value whose
+//! length does not fit its 16-bit length field, and never write a length that lies.
 //!
 //! From ovs-ofctl text to wire bytes and back:
 //!
@@ -23,6 +24,7 @@
 mod action;
 mod bundle;
 mod decode_error;
+mod encode_error;
 mod error;
 mod field;
 mod flow_mod;
@@ -45,12 +47,13 @@ mod test_util;
 pub use action::*;
 pub use bundle::*;
 pub use decode_error::DecodeError;
+pub use encode_error::EncodeError;
 pub use error::{ErrorKind, ErrorMsg, NX_EXPERIMENTER_ID, OFPET_EXPERIMENTER};
 pub use field::*;
 pub use flow_mod::*;
 pub use header::*;
 pub use instruction::*;
-pub use message::{EncodeError, Message};
+pub use message::Message;
 pub use monitor::*;
 pub use multipart::*;
 pub use oxm::*;

@@ -13,7 +13,7 @@ use crate::packet::{PacketIn, PacketOut};
 use crate::port::PortStatus;
 use crate::switch::{AsyncConfig, Hello, RoleMsg, SwitchConfig, SwitchFeatures};
 use crate::wire::{LengthSlot, Reader};
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -54,15 +54,6 @@ pub enum Message {
     },
 }
 
-/// Encoding failed because the message cannot be represented on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EncodeError {
-    #[error(
-        "message of type {msg_type} would be {length} bytes; OpenFlow messages are at most 65535"
-    )]
-    TooLong { msg_type: u8, length: usize },
-}
-
 impl Message {
     pub fn msg_type(&self) -> u8 {
         match self {
@@ -95,15 +86,44 @@ impl Message {
         }
     }
 
-    /// Appends the message, header included, to `out`. Never fails; a message longer than
-    /// 65535 bytes (which no valid OpenFlow message is) gets a saturated length field — use
-    /// [`Message::try_encode`] where that can happen.
+    /// Appends the message, header included, to `out`, or refuses (leaving `out` as it was) a
+    /// message whose length, or the length of any structure inside it, does not fit its 16-bit
+    /// length field. Every length written equals the bytes that follow it.
+    pub fn try_encode(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let start = out.len();
+        let result = self.encode_frame(xid, out);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+
+    /// [`Message::try_encode`] for messages that cannot be too long (requests, replies and
+    /// flows of ordinary size). A message that does not fit is not written at all: `out` is
+    /// left unchanged, never given a frame whose length field lies. Where the size depends
+    /// on input, use `try_encode` to learn why.
     pub fn encode(&self, xid: u32, out: &mut BytesMut) {
+        let _ = self.try_encode(xid, out);
+    }
+
+    /// Convenience: the encoded bytes of this message (empty when it does not fit; see
+    /// [`Message::encode`]).
+    pub fn to_bytes(&self, xid: u32) -> BytesMut {
+        let mut out = BytesMut::new();
+        self.encode(xid, &mut out);
+        out
+    }
+
+    fn encode_frame(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
         let version = match self {
             Message::Hello(hello) => hello.header_version(),
             _ => OFP_VERSION,
         };
-        let slot = LengthSlot::new(out, 2);
+        let what = match self {
+            Message::BundleAdd(_) => "bundle add message",
+            _ => message_name(self.msg_type()),
+        };
+        let slot = LengthSlot::new(out, 2, what);
         Header {
             version,
             msg_type: self.msg_type(),
@@ -111,34 +131,12 @@ impl Message {
             xid,
         }
         .encode(out);
-        self.encode_body(xid, out);
-        slot.finish(out, false);
-    }
-
-    /// Like [`Message::encode`], but refuses (leaving `out` as it was) a message too long for
-    /// the 16-bit length field.
-    pub fn try_encode(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
-        let start = out.len();
-        self.encode(xid, out);
-        let length = out.len() - start;
-        if length > usize::from(u16::MAX) {
-            out.truncate(start);
-            return Err(EncodeError::TooLong {
-                msg_type: self.msg_type(),
-                length,
-            });
-        }
+        self.encode_body(xid, out)?;
+        slot.finish(out, false)?;
         Ok(())
     }
 
-    /// Convenience: the encoded bytes of this message.
-    pub fn to_bytes(&self, xid: u32) -> BytesMut {
-        let mut out = BytesMut::new();
-        self.encode(xid, &mut out);
-        out
-    }
-
-    fn encode_body(&self, xid: u32, out: &mut BytesMut) {
+    fn encode_body(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
             Message::Hello(hello) => hello.encode(out),
             Message::Error(err) => err.encode(out),
@@ -151,15 +149,15 @@ impl Message {
             Message::GetAsyncReply(config) | Message::SetAsync(config) => config.encode(out),
             Message::FeaturesReply(features) => features.encode(out),
             Message::GetConfigReply(config) | Message::SetConfig(config) => config.encode(out),
-            Message::PacketIn(packet_in) => packet_in.encode(out),
+            Message::PacketIn(packet_in) => packet_in.encode(out)?,
             Message::PortStatus(status) => status.encode(out),
-            Message::PacketOut(packet_out) => packet_out.encode(out),
-            Message::FlowMod(flow_mod) => flow_mod.encode(out),
-            Message::MultipartRequest(request) => request.encode(out),
-            Message::MultipartReply(reply) => reply.encode(out),
+            Message::PacketOut(packet_out) => packet_out.encode(out)?,
+            Message::FlowMod(flow_mod) => flow_mod.encode(out)?,
+            Message::MultipartRequest(request) => request.encode(out)?,
+            Message::MultipartReply(reply) => reply.encode(out)?,
             Message::RoleRequest(role) | Message::RoleReply(role) => role.encode(out),
             Message::BundleControl(control) => control.encode(out),
-            Message::BundleAdd(add) => add.encode(xid, out),
+            Message::BundleAdd(add) => add.encode(xid, out)?,
             Message::Experimenter {
                 experimenter,
                 exp_type,
@@ -171,6 +169,7 @@ impl Message {
             }
             Message::Unknown { body, .. } => out.put_slice(body),
         }
+        Ok(())
     }
 
     /// Decodes one whole frame (header included; its length must equal `frame.len()`).
@@ -286,6 +285,6 @@ fn message_name(msg_type: u8) -> &'static str {
         OFPT_MULTIPART_REPLY => "multipart reply",
         OFPT_ROLE_REQUEST | OFPT_ROLE_REPLY => "role message",
         OFPT_GET_ASYNC_REPLY | OFPT_SET_ASYNC => "async config",
-        _ => "message body",
+        _ => "message",
     }
 }

@@ -14,7 +14,7 @@ use crate::bundle::ONF_EXPERIMENTER_ID;
 use crate::instruction::{decode_instructions, encode_instructions, Instruction};
 use crate::oxm::Match;
 use crate::wire::{put_zeros, LengthSlot, Reader};
-use crate::{DecodeError, OFPTT_ALL};
+use crate::{DecodeError, EncodeError, OFPTT_ALL};
 
 /// Multipart type of experimenter statistics.
 pub const OFPMP_EXPERIMENTER: u16 = 0xffff;
@@ -74,11 +74,8 @@ impl FlowMonitorRequest {
         }
     }
 
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
-        let mut match_bytes = BytesMut::new();
-        self.match_.encode(&mut match_bytes);
-        // The match's own length field: its unpadded length.
-        let match_len = u16::from_be_bytes([match_bytes[2], match_bytes[3]]);
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let (match_bytes, match_len) = encoded_match(&self.match_)?;
         out.put_u32(self.id);
         out.put_u16(self.flags);
         out.put_u16(match_len);
@@ -86,6 +83,7 @@ impl FlowMonitorRequest {
         out.put_u8(self.table_id);
         put_zeros(out, 3);
         out.put_slice(&match_bytes);
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -104,6 +102,18 @@ impl FlowMonitorRequest {
             match_,
         })
     }
+}
+
+/// An encoded `ofp_match` and its own length field (its unpadded length), which the
+/// structures around it repeat.
+fn encoded_match(m: &Match) -> Result<(BytesMut, u16), EncodeError> {
+    let mut bytes = BytesMut::new();
+    m.encode(&mut bytes)?;
+    let len = match bytes.get(2..4) {
+        Some(&[hi, lo]) => u16::from_be_bytes([hi, lo]),
+        _ => 0,
+    };
+    Ok((bytes, len))
 }
 
 /// Reads an `ofp_match` whose unpadded length the enclosing structure states as `match_len`.
@@ -185,8 +195,8 @@ pub enum FlowUpdate {
 }
 
 impl FlowUpdate {
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
-        let slot = LengthSlot::new(out, 0);
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let slot = LengthSlot::new(out, 0, "flow update");
         out.put_u16(0);
         match self {
             FlowUpdate::Abbrev { xid } => {
@@ -194,22 +204,22 @@ impl FlowUpdate {
                 out.put_u32(*xid);
             }
             FlowUpdate::Full(change) => {
-                let mut match_bytes = BytesMut::new();
-                change.match_.encode(&mut match_bytes);
+                let (match_bytes, match_len) = encoded_match(&change.match_)?;
                 out.put_u16(change.event.to_wire());
                 out.put_u16(change.reason);
                 out.put_u16(change.priority);
                 out.put_u16(change.idle_timeout);
                 out.put_u16(change.hard_timeout);
-                out.put_slice(&match_bytes[2..4]);
+                out.put_u16(match_len);
                 out.put_u8(change.table_id);
                 put_zeros(out, 1);
                 out.put_u64(change.cookie);
                 out.put_slice(&match_bytes);
-                encode_instructions(&change.instructions, out);
+                encode_instructions(&change.instructions, out)?;
             }
         }
-        slot.finish(out, false);
+        slot.finish(out, false)?;
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {

@@ -11,7 +11,7 @@ use crate::monitor::{
 use crate::oxm::Match;
 use crate::port::{Port, OFP_PORT_LEN};
 use crate::wire::{put_fixed_str, put_zeros, LengthSlot, Reader};
-use crate::{DecodeError, OFPG_ANY, OFPP_ANY, OFPTT_ALL};
+use crate::{DecodeError, EncodeError, OFPG_ANY, OFPP_ANY, OFPTT_ALL};
 
 pub const OFPMP_DESC: u16 = 0;
 pub const OFPMP_FLOW: u16 = 1;
@@ -49,7 +49,7 @@ impl Default for FlowStatsRequest {
 }
 
 impl FlowStatsRequest {
-    fn encode(&self, out: &mut BytesMut) {
+    fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u8(self.table_id);
         put_zeros(out, 3);
         out.put_u32(self.out_port);
@@ -57,7 +57,7 @@ impl FlowStatsRequest {
         put_zeros(out, 4);
         out.put_u64(self.cookie);
         out.put_u64(self.cookie_mask);
-        self.match_.encode(out);
+        self.match_.encode(out)
     }
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -104,7 +104,7 @@ impl MultipartRequest {
         }
     }
 
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u16(self.mp_type());
         let flags = match self {
             MultipartRequest::Other { flags, .. } => *flags,
@@ -113,14 +113,17 @@ impl MultipartRequest {
         out.put_u16(flags);
         put_zeros(out, 4);
         match self {
-            MultipartRequest::Flow(req) => req.encode(out),
+            MultipartRequest::Flow(req) => req.encode(out)?,
             MultipartRequest::PortDesc | MultipartRequest::Desc => {}
             MultipartRequest::FlowMonitor(monitors) => {
                 encode_experimenter_header(out);
-                monitors.iter().for_each(|m| m.encode(out));
+                for monitor in monitors {
+                    monitor.encode(out)?;
+                }
             }
             MultipartRequest::Other { body, .. } => out.put_slice(body),
         }
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -170,8 +173,8 @@ pub struct FlowStats {
 }
 
 impl FlowStats {
-    pub fn encode(&self, out: &mut BytesMut) {
-        let slot = LengthSlot::new(out, 0);
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let slot = LengthSlot::new(out, 0, "flow stats entry");
         out.put_u16(0);
         out.put_u8(self.table_id);
         put_zeros(out, 1);
@@ -185,9 +188,10 @@ impl FlowStats {
         out.put_u64(self.cookie);
         out.put_u64(self.packet_count);
         out.put_u64(self.byte_count);
-        self.match_.encode(out);
-        encode_instructions(&self.instructions, out);
-        slot.finish(out, false);
+        self.match_.encode(out)?;
+        encode_instructions(&self.instructions, out)?;
+        slot.finish(out, false)?;
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -296,20 +300,27 @@ impl MultipartReply {
         }
     }
 
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u16(self.mp_type());
         out.put_u16(self.flags);
         put_zeros(out, 4);
         match &self.body {
-            MultipartReplyBody::Flow(flows) => flows.iter().for_each(|f| f.encode(out)),
+            MultipartReplyBody::Flow(flows) => {
+                for flow in flows {
+                    flow.encode(out)?;
+                }
+            }
             MultipartReplyBody::PortDesc(ports) => ports.iter().for_each(|p| p.encode(out)),
             MultipartReplyBody::Desc(desc) => desc.encode(out),
             MultipartReplyBody::FlowMonitor(updates) => {
                 encode_experimenter_header(out);
-                updates.iter().for_each(|u| u.encode(out));
+                for update in updates {
+                    update.encode(out)?;
+                }
             }
             MultipartReplyBody::Other { body, .. } => out.put_slice(body),
         }
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {

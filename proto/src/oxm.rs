@@ -6,7 +6,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::field::{Field, TlvHeader, OFPXMC_EXPERIMENTER};
 use crate::wire::{be_uint, pad8, put_uint, put_zeros, LengthSlot, Reader};
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 /// `ofp_match.type` for OXM matches, the only kind OpenFlow 1.3 uses.
 pub const OFPMT_OXM: u16 = 1;
@@ -136,16 +136,17 @@ impl Match {
     }
 
     /// Writes an `ofp_match`: type, unpadded length, TLVs, zero padding to 8 bytes.
-    pub fn encode(&self, out: &mut BytesMut) {
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         let start = out.len();
-        let slot = LengthSlot::new(out, 2);
+        let slot = LengthSlot::new(out, 2, "match");
         out.put_u16(OFPMT_OXM);
         out.put_u16(0);
         self.encode_tlvs(out);
         // The length field excludes the padding that follows.
         let unpadded = out.len() - start;
         put_zeros(out, pad8(unpadded));
-        slot.patch(out, unpadded);
+        slot.patch(out, unpadded)?;
+        Ok(())
     }
 
     /// Reads an `ofp_match` including its padding.
@@ -284,7 +285,7 @@ mod tests {
             .with_ipv4(Field::ArpTpa, Ipv4Addr::new(10, 129, 0, 0), 23);
         assert_eq!(m, expected);
         let mut out = BytesMut::new();
-        m.encode(&mut out);
+        m.encode(&mut out).unwrap();
         assert_eq!(&out[..], &bytes[..]);
     }
 
@@ -316,7 +317,7 @@ mod tests {
         let m = Match::decode(&mut Reader::new(&bytes, "t")).unwrap();
         assert_eq!(m.unknown().len(), 1);
         let mut out = BytesMut::new();
-        m.encode(&mut out);
+        m.encode(&mut out).unwrap();
         assert_eq!(&out[..], &bytes[..]);
     }
 

@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::action::{decode_actions, encode_actions, Action};
 use crate::oxm::Match;
 use crate::wire::{put_zeros, LengthSlot, Reader};
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 pub const OFPR_NO_MATCH: u8 = 0;
 pub const OFPR_ACTION: u8 = 1;
@@ -23,15 +23,16 @@ pub struct PacketIn {
 }
 
 impl PacketIn {
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u32(self.buffer_id);
         out.put_u16(self.total_len);
         out.put_u8(self.reason);
         out.put_u8(self.table_id);
         out.put_u64(self.cookie);
-        self.match_.encode(out);
+        self.match_.encode(out)?;
         put_zeros(out, 2);
         out.put_slice(&self.data);
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -63,16 +64,17 @@ pub struct PacketOut {
 }
 
 impl PacketOut {
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         out.put_u32(self.buffer_id);
         out.put_u32(self.in_port);
-        let slot = LengthSlot::new(out, 0);
+        let slot = LengthSlot::new(out, 0, "packet_out actions");
         out.put_u16(0);
         put_zeros(out, 6);
         let actions_start = out.len();
-        encode_actions(&self.actions, out);
-        slot.patch(out, out.len() - actions_start);
+        encode_actions(&self.actions, out)?;
+        slot.patch(out, out.len() - actions_start)?;
         out.put_slice(&self.data);
+        Ok(())
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {

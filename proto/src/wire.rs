@@ -6,7 +6,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use crate::DecodeError;
+use crate::{DecodeError, EncodeError};
 
 /// A cursor over untrusted bytes; every read checks the remaining length first.
 #[derive(Debug, Clone)]
@@ -138,23 +138,26 @@ pub(crate) struct LengthSlot {
     start: usize,
     /// Offset of the 16-bit length field.
     at: usize,
+    /// Names the structure, for the error when it does not fit.
+    what: &'static str,
 }
 
 impl LengthSlot {
     /// Remembers where a structure starts and where its length field is (`offset` from start);
     /// the caller writes the placeholder bytes itself as part of the structure.
-    pub(crate) fn new(out: &BytesMut, offset: usize) -> Self {
+    pub(crate) fn new(out: &BytesMut, offset: usize, what: &'static str) -> Self {
         let start = out.len();
         LengthSlot {
             start,
             at: start + offset,
+            what,
         }
     }
 
-    /// Pads with zeros to a multiple of 8 (when asked), then writes the length.
-    /// Returns the length written. Lengths beyond 65535 saturate: such a structure cannot be
-    /// represented on the wire and the peer will reject it (callers check via `try_encode`).
-    pub(crate) fn finish(self, out: &mut BytesMut, pad_to_8: bool) -> usize {
+    /// Pads with zeros to a multiple of 8 (when asked), then writes the length of everything
+    /// written since `new`. Returns that length, or an error when it does not fit in 16 bits:
+    /// a length field never says anything but the truth about the bytes that follow.
+    pub(crate) fn finish(self, out: &mut BytesMut, pad_to_8: bool) -> Result<usize, EncodeError> {
         if pad_to_8 {
             put_zeros(out, pad8(out.len() - self.start));
         }
@@ -163,11 +166,42 @@ impl LengthSlot {
     }
 
     /// Writes `len` (which may differ from the bytes written, e.g. an unpadded match length).
-    pub(crate) fn patch(self, out: &mut BytesMut, len: usize) -> usize {
-        let value = u16::try_from(len).unwrap_or(u16::MAX);
+    pub(crate) fn patch(self, out: &mut BytesMut, len: usize) -> Result<usize, EncodeError> {
+        let value = u16::try_from(len).map_err(|_| EncodeError::TooLong {
+            what: self.what,
+            length: len,
+            max: usize::from(u16::MAX),
+        })?;
         if let Some(slot) = out.get_mut(self.at..self.at + 2) {
             slot.copy_from_slice(&value.to_be_bytes());
         }
-        len
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_length_slot_writes_the_true_length_or_refuses() {
+        let mut out = BytesMut::new();
+        let slot = LengthSlot::new(&out, 2, "thing");
+        out.put_slice(&[0xaa, 0xbb, 0, 0, 1]);
+        assert_eq!(slot.finish(&mut out, true), Ok(8));
+        assert_eq!(&out[..], &[0xaa, 0xbb, 0, 8, 1, 0, 0, 0]);
+
+        let mut out = BytesMut::new();
+        let slot = LengthSlot::new(&out, 0, "thing");
+        out.put_bytes(0, 65_536);
+        assert_eq!(
+            slot.finish(&mut out, false),
+            Err(EncodeError::TooLong {
+                what: "thing",
+                length: 65_536,
+                max: 65_535
+            })
+        );
+        assert_eq!(&out[..2], &[0, 0], "no capped length written");
     }
 }

@@ -294,7 +294,7 @@ fn borrowed_bundle_add_encodes_like_the_owned_one() {
     })
     .to_bytes(9);
     let mut borrowed = bytes::BytesMut::new();
-    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed);
+    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed).unwrap();
     assert_eq!(borrowed, owned);
 }
 
@@ -305,7 +305,7 @@ fn framed_bundle_add_encodes_like_the_borrowed_one() {
     let inner = Message::FlowMod(fm);
     let flags = BundleFlags::ATOMIC;
     let mut borrowed = bytes::BytesMut::new();
-    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed);
+    BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed).unwrap();
     // The stored frame has some other xid; the add gives it its own.
     let frame = inner.to_bytes(0);
     let mut framed = bytes::BytesMut::new();
@@ -331,5 +331,83 @@ fn too_long_message_is_refused_by_try_encode() {
     fm.instructions = vec![Instruction::ApplyActions(vec![Action::output(1); 5000])];
     let mut out = bytes::BytesMut::new();
     assert!(Message::FlowMod(fm).try_encode(1, &mut out).is_err());
+    assert!(out.is_empty());
+}
+
+/// A flow mod of exactly `len` bytes (a multiple of 8): an empty match and one note.
+fn flow_mod_of(len: usize) -> Message {
+    // Header 8 + fixed part 40 + empty match 8 + apply-actions header 8 + note header 10.
+    let mut fm = FlowMod::new(FlowModCommand::Add);
+    fm.instructions = vec![Instruction::ApplyActions(vec![Action::note(&vec![
+        0x5a;
+        len - 74
+    ])])];
+    let msg = Message::FlowMod(fm);
+    assert_eq!(msg.to_bytes(1).len(), len, "test flow of the wanted size");
+    msg
+}
+
+fn length_field(frame: &[u8]) -> usize {
+    usize::from(u16::from_be_bytes([frame[2], frame[3]]))
+}
+
+/// The 65,535-byte edge: a flow mod of 65,512 to 65,535 bytes is a valid message on its own,
+/// but a bundle add around it (24 bytes more) has no honest 16-bit length; every encoder
+/// refuses it and writes nothing. 65,504 bytes (the longest multiple of 8 that fits) travels
+/// in a 65,528-byte add whose length field says exactly that.
+#[test]
+fn bundle_add_frames_at_the_65535_byte_edge() {
+    let flags = BundleFlags::ATOMIC | BundleFlags::ORDERED;
+    let fits = flow_mod_of(65_504);
+    let mut out = bytes::BytesMut::new();
+    BundleAdd::encode_borrowed(1, flags, &fits, 9, &mut out).unwrap();
+    assert_eq!((out.len(), length_field(&out)), (65_528, 65_528));
+    assert!(matches!(
+        Message::decode(&out),
+        Ok((9, Message::BundleAdd(_)))
+    ));
+
+    for len in [65_512, 65_520, 65_528] {
+        let inner = flow_mod_of(len);
+        let frame = inner.to_bytes(0);
+        assert_eq!(length_field(&frame), len, "the flow mod alone is fine");
+        let too_long = Err(EncodeError::TooLong {
+            what: "bundle add message",
+            length: len + 24,
+            max: 65_535,
+        });
+        let mut out = bytes::BytesMut::from(&b"kept"[..]);
+        assert_eq!(
+            BundleAdd::encode_borrowed(1, flags, &inner, 9, &mut out),
+            too_long
+        );
+        assert_eq!(
+            BundleAdd::encode_framed(1, flags, &frame, 9, &mut out),
+            too_long
+        );
+        let add = Message::BundleAdd(BundleAdd {
+            bundle_id: 1,
+            flags,
+            message: Box::new(inner),
+        });
+        assert_eq!(add.try_encode(9, &mut out), too_long);
+        add.encode(9, &mut out);
+        assert_eq!(
+            &out[..],
+            b"kept",
+            "nothing written after the bytes already there"
+        );
+    }
+
+    // One note byte past 65,535 and the flow mod itself is refused.
+    let mut fm = FlowMod::new(FlowModCommand::Add);
+    fm.instructions = vec![Instruction::ApplyActions(vec![Action::note(
+        &[0; 65_535 - 74 + 1],
+    )])];
+    let mut out = bytes::BytesMut::new();
+    assert!(matches!(
+        Message::FlowMod(fm).try_encode(1, &mut out),
+        Err(EncodeError::TooLong { .. })
+    ));
     assert!(out.is_empty());
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ofnode_proto::{DecodeError, ErrorMsg};
+use ofnode_proto::{DecodeError, EncodeError, ErrorMsg};
 
 use super::codec::FrameError;
 use super::target::TargetError;
@@ -45,6 +45,10 @@ pub enum Error {
     ReplyTooLarge { max: usize },
     #[error(transparent)]
     Frame(#[from] FrameError),
+    /// A message that cannot be encoded (too long for its 16-bit length field), refused before
+    /// anything was sent.
+    #[error("refused before sending: {0}")]
+    Encode(#[from] EncodeError),
     #[error("malformed message from the switch: {0}")]
     Decode(#[from] DecodeError),
     #[error(transparent)]

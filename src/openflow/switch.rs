@@ -139,7 +139,7 @@ impl Switch {
         let epoch = self.epoch()?;
         let xid = self.inner.xids.next();
         let (tx, rx) = oneshot::channel();
-        self.submit(epoch, Some(Route::Reply { xid, tx }), encode(xid, &msg))
+        self.submit(epoch, Some(Route::Reply { xid, tx }), encode(xid, &msg)?)
             .await?;
         match self.await_reply(rx, "a reply").await? {
             Message::Error(error) => Err(Error::Switch { flow: None, error }),
@@ -152,7 +152,7 @@ impl Switch {
     pub async fn send(&self, msg: Message) -> Result<()> {
         let epoch = self.epoch()?;
         let xid = self.inner.xids.next();
-        self.submit(epoch, None, encode(xid, &msg)).await
+        self.submit(epoch, None, encode(xid, &msg)?).await
     }
 
     /// Sends a message that has no reply (a flow mod, packet out, ...) followed by a barrier,
@@ -162,7 +162,7 @@ impl Switch {
         let first = self.inner.xids.block(2);
         let barrier = first + 1;
         let mut out = BytesMut::new();
-        msg.encode(first, &mut out);
+        msg.try_encode(first, &mut out)?;
         Message::BarrierRequest.encode(barrier, &mut out);
         let (tx, rx) = oneshot::channel();
         let route = Route::Range {
@@ -196,8 +196,12 @@ impl Switch {
         let xid = self.inner.xids.next();
         let (tx, rx) = oneshot::channel();
         let msg = Message::MultipartRequest(req);
-        self.submit(epoch, Some(Route::Multipart { xid, tx }), encode(xid, &msg))
-            .await?;
+        self.submit(
+            epoch,
+            Some(Route::Multipart { xid, tx }),
+            encode(xid, &msg)?,
+        )
+        .await?;
         let parts: Vec<MultipartReply> = self.await_reply(rx, "a multipart reply").await??;
         Ok(parts.into_iter().map(|part| part.body).collect())
     }
@@ -315,10 +319,11 @@ async fn bind_with_retry(supervisor: &Supervisor) -> Option<Listener> {
     }
 }
 
-pub(crate) fn encode(xid: u32, msg: &Message) -> Bytes {
+/// The message's frame, or `Error::Encode` when it is too long for its length field.
+pub(crate) fn encode(xid: u32, msg: &Message) -> Result<Bytes> {
     let mut out = BytesMut::new();
-    msg.encode(xid, &mut out);
-    out.freeze()
+    msg.try_encode(xid, &mut out)?;
+    Ok(out.freeze())
 }
 
 pub(crate) fn unexpected(wanted: &str, got: &Message) -> Error {

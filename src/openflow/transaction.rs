@@ -12,14 +12,17 @@
 //!    add xid, then fail the commit; OVS rolls back everything.
 //!
 //! The error names the failing flow in `ovs-ofctl` syntax and carries OVS's error. A transaction
-//! larger than `max_bundle_msgs` is refused, never split.
+//! larger than `max_bundle_msgs` is refused, never split. A flow mod too long to travel inside
+//! a bundle add (more than `MAX_BUNDLED_MESSAGE_LEN` bytes, which a bundle add's 16-bit length
+//! could not describe) is refused when it is pushed.
 
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, DecodeError, ErrorMsg, FlowMod,
-    FlowModCommand, Header, Message, OFPT_FLOW_MOD,
+    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, DecodeError, EncodeError,
+    ErrorMsg, FlowMod, FlowModCommand, Header, Message, BUNDLE_ADD_OVERHEAD,
+    MAX_BUNDLED_MESSAGE_LEN, OFPT_FLOW_MOD,
 };
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -41,6 +44,9 @@ pub struct Transaction {
     /// One encoded FLOW_MOD message each (their xids are replaced when sent).
     mods: Vec<Bytes>,
     buf: BytesMut,
+    /// The first flow mod `push` could not take (see `try_push`); `commit` returns it and sends
+    /// nothing.
+    refused: Option<Error>,
 }
 
 impl Transaction {
@@ -49,6 +55,7 @@ impl Transaction {
             switch,
             mods: Vec::new(),
             buf: BytesMut::new(),
+            refused: None,
         }
     }
 
@@ -66,11 +73,24 @@ impl Transaction {
         self.push(flow)
     }
 
-    /// Any flow mod, with the command it carries.
+    /// Any flow mod, with the command it carries. A flow mod that cannot be bundled is not
+    /// added; the transaction then refuses to commit with that error (use `try_push` to hear
+    /// of it at once).
     pub fn push(&mut self, flow: FlowMod) -> &mut Self {
-        Message::FlowMod(flow).encode(0, &mut self.buf);
-        self.mods.push(self.buf.split().freeze());
+        if let Err(error) = self.try_push(flow) {
+            self.refused.get_or_insert(error);
+        }
         self
+    }
+
+    /// Any flow mod, or `Error::Encode` (the transaction unchanged) when it is too long to
+    /// travel inside a bundle add: every length field sent equals the bytes that follow it.
+    pub fn try_push(&mut self, flow: FlowMod) -> Result<&mut Self> {
+        Message::FlowMod(flow).try_encode(0, &mut self.buf)?;
+        let frame = self.buf.split().freeze();
+        fits_in_bundle_add(frame.len())?;
+        self.mods.push(frame);
+        Ok(self)
     }
 
     /// A flow mod that is already encoded: exactly one OFPT_FLOW_MOD message (its xid does
@@ -88,6 +108,13 @@ impl Transaction {
                 what: "encoded flow mod",
                 length: frame.len(),
                 reason: "is not exactly the one message its header describes",
+            });
+        }
+        if fits_in_bundle_add(frame.len()).is_err() {
+            return Err(DecodeError::BadLength {
+                what: "encoded flow mod",
+                length: frame.len(),
+                reason: "is longer than a bundle add can carry (65,511 bytes)",
             });
         }
         self.mods.push(frame);
@@ -115,7 +142,10 @@ impl Transaction {
     }
 
     /// Applies every flow mod atomically, or none. An empty transaction succeeds at once.
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
+        if let Some(error) = self.refused.take() {
+            return Err(error);
+        }
         if self.mods.is_empty() {
             return Ok(());
         }
@@ -198,10 +228,10 @@ impl Commit {
         };
         let bundle_id = switch.next_bundle_id();
         let control = |ctrl_type| bundle_control(bundle_id, ctrl_type, flags);
-        let discard = encode(xids.discard(), &control(BundleCtrlType::DiscardRequest));
+        let discard = encode(xids.discard(), &control(BundleCtrlType::DiscardRequest))?;
         let gate = Gate {
             barrier_xid: xids.barrier(),
-            if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest)),
+            if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest))?,
             if_failed: discard.clone(),
         };
         let (route_tx, replies) = oneshot::channel();
@@ -257,9 +287,8 @@ impl Commit {
         let mut total = 0;
         for index in 0..self.mods.len() {
             let xid = self.xids.add(index);
-            // Every frame was checked when it was pushed.
-            BundleAdd::encode_framed(self.bundle_id, self.flags, &self.mods[index], xid, &mut out)
-                .map_err(|e| Error::Protocol(format!("encoded flow mod {index}: {e}")))?;
+            // Every frame was checked when it was pushed (one message that fits a bundle add).
+            BundleAdd::encode_framed(self.bundle_id, self.flags, &self.mods[index], xid, &mut out)?;
             if out.len() >= CHUNK_BYTES {
                 total += out.len();
                 let chunk = out.split().freeze();
@@ -338,6 +367,19 @@ impl Commit {
     }
 }
 
+/// Whether a flow mod of `len` bytes fits in a bundle add, whose length counts it too.
+fn fits_in_bundle_add(len: usize) -> std::result::Result<(), EncodeError> {
+    if len <= MAX_BUNDLED_MESSAGE_LEN {
+        Ok(())
+    } else {
+        Err(EncodeError::TooLong {
+            what: "bundle add message",
+            length: len + BUNDLE_ADD_OVERHEAD,
+            max: usize::from(u16::MAX),
+        })
+    }
+}
+
 fn bundle_control(bundle_id: u32, ctrl_type: BundleCtrlType, flags: BundleFlags) -> Message {
     Message::BundleControl(BundleControl {
         bundle_id,
@@ -367,5 +409,58 @@ impl Drop for DiscardGuard {
         if self.armed {
             self.switch.try_submit(self.epoch, self.frames.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::{SwitchConfig, Target};
+    use ofnode_proto::{Action, Instruction};
+
+    /// A flow mod of exactly `len` bytes (a multiple of 8): an empty match and one note.
+    fn flow_mod_of(len: usize) -> FlowMod {
+        // Header 8 + fixed part 40 + empty match 8 + apply-actions header 8 + note header 10.
+        let note = vec![0x5a; len - 74];
+        let mut fm = FlowMod::new(FlowModCommand::Add);
+        fm.instructions = vec![Instruction::ApplyActions(vec![Action::note(&note)])];
+        let encoded = Message::FlowMod(fm.clone()).to_bytes(0);
+        assert_eq!(encoded.len(), len, "test flow of the wanted size");
+        fm
+    }
+
+    fn unconnected_switch() -> Switch {
+        let target: Target = "unix:/nonexistent/ofnode-test.mgmt".parse().unwrap();
+        Switch::start(SwitchConfig::new(target)).0
+    }
+
+    /// 65,511 bytes is the most a bundle add can carry; every longer flow mod (65,512 to
+    /// 65,535 bytes, still a valid message on its own) is refused when pushed, before a bundle
+    /// add whose length field would lie could be written.
+    #[tokio::test]
+    async fn a_flow_mod_too_long_for_a_bundle_add_is_refused_when_pushed() {
+        let switch = unconnected_switch();
+        let mut tx = switch.transaction();
+        tx.try_push(flow_mod_of(65_504)).expect("fits a bundle add");
+        for len in [65_512, 65_520, 65_528] {
+            let err = tx.try_push(flow_mod_of(len)).unwrap_err();
+            let Error::Encode(EncodeError::TooLong { length, max, .. }) = err else {
+                panic!("{err:?}")
+            };
+            assert_eq!((length, max), (len + BUNDLE_ADD_OVERHEAD, 65_535));
+        }
+        assert_eq!(tx.len(), 1, "refused flows are not in the transaction");
+
+        // The same flow already encoded is refused by push_encoded.
+        let frame = Message::FlowMod(flow_mod_of(65_512)).to_bytes(0).freeze();
+        assert!(tx.push_encoded(frame).is_err());
+        assert_eq!(tx.len(), 1);
+
+        // `push` cannot return the error; the transaction refuses to commit with it instead,
+        // sending nothing (the switch is not even connected).
+        tx.push(flow_mod_of(65_528));
+        let err = tx.commit().await.unwrap_err();
+        assert!(matches!(err, Error::Encode(_)), "{err:?}");
+        assert!(err.to_string().contains("65552"), "{err}");
     }
 }

@@ -35,7 +35,7 @@ pub enum Action {
     /// NXAST_REG_MOVE: `move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[]`.
     RegMove { src: FieldRange, dst: FieldRange },
     /// OFPAT_SET_FIELD: `set_field:192.0.2.2->tun_dst`.
-    SetField { field: Field, value: u64 },
+    SetField { field: Field, value: u128 },
     /// NXAST_NOTE: opaque bytes, always zero-padded as on the wire (see [`Note`]).
     Note(Note),
     /// Any other action, kept verbatim (header included) and re-emitted unchanged.
@@ -182,7 +182,7 @@ fn nx_header(out: &mut BytesMut, subtype: u16) -> LengthSlot {
     slot
 }
 
-fn encode_set_field(field: Field, value: u64, out: &mut BytesMut) -> Result<(), EncodeError> {
+fn encode_set_field(field: Field, value: u128, out: &mut BytesMut) -> Result<(), EncodeError> {
     let id = field.info().match_id();
     let slot = LengthSlot::new(out, 2, "set_field action");
     out.put_u16(OFPAT_SET_FIELD);
@@ -201,7 +201,7 @@ fn decode_output(body: &mut Reader<'_>) -> Result<Action, DecodeError> {
 
 fn decode_set_field(body: &mut Reader<'_>) -> Result<Option<Action>, DecodeError> {
     let h = TlvHeader::from_u32(body.u32()?);
-    let Some((field, id)) = Field::from_id(h.class, h.field) else {
+    let Some((field, id)) = Field::from_id(h.class, h.field, 0) else {
         return Ok(None);
     };
     if h.masked || h.len != id.bytes || id.bytes != field.info().bytes {
@@ -262,7 +262,7 @@ fn range(field: Field, ofs: u16, n_bits: u16) -> FieldRange {
 /// The field an unmasked NXM/OXM header names, if it is in the table at the action width.
 fn field_of_header(header: u32) -> Option<Field> {
     let h = TlvHeader::from_u32(header);
-    let (field, id) = Field::from_id(h.class, h.field)?;
+    let (field, id) = Field::from_id(h.class, h.field, 0)?;
     (!h.masked && h.len == id.bytes && id == field.info().action_id()).then_some(field)
 }
 

@@ -22,8 +22,25 @@ pub enum DecodeError {
     BadVersion(u8),
     #[error("{what}: invalid value {value:#x}")]
     BadValue { what: &'static str, value: u64 },
+    #[error("instructions: type {inst_type} appears twice")]
+    DuplicateInstruction { inst_type: u16 },
     #[error("match: field {field} appears twice")]
     DuplicateField { field: crate::Field },
+    #[error("match: field {field} has 1-bits in its value where its mask has 0-bits")]
+    BadWildcards { field: crate::Field },
+    #[error("match: field {field} cannot be matched under mask {mask:#x} (it is matched exactly or not at all)")]
+    BadMask { field: crate::Field, mask: u128 },
+    #[error("{what}: {value:#x} is not a valid value of {field}")]
+    BadFieldValue {
+        what: &'static str,
+        field: crate::Field,
+        value: u128,
+    },
+    #[error("match: field {field} needs `{needs}` before it in the match (prerequisite)")]
+    MissingPrerequisite {
+        field: crate::Field,
+        needs: &'static str,
+    },
     #[error("{what}: bit range offset {ofs} + {n_bits} bits does not fit field {field}")]
     BadFieldRange {
         what: &'static str,

@@ -11,6 +11,7 @@ pub const OFPIT_WRITE_METADATA: u16 = 2;
 pub const OFPIT_WRITE_ACTIONS: u16 = 3;
 pub const OFPIT_APPLY_ACTIONS: u16 = 4;
 pub const OFPIT_CLEAR_ACTIONS: u16 = 5;
+pub const OFPIT_METER: u16 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Instruction {
@@ -18,7 +19,8 @@ pub enum Instruction {
     ApplyActions(Vec<Action>),
     WriteActions(Vec<Action>),
     ClearActions,
-    /// Any other instruction (meter, write_metadata, experimenter), header included.
+    /// A meter or write-metadata instruction (this crate does not interpret them), header
+    /// included, kept verbatim.
     Unknown(Vec<u8>),
 }
 
@@ -59,6 +61,26 @@ impl Instruction {
             });
         }
         let raw = r.take(len)?;
+        let fixed_len = match inst_type {
+            OFPIT_GOTO_TABLE | OFPIT_CLEAR_ACTIONS | OFPIT_METER => Some(8),
+            OFPIT_WRITE_METADATA => Some(24),
+            OFPIT_WRITE_ACTIONS | OFPIT_APPLY_ACTIONS => None,
+            other => {
+                // OVS refuses experimenter and unassigned instructions (OFPBIC_UNKNOWN_INST,
+                // OFPBIC_BAD_EXPERIMENTER).
+                return Err(DecodeError::BadValue {
+                    what: "instruction type",
+                    value: u64::from(other),
+                });
+            }
+        };
+        if fixed_len.is_some_and(|fixed| fixed != len) {
+            return Err(DecodeError::BadLength {
+                what: "instruction",
+                length: len,
+                reason: "differs from the instruction type's fixed length",
+            });
+        }
         let mut body = Reader::new(&raw[4..], "instruction");
         Ok(match inst_type {
             OFPIT_GOTO_TABLE => Instruction::GotoTable(body.u8()?),
@@ -73,6 +95,33 @@ impl Instruction {
             OFPIT_CLEAR_ACTIONS => Instruction::ClearActions,
             _ => Instruction::Unknown(raw.to_vec()),
         })
+    }
+
+    /// The instruction's type number.
+    pub fn inst_type(&self) -> u16 {
+        match self {
+            Instruction::GotoTable(_) => OFPIT_GOTO_TABLE,
+            Instruction::ApplyActions(_) => OFPIT_APPLY_ACTIONS,
+            Instruction::WriteActions(_) => OFPIT_WRITE_ACTIONS,
+            Instruction::ClearActions => OFPIT_CLEAR_ACTIONS,
+            Instruction::Unknown(raw) => match raw.get(..2) {
+                Some(&[hi, lo]) => u16::from_be_bytes([hi, lo]),
+                _ => 0,
+            },
+        }
+    }
+
+    /// Position in the order OVS executes and prints instructions whatever order they came
+    /// in: meter, apply-actions, clear-actions, write-actions, write-metadata, goto-table.
+    pub fn canonical_rank(&self) -> u8 {
+        match self.inst_type() {
+            OFPIT_METER => 0,
+            OFPIT_APPLY_ACTIONS => 1,
+            OFPIT_CLEAR_ACTIONS => 2,
+            OFPIT_WRITE_ACTIONS => 3,
+            OFPIT_WRITE_METADATA => 4,
+            _ => 5,
+        }
     }
 }
 
@@ -100,10 +149,17 @@ pub fn encode_instructions(
     Ok(())
 }
 
+/// Decodes instructions until `r` is exhausted; each type may appear once (OFPBIC_DUP_INST).
 pub(crate) fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, DecodeError> {
-    let mut out = Vec::new();
+    let mut out: Vec<Instruction> = Vec::new();
     while !r.is_empty() {
-        out.push(Instruction::decode(r)?);
+        let inst = Instruction::decode(r)?;
+        if out.iter().any(|seen| seen.inst_type() == inst.inst_type()) {
+            return Err(DecodeError::DuplicateInstruction {
+                inst_type: inst.inst_type(),
+            });
+        }
+        out.push(inst);
     }
     Ok(out)
 }

@@ -104,15 +104,17 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Big-endian value of up to 8 bytes (callers guarantee the bound).
-pub(crate) fn be_uint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+/// Big-endian value of up to 16 bytes (callers guarantee the bound; field widths are).
+pub(crate) fn be_uint(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
 }
 
-/// Writes the low `n` (at most 8) bytes of `value`, big-endian.
-pub(crate) fn put_uint(out: &mut BytesMut, value: u64, n: usize) {
+/// Writes the low `n` (at most 16) bytes of `value`, big-endian.
+pub(crate) fn put_uint(out: &mut BytesMut, value: u128, n: usize) {
     let bytes = value.to_be_bytes();
-    out.put_slice(&bytes[8 - n.min(8)..]);
+    out.put_slice(&bytes[16 - n.min(16)..]);
 }
 
 /// Bytes of zero padding that bring `len` up to a multiple of 8.

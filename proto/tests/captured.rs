@@ -186,7 +186,7 @@ fn remote_subnet_flow_with_set_field_tun_dst() {
             },
             Action::SetField {
                 field: Field::TunDst,
-                value: u64::from(u32::from(Ipv4Addr::new(192, 0, 2, 2))),
+                value: u128::from(u32::from(Ipv4Addr::new(192, 0, 2, 2))),
             },
             Action::output(1),
         ])]

@@ -13,39 +13,23 @@ fn any_field() -> impl Strategy<Value = Field> {
     prop::sample::select(FIELDS.iter().map(|row| row.field).collect::<Vec<_>>())
 }
 
-fn width_mask(field: Field) -> u64 {
-    let bytes = field.info().bytes;
-    if bytes >= 8 {
-        u64::MAX
-    } else {
-        (1u64 << (bytes * 8)) - 1
-    }
+fn width_mask(field: Field) -> u128 {
+    field.info().significant
 }
 
-/// Any match, valid or not for a switch (the codec does not judge prerequisites).
+/// Any match a switch accepts: a packet type, then fields whose prerequisites it meets (a
+/// ct_state implying a connection first, so the ct_nw_*/ct_tp_* fields can follow), values
+/// within the field's bits, masks only where the field takes them.
 fn any_match() -> impl Strategy<Value = Match> {
-    vec(
-        (any_field(), any::<u64>(), any::<u64>(), any::<bool>()),
-        0..8,
-    )
-    .prop_map(|entries| {
-        let mut m = Match::new();
-        for (field, value, mask, exact) in entries {
-            if exact {
-                m.set(field, value & width_mask(field));
-            } else {
-                m.set_masked(field, value, mask);
-            }
-        }
-        m
-    })
+    printable_match()
 }
 
-/// A bit range of `field` as NX actions address it.
+/// A bit range of `field` as NX actions address it: at most 64 bits, which is what the
+/// `ofs_nbits` of load and output:REG can say.
 fn range_of(field: Field) -> impl Strategy<Value = FieldRange> {
     let bits = FieldRange::whole(field).n_bits;
     (0..bits).prop_flat_map(move |ofs| {
-        (1..=(bits - ofs)).prop_map(move |n_bits| FieldRange { field, ofs, n_bits })
+        (1..=(bits - ofs).min(64)).prop_map(move |n_bits| FieldRange { field, ofs, n_bits })
     })
 }
 
@@ -54,8 +38,25 @@ fn any_range() -> impl Strategy<Value = FieldRange> {
 }
 
 /// Two ranges of equal width (a move's source and destination).
+/// A bit range of a field actions may write.
+fn writable_range() -> impl Strategy<Value = FieldRange> {
+    writable_field().prop_flat_map(range_of)
+}
+
+/// A load of a value that fits its destination.
+fn any_load() -> impl Strategy<Value = Action> {
+    (writable_range(), any::<u64>()).prop_map(|(dst, v)| {
+        let value = if dst.n_bits >= 64 {
+            v
+        } else {
+            v & ((1u64 << dst.n_bits) - 1)
+        };
+        Action::RegLoad { dst, value }
+    })
+}
+
 fn move_ranges() -> impl Strategy<Value = (FieldRange, FieldRange)> {
-    (any_range(), any_field()).prop_flat_map(|(src, dst_field)| {
+    (any_range(), writable_field()).prop_flat_map(|(src, dst_field)| {
         let dst_bits = FieldRange::whole(dst_field).n_bits;
         let n = src.n_bits.min(dst_bits);
         let src = FieldRange { n_bits: n, ..src };
@@ -81,9 +82,9 @@ fn any_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
         (any_range(), any::<u16>()).prop_map(|(src, max_len)| Action::OutputReg { src, max_len }),
-        (any_range(), any::<u64>()).prop_map(|(dst, value)| Action::RegLoad { dst, value }),
+        any_load(),
         move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
-        (any_field(), any::<u64>()).prop_map(|(field, value)| Action::SetField {
+        (writable_field(), any::<u128>()).prop_map(|(field, value)| Action::SetField {
             field,
             value: value & width_mask(field),
         }),
@@ -97,6 +98,17 @@ fn any_action() -> impl Strategy<Value = Action> {
             Action::Unknown(raw)
         }),
     ]
+}
+
+/// A field set_field/load may write outside a ct action (in_port by its NXM id).
+fn writable_field() -> impl Strategy<Value = Field> {
+    prop::sample::select(
+        FIELDS
+            .iter()
+            .filter(|row| row.writable(false))
+            .map(|row| row.field)
+            .collect::<Vec<_>>(),
+    )
 }
 
 fn any_instructions() -> impl Strategy<Value = Vec<Instruction>> {
@@ -336,20 +348,32 @@ fn printable_match() -> impl Strategy<Value = Match> {
         Just((Some(0x0800), Some(17))),
         Just((Some(0x0800), Some(1))),
         Just((Some(0x0800), Some(47))),
+        Just((Some(0x86dd), Some(6))),
         Just((Some(0x0806), None)),
+        Just((Some(0x8035), None)),
         Just((Some(0x88cc), None)),
     ];
-    let frag = prop::sample::select(vec![(0u64, 3u64), (1, 1), (1, 3), (3, 3), (0, 2)]);
+    let frag = prop::sample::select(vec![(0u128, 3u128), (1, 1), (1, 3), (3, 3), (0, 2)]);
+    let ct = prop::option::of((
+        prop::sample::select(vec![
+            (0x22u128, 0x22u128),
+            (0x21, 0xff),
+            (0x20, 0x30),
+            (0x0a, 0x2f),
+        ]),
+        prop::option::of(prop::sample::select(vec![1u128, 6, 17])),
+    ));
     (
         protocol,
         vec(
-            (any_field(), any::<u64>(), any::<u64>(), any::<bool>()),
+            (any_field(), any::<u128>(), any::<u128>(), any::<bool>()),
             0..8,
         ),
         prop::option::of(printable_port()),
-        frag,
+        prop::option::of(frag),
+        ct,
     )
-        .prop_map(|((eth_type, ip_proto), entries, in_port, frag)| {
+        .prop_map(|((eth_type, ip_proto), entries, in_port, frag, ct)| {
             let mut m = Match::new();
             if let Some(e) = eth_type {
                 m.set(Field::EthType, e);
@@ -360,20 +384,33 @@ fn printable_match() -> impl Strategy<Value = Match> {
             if let Some(port) = in_port {
                 m.set(Field::InPort, u64::from(port));
             }
+            if let (Some((v, mask)), true) = (frag, Prereq::IpAny.is_met(&m)) {
+                m.set_masked_u128(Field::IpFrag, v, mask);
+            }
+            if let Some(((state, mask), proto)) = ct {
+                m.set_masked_u128(Field::CtState, state, mask);
+                if let Some(p) = proto {
+                    m.set_masked_u128(Field::CtNwProto, p, u128::MAX);
+                }
+            }
             for (field, value, mask, exact) in entries {
                 let info = field.info();
-                let (want_eth, want_proto) = info.prereq.requires();
-                let fits = want_eth.is_none_or(|e| eth_type == Some(e))
-                    && want_proto.is_none_or(|p| ip_proto == Some(p));
-                if !fits || matches!(field, Field::InPort | Field::EthType | Field::IpProto) {
+                let special = matches!(
+                    field,
+                    Field::InPort
+                        | Field::EthType
+                        | Field::IpProto
+                        | Field::IpFrag
+                        | Field::CtState
+                        | Field::CtNwProto
+                );
+                if special || !info.prereq.is_met(&m) {
                     continue;
                 }
-                if field == Field::IpFrag {
-                    m.set_masked(field, frag.0, frag.1);
-                } else if exact || !info.maskable {
-                    m.set(field, value & width_mask(field));
+                if exact || !info.maskable {
+                    m.set_masked_u128(field, value & width_mask(field), u128::MAX);
                 } else {
-                    m.set_masked(field, value, mask);
+                    m.set_masked_u128(field, value, mask);
                 }
             }
             m
@@ -396,7 +433,6 @@ fn printable_action() -> impl Strategy<Value = Action> {
         Field::Reg(15),
         Field::PktMark,
         Field::Metadata,
-        Field::IpProto,
     ]);
     prop_oneof![
         printable_port().prop_map(Action::output),
@@ -408,16 +444,9 @@ fn printable_action() -> impl Strategy<Value = Action> {
             src,
             max_len: 0xffff
         }),
-        (any_range(), any::<u64>()).prop_map(|(dst, v)| {
-            let value = if dst.n_bits >= 64 {
-                v
-            } else {
-                v & ((1u64 << dst.n_bits) - 1)
-            };
-            Action::RegLoad { dst, value }
-        }),
+        any_load(),
         move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
-        (settable, any::<u64>()).prop_map(|(field, value)| Action::SetField {
+        (settable, any::<u128>()).prop_map(|(field, value)| Action::SetField {
             field,
             value: value & width_mask(field),
         }),
@@ -440,7 +469,13 @@ fn printable_instructions() -> impl Strategy<Value = Vec<Instruction>> {
             if clear {
                 out.push(Instruction::ClearActions);
             }
-            out.extend(write.map(Instruction::WriteActions));
+            // An empty write_actions prints as `write_actions(drop)`, which ovs-ofctl (and
+            // the parser) read as no instruction at all.
+            out.extend(
+                write
+                    .filter(|w| !w.is_empty())
+                    .map(Instruction::WriteActions),
+            );
             out.extend(goto.map(Instruction::GotoTable));
             out
         })

@@ -1,12 +1,12 @@
 //! The ovs-ofctl flow syntax → [`FlowMod`].
 
 use crate::action::Action;
-use crate::field::{Field, FieldRange, Prereq};
+use crate::field::{Access, Field, FieldRange};
 use crate::flow_mod::{FlowMod, FlowModCommand};
 use crate::instruction::Instruction;
 use crate::oxm::Match;
 use crate::text::lexer::{tokens, Token};
-use crate::text::value::{parse_field_value, parse_port, parse_uint, protocol_name, PROTOCOLS};
+use crate::text::value::{parse_field_value, parse_port, parse_uint, PROTOCOLS};
 use crate::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
     OFPFF_SEND_FLOW_REM, OFPP_CONTROLLER,
@@ -206,7 +206,7 @@ fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseErro
 #[derive(Default)]
 struct FieldSet<'a> {
     /// (field as named, value, mask, token) in the order written; later ones win.
-    entries: Vec<(Field, u64, u64, Token<'a>)>,
+    entries: Vec<(Field, u128, u128, Token<'a>)>,
 }
 
 impl<'a> FieldSet<'a> {
@@ -219,9 +219,10 @@ impl<'a> FieldSet<'a> {
                 return Err(bad(token, "a protocol keyword takes no value"));
             }
             self.entries
-                .push((Field::EthType, eth_type, u64::MAX, *token));
+                .push((Field::EthType, eth_type, u128::MAX, *token));
             if let Some(proto) = ip_proto {
-                self.entries.push((Field::IpProto, proto, u64::MAX, *token));
+                self.entries
+                    .push((Field::IpProto, proto, u128::MAX, *token));
             }
             return Ok(true);
         }
@@ -233,28 +234,45 @@ impl<'a> FieldSet<'a> {
             .filter(|v| !v.is_empty())
             .ok_or_else(|| bad(token, "missing value"))?;
         let (v, m) = parse_field_value(field.info(), value).map_err(|r| bad(token, r))?;
+        if field == Field::CtNwProto && v == 0 {
+            // ovs-ofctl 3.1 accepts it and then sends nothing for it (nor for ct_tp_*).
+            return Err(bad(
+                token,
+                "ct_nw_proto=0 matches nothing OVS can send; omit it",
+            ));
+        }
         self.entries.push((field, v, m, *token));
         Ok(true)
     }
 
-    /// Builds the match: eth_type first, then ip_proto (which is arp_op in ARP flows), then
-    /// the rest, each resolved to the field its packet type makes it and checked against its
+    /// Builds the match in the order prerequisites need (eth_type, then ip_proto — which is
+    /// arp_op in ARP flows —, then ip_frag and ct_state, then ct_nw_proto, then the rest),
+    /// each field resolved to the one its packet type makes it and checked against its
     /// prerequisites.
     fn into_match(self) -> Result<Match, ParseError> {
         let mut m = Match::new();
-        let stages: [&dyn Fn(Field) -> bool; 3] =
-            [&|f| f == Field::EthType, &|f| f == Field::IpProto, &|f| {
-                f != Field::EthType && f != Field::IpProto
-            }];
-        for in_stage in stages {
-            for (named, value, mask, token) in self.entries.iter().filter(|e| in_stage(e.0)) {
+        for stage in 0..=4 {
+            for (named, value, mask, token) in
+                self.entries.iter().filter(|e| stage_of(e.0) == stage)
+            {
                 let field = resolve(&m, *named);
                 check_prereq(&m, field, token)?;
                 let mask = sibling_mask(*named, field, *value, *mask, token)?;
-                m.set_masked(field, *value, mask);
+                m.set_masked_u128(field, *value, mask);
             }
         }
         Ok(m)
+    }
+}
+
+/// When a field is applied: after every field its prerequisite reads.
+fn stage_of(field: Field) -> u8 {
+    match field {
+        Field::EthType => 0,
+        Field::IpProto => 1,
+        Field::IpFrag | Field::CtState => 2,
+        Field::CtNwProto => 3,
+        _ => 4,
     }
 }
 
@@ -273,10 +291,10 @@ fn resolve(m: &Match, field: Field) -> Field {
 fn sibling_mask(
     named: Field,
     field: Field,
-    value: u64,
-    mask: u64,
+    value: u128,
+    mask: u128,
     token: &Token<'_>,
-) -> Result<u64, ParseError> {
+) -> Result<u128, ParseError> {
     if named == field {
         return Ok(mask);
     }
@@ -287,34 +305,29 @@ fn sibling_mask(
             format!(
                 "{value} does not fit in {} ({} bits)",
                 field.info().names[0],
-                field.info().bytes * 8
+                128 - field.info().significant.leading_zeros()
             ),
         ));
     }
     Ok(if mask == named.info().full_mask() {
-        u64::MAX
+        u128::MAX
     } else {
         mask
     })
 }
 
 fn prereq_met(m: &Match, field: Field) -> bool {
-    let (eth_type, ip_proto) = field.info().prereq.requires();
-    let eth_ok = eth_type.is_none_or(|e| m.exact(Field::EthType) == Some(e));
-    let proto_ok = ip_proto.is_none_or(|p| m.exact(Field::IpProto) == Some(p));
-    eth_ok && proto_ok
+    field.info().prereq.is_met(m)
 }
 
 fn check_prereq(m: &Match, field: Field, token: &Token<'_>) -> Result<(), ParseError> {
     if prereq_met(m, field) {
         return Ok(());
     }
-    let prereq = field.info().prereq;
-    let (eth_type, ip_proto) = prereq.requires();
-    let needs = match (prereq, eth_type) {
-        (Prereq::Ipv4, _) if field.storage_sibling().is_some() => "ip` or `arp",
-        (_, Some(e)) => protocol_name(e, ip_proto).unwrap_or("eth_type"),
-        (_, None) => "eth_type",
+    let needs = match field.storage_sibling() {
+        Some(Field::ArpSpa | Field::ArpTpa | Field::ArpOp | Field::IpProto) => "ip` or `arp",
+        Some(Field::UdpSrc | Field::UdpDst | Field::TcpSrc | Field::TcpDst) => "tcp` or `udp",
+        _ => field.info().prereq.describe(),
     };
     Err(ParseError::Prerequisite {
         token: token.text.to_string(),
@@ -362,7 +375,12 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }
-    out.extend(rest);
+    // An empty write_actions is sent as no instruction at all, as ovs-ofctl 3.1 does (it
+    // prints `write_actions(drop)` for one it receives, but parses that text to nothing).
+    out.extend(
+        rest.into_iter()
+            .filter(|inst| !matches!(inst, Instruction::WriteActions(a) if a.is_empty())),
+    );
     Ok(out)
 }
 
@@ -381,6 +399,7 @@ fn parse_instruction_token(
         "clear_actions" => (Stage::Clear, Err(Instruction::ClearActions)),
         "write_actions" => {
             let inner = token.value.unwrap_or("");
+            let inner = if inner.trim() == "drop" { "" } else { inner };
             let actions = tokens(inner)
                 .map_err(ParseError::Syntax)?
                 .iter()
@@ -438,6 +457,7 @@ fn split_arrow<'t>(token: &Token<'_>, v: &'t str) -> Result<(&'t str, &'t str), 
 fn parse_load(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
     let (value, dst) = split_arrow(token, v)?;
     let dst = parse_subfield(token, dst)?;
+    check_writable(token, dst.field)?;
     let value: u64 = number(token, value)?;
     if dst.n_bits < 64 && value >> dst.n_bits != 0 {
         return Err(bad(
@@ -469,11 +489,24 @@ fn parse_set_field(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
     let field =
         Field::from_name(name).ok_or_else(|| bad(token, format!("unknown field `{name}`")))?;
     let info = field.info();
+    check_writable(token, field)?;
     let (value, mask) = parse_field_value(info, value).map_err(|r| bad(token, r))?;
     if mask != info.full_mask() {
         return Err(bad(token, "a masked set_field is not supported; use load"));
     }
     Ok(Action::SetField { field, value })
+}
+
+/// Refuses an action that writes a field OVS does not let it write.
+fn check_writable(token: &Token<'_>, field: Field) -> Result<(), ParseError> {
+    match field.info().access {
+        Access::ReadWrite => Ok(()),
+        Access::ReadOnly => Err(bad(token, format!("{field} is read-only"))),
+        Access::InsideCt => Err(bad(
+            token,
+            format!("{field} can only be set inside ct(commit,exec(...))"),
+        )),
+    }
 }
 
 /// `note:01.02.03` (dots optional), padded as OVS pads it.

@@ -2,7 +2,7 @@
 //! ofputil_flow_stats_format, lib/match.c match_format, lib/ofp-actions.c format_*).
 
 use crate::action::Action;
-use crate::field::{Field, ETH_TYPE_ARP, ETH_TYPE_IPV4};
+use crate::field::Field;
 use crate::flow_mod::{FlowMod, OFP_DEFAULT_PRIORITY};
 use crate::instruction::Instruction;
 use crate::multipart::FlowStats;
@@ -101,9 +101,9 @@ pub fn format_match(m: &Match, priority: u16) -> String {
     if priority != OFP_DEFAULT_PRIORITY {
         parts.push(format!("priority={priority}"));
     }
-    let eth_type = m.exact(Field::EthType);
-    let ip_proto = m.exact(Field::IpProto);
-    push_field(&mut parts, m, Field::PktMark);
+    let eth_type = m.exact_u128(Field::EthType);
+    let ip_proto = m.exact_u128(Field::IpProto);
+    push_fields(&mut parts, m, &BEFORE_PROTOCOL);
     // The protocol keyword stands for eth_type (and ip_proto, where it names one).
     let (skip_type, skip_proto) = match eth_type {
         Some(e) => match ip_proto.and_then(|p| protocol_name(e, Some(p))) {
@@ -121,54 +121,90 @@ pub fn format_match(m: &Match, priority: u16) -> String {
         },
         None => (false, false),
     };
-    for n in 0..16 {
-        push_field(&mut parts, m, Field::Reg(n));
-    }
-    for field in [
-        Field::TunId,
-        Field::TunSrc,
-        Field::TunDst,
-        Field::Metadata,
-        Field::InPort,
-    ] {
-        push_field(&mut parts, m, field);
-    }
-    push_field(&mut parts, m, Field::EthSrc);
-    push_field(&mut parts, m, Field::EthDst);
+    push_fields(&mut parts, m, &AFTER_PROTOCOL);
     if !skip_type {
         if let Some(e) = eth_type {
             parts.push(format!("dl_type=0x{e:04x}"));
         }
     }
-    for field in [Field::Ipv4Src, Field::Ipv4Dst, Field::ArpSpa, Field::ArpTpa] {
-        push_field(&mut parts, m, field);
-    }
+    push_fields(&mut parts, m, &L3);
     if !skip_proto {
-        let proto_field = if eth_type == Some(ETH_TYPE_ARP) {
-            Field::ArpOp
-        } else {
-            Field::IpProto
-        };
-        push_field(&mut parts, m, proto_field);
+        push_field(&mut parts, m, Field::IpProto);
     }
-    for field in [Field::ArpSha, Field::ArpTha, Field::IpFrag] {
-        push_field(&mut parts, m, field);
-    }
-    let l4 = if eth_type == Some(ETH_TYPE_IPV4) && ip_proto == Some(1) {
-        [Field::IcmpType, Field::IcmpCode]
-    } else if ip_proto == Some(17) {
-        [Field::UdpSrc, Field::UdpDst]
-    } else {
-        [Field::TcpSrc, Field::TcpDst]
-    };
-    for field in l4 {
-        push_field(&mut parts, m, field);
-    }
+    push_fields(&mut parts, m, &AFTER_IP_PROTO);
     for raw in m.unknown() {
-        let hex: String = raw.payload.iter().map(|b| format!("{b:02x}")).collect();
-        parts.push(format!("oxm_{:#010x}=0x{hex}", raw.header));
+        parts.push(format_raw_oxm(raw));
     }
     parts.join(",")
+}
+
+/// The order of match_format (lib/match.c), around the protocol keyword and ip_proto, which
+/// it prints only when no keyword names them. Fields of different packet types share a
+/// position (nw_src / arp_spa, tp_src / icmp_type): one match never holds both.
+const BEFORE_PROTOCOL: [Field; 11] = [
+    Field::PktMark,
+    Field::ConjId,
+    Field::CtState,
+    Field::CtZone,
+    Field::CtMark,
+    Field::CtLabel,
+    Field::CtNwSrc,
+    Field::CtNwDst,
+    Field::CtNwProto,
+    Field::CtTpSrc,
+    Field::CtTpDst,
+];
+const AFTER_PROTOCOL: [Field; 23] = [
+    Field::Reg(0),
+    Field::Reg(1),
+    Field::Reg(2),
+    Field::Reg(3),
+    Field::Reg(4),
+    Field::Reg(5),
+    Field::Reg(6),
+    Field::Reg(7),
+    Field::Reg(8),
+    Field::Reg(9),
+    Field::Reg(10),
+    Field::Reg(11),
+    Field::Reg(12),
+    Field::Reg(13),
+    Field::Reg(14),
+    Field::Reg(15),
+    Field::TunId,
+    Field::TunSrc,
+    Field::TunDst,
+    Field::Metadata,
+    Field::InPort,
+    Field::EthSrc,
+    Field::EthDst,
+];
+const L3: [Field; 4] = [Field::Ipv4Src, Field::Ipv4Dst, Field::ArpSpa, Field::ArpTpa];
+const AFTER_IP_PROTO: [Field; 11] = [
+    Field::ArpOp,
+    Field::ArpSha,
+    Field::ArpTha,
+    Field::IpFrag,
+    Field::IcmpType,
+    Field::IcmpCode,
+    Field::TcpSrc,
+    Field::TcpDst,
+    Field::UdpSrc,
+    Field::UdpDst,
+    Field::TcpFlags,
+];
+
+/// A match field this crate does not know, printed so that it cannot be mistaken for an OVS
+/// field name (and is refused by the parser): its TLV header and payload in hex.
+fn format_raw_oxm(raw: &crate::oxm::RawOxm) -> String {
+    let hex: String = raw.payload.iter().map(|b| format!("{b:02x}")).collect();
+    format!("oxm_{:#010x}=0x{hex}", raw.header)
+}
+
+fn push_fields(parts: &mut Vec<String>, m: &Match, fields: &[Field]) {
+    for &field in fields {
+        push_field(parts, m, field);
+    }
 }
 
 fn push_field(parts: &mut Vec<String>, m: &Match, field: Field) {
@@ -182,7 +218,9 @@ fn push_field(parts: &mut Vec<String>, m: &Match, field: Field) {
 /// The `actions=` text of a flow: its instructions flattened the way OVS prints them, or
 /// `drop` when there are none.
 pub fn format_actions(instructions: &[Instruction]) -> String {
-    let parts: Vec<String> = instructions.iter().filter_map(format_instruction).collect();
+    let mut ordered: Vec<&Instruction> = instructions.iter().collect();
+    ordered.sort_by_key(|inst| inst.canonical_rank());
+    let parts: Vec<String> = ordered.into_iter().filter_map(format_instruction).collect();
     if parts.is_empty() {
         "drop".to_string()
     } else {
@@ -195,6 +233,10 @@ fn format_instruction(inst: &Instruction) -> Option<String> {
         Instruction::ApplyActions(actions) if actions.is_empty() => None,
         Instruction::ApplyActions(actions) => Some(format_action_list(actions)),
         Instruction::ClearActions => Some("clear_actions".to_string()),
+        // An empty write-actions instruction prints as OVS prints it.
+        Instruction::WriteActions(actions) if actions.is_empty() => {
+            Some("write_actions(drop)".to_string())
+        }
         Instruction::WriteActions(actions) => {
             Some(format!("write_actions({})", format_action_list(actions)))
         }
@@ -226,7 +268,7 @@ pub fn format_action(action: &Action) -> String {
             }
         }
         Action::OutputReg { src, .. } => format!("output:{src}"),
-        Action::RegLoad { dst, value } => format!("load:{}->{dst}", alt_hex(*value)),
+        Action::RegLoad { dst, value } => format!("load:{}->{dst}", alt_hex(u128::from(*value))),
         Action::RegMove { src, dst } => format!("move:{src}->{dst}"),
         Action::SetField { field, value } => {
             let info = field.info();

@@ -1,19 +1,30 @@
 //! Field values as ovs-ofctl writes them: integers, IPv4 and Ethernet addresses with masks,
-//! port numbers and names, fragment kinds. Parse and print live side by side so the two
-//! directions cannot drift apart.
+//! port numbers and names, fragment kinds, connection-tracking and TCP flags. Parse and print
+//! live side by side so the two directions cannot drift apart.
 
 use std::net::Ipv4Addr;
 
-use crate::field::{FieldInfo, Format};
+use crate::field::{FieldInfo, Format, CT_STATE_FLAGS, TCP_FLAGS};
 use crate::port::RESERVED_PORTS;
 
 /// Reads `N` as decimal or `0xN` as hexadecimal (`-1` means all ones, as strtoull gives).
 pub(crate) fn parse_uint(s: &str) -> Option<u64> {
+    parse_wide(s).and_then(|v| {
+        if v == u128::MAX {
+            Some(u64::MAX)
+        } else {
+            u64::try_from(v).ok()
+        }
+    })
+}
+
+/// [`parse_uint`] for values up to 128 bits (ct_label); `-1` is all ones.
+pub(crate) fn parse_wide(s: &str) -> Option<u128> {
     if s == "-1" {
-        return Some(u64::MAX);
+        return Some(u128::MAX);
     }
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) if !hex.is_empty() => u64::from_str_radix(hex, 16).ok(),
+        Some(hex) if !hex.is_empty() => u128::from_str_radix(hex, 16).ok(),
         Some(_) => None,
         None if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
         None => None,
@@ -21,7 +32,7 @@ pub(crate) fn parse_uint(s: &str) -> Option<u64> {
 }
 
 /// C's `%#x`: `0x` followed by lowercase hex, except that zero is plain `0`.
-pub(crate) fn alt_hex(v: u64) -> String {
+pub(crate) fn alt_hex(v: u128) -> String {
     if v == 0 {
         "0".to_string()
     } else {
@@ -72,7 +83,7 @@ pub fn format_port(port: u32) -> String {
 
 /// Protocol keywords: the eth_type (and ip_proto) each one stands for. The parser sets
 /// these; the printer uses the first matching row, as match_format does.
-pub(crate) const PROTOCOLS: [(&str, u64, Option<u64>); 14] = [
+pub(crate) const PROTOCOLS: [(&str, u128, Option<u128>); 14] = [
     ("icmp", 0x0800, Some(1)),
     ("tcp", 0x0800, Some(6)),
     ("udp", 0x0800, Some(17)),
@@ -90,7 +101,7 @@ pub(crate) const PROTOCOLS: [(&str, u64, Option<u64>); 14] = [
 ];
 
 /// The protocol keyword for an (eth_type, ip_proto) pair, if there is one.
-pub(crate) fn protocol_name(eth_type: u64, ip_proto: Option<u64>) -> Option<&'static str> {
+pub(crate) fn protocol_name(eth_type: u128, ip_proto: Option<u128>) -> Option<&'static str> {
     PROTOCOLS
         .iter()
         .find(|(_, e, p)| *e == eth_type && *p == ip_proto)
@@ -98,7 +109,7 @@ pub(crate) fn protocol_name(eth_type: u64, ip_proto: Option<u64>) -> Option<&'st
 }
 
 /// ip_frag keywords and the (value, mask) each means.
-const FRAG_NAMES: [(&str, u64, u64); 5] = [
+const FRAG_NAMES: [(&str, u128, u128); 5] = [
     ("no", 0, 3),
     ("yes", 1, 1),
     ("first", 1, 3),
@@ -107,7 +118,7 @@ const FRAG_NAMES: [(&str, u64, u64); 5] = [
 ];
 
 /// How OVS names a fragment (value, mask), mirroring match_format.
-fn format_frag(value: u64, mask: u64) -> &'static str {
+fn format_frag(value: u128, mask: u128) -> &'static str {
     let any = value & 1 != 0;
     let later = value & 2 != 0;
     match mask & 3 {
@@ -125,49 +136,147 @@ fn format_frag(value: u64, mask: u64) -> &'static str {
     }
 }
 
-fn parse_ipv4(s: &str) -> Option<u64> {
-    s.parse::<Ipv4Addr>().ok().map(|a| u64::from(u32::from(a)))
+fn parse_ipv4(s: &str) -> Option<u128> {
+    s.parse::<Ipv4Addr>().ok().map(|a| u128::from(u32::from(a)))
 }
 
-fn parse_mac(s: &str) -> Option<u64> {
+fn parse_mac(s: &str) -> Option<u128> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
         return None;
     }
-    parts.iter().try_fold(0u64, |acc, p| {
+    parts.iter().try_fold(0u128, |acc, p| {
         (p.len() == 2)
             .then(|| u8::from_str_radix(p, 16).ok())
             .flatten()
-            .map(|b| (acc << 8) | u64::from(b))
+            .map(|b| (acc << 8) | u128::from(b))
     })
 }
 
-fn format_mac(v: u64) -> String {
+pub(crate) fn format_mac(v: u128) -> String {
     let b = v.to_be_bytes();
     format!(
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        b[2], b[3], b[4], b[5], b[6], b[7]
+        b[10], b[11], b[12], b[13], b[14], b[15]
     )
 }
 
-fn format_ipv4(v: u64) -> String {
+pub(crate) fn format_ipv4(v: u128) -> String {
     Ipv4Addr::from(v as u32).to_string()
 }
 
-/// Parses `value[/mask]` for a field; returns (value, mask) with mask all ones when absent.
-pub(crate) fn parse_field_value(info: &FieldInfo, s: &str) -> Result<(u64, u64), String> {
-    let full = info.full_mask();
-    if info.format == Format::Frag {
-        return FRAG_NAMES
-            .iter()
-            .find(|(name, _, _)| *name == s)
-            .map(|&(_, v, m)| (v, m))
-            .ok_or_else(|| "expected no, yes, first, later or not_later".to_string());
+/// The flag names of a flags field (ct_state, tcp_flags), in bit order.
+fn flag_names(format: Format) -> &'static [(u128, &'static str)] {
+    match format {
+        Format::CtState => &CT_STATE_FLAGS,
+        _ => &TCP_FLAGS,
     }
-    if info.format == Format::Port {
-        return parse_port(s)
-            .map(|p| (u64::from(p), full))
-            .ok_or_else(|| "not a valid OpenFlow port".to_string());
+}
+
+/// Parses a flags field as OVS's parse_flags does: `V/M` numbers, `+a-b` (masked: each named
+/// flag set or clear), or `a|b|0x4` (exact: these flags set, all others clear).
+fn parse_flags(info: &FieldInfo, s: &str) -> Result<(u128, u128), String> {
+    let names = flag_names(info.format);
+    let unknown = || format!("`{s}`: unknown {} flag(s)", info.names[0]);
+    let allowed = info.significant;
+    if let Some((v, m)) = s.split_once('/') {
+        let (v, m) = (
+            parse_wide(v).ok_or_else(unknown)?,
+            parse_wide(m).ok_or_else(unknown)?,
+        );
+        return if (v | m) & !allowed == 0 {
+            Ok((v, m))
+        } else {
+            Err(unknown())
+        };
+    }
+    if s.starts_with(['+', '-']) {
+        let (mut value, mut mask) = (0, 0);
+        let mut rest = s;
+        while let Some(sign) = rest.chars().next() {
+            let set = match sign {
+                '+' => true,
+                '-' => false,
+                _ => return Err(format!("`{rest}`: a flag must be preceded by `+` or `-`")),
+            };
+            let body = &rest[1..];
+            let end = body.find(['+', '-']).unwrap_or(body.len());
+            let bit = names
+                .iter()
+                .find(|(_, name)| *name == &body[..end])
+                .map(|&(bit, _)| bit)
+                .ok_or_else(unknown)?;
+            if mask & bit != 0 {
+                return Err(format!("`{s}`: each flag can be given only once"));
+            }
+            mask |= bit;
+            if set {
+                value |= bit;
+            }
+            rest = &body[end..];
+        }
+        return Ok((value, mask));
+    }
+    let mut value = 0;
+    for part in s.split('|') {
+        let bits = names
+            .iter()
+            .find(|(_, name)| *name == part)
+            .map(|&(bit, _)| bit)
+            .or_else(|| parse_wide(part))
+            .filter(|bits| bits & !allowed == 0)
+            .ok_or_else(unknown)?;
+        value |= bits;
+    }
+    Ok((value, info.full_mask()))
+}
+
+/// Prints flags as OVS's format_flags_masked does: names joined by `|` when every flag is
+/// matched, else `+name`/`-name` for each matched flag, lowest bit first.
+fn format_flags(format: Format, value: u128, mask: Option<u128>) -> String {
+    let names = flag_names(format);
+    let name_of = |bit: u128| {
+        names
+            .iter()
+            .find(|(b, _)| *b == bit)
+            .map_or("[Unknown]", |(_, name)| *name)
+    };
+    let bits = |set: u128| (0..128).map(|i| 1u128 << i).filter(move |b| set & b != 0);
+    match mask {
+        None if value == 0 => "0".to_string(),
+        None => bits(value).map(name_of).collect::<Vec<_>>().join("|"),
+        Some(mask) => bits(mask)
+            .map(|bit| {
+                let sign = if value & bit != 0 { '+' } else { '-' };
+                format!("{sign}{}", name_of(bit))
+            })
+            .collect(),
+    }
+}
+
+/// How many bits a value of the field may use, for error messages.
+fn value_bits(info: &FieldInfo) -> u32 {
+    128 - info.significant.leading_zeros()
+}
+
+/// Parses `value[/mask]` for a field; returns (value, mask) with mask all ones when absent.
+pub(crate) fn parse_field_value(info: &FieldInfo, s: &str) -> Result<(u128, u128), String> {
+    let full = info.full_mask();
+    match info.format {
+        Format::Frag => {
+            return FRAG_NAMES
+                .iter()
+                .find(|(name, _, _)| *name == s)
+                .map(|&(_, v, m)| (v, m))
+                .ok_or_else(|| "expected no, yes, first, later or not_later".to_string())
+        }
+        Format::Port => {
+            return parse_port(s)
+                .map(|p| (u128::from(p), full))
+                .ok_or_else(|| "not a valid OpenFlow port".to_string())
+        }
+        Format::CtState | Format::TcpFlags => return parse_flags(info, s),
+        _ => {}
     }
     let (value_text, mask_text) = match s.split_once('/') {
         Some((v, m)) => (v, Some(m)),
@@ -187,16 +296,16 @@ pub(crate) fn parse_field_value(info: &FieldInfo, s: &str) -> Result<(u64, u64),
     if value & !full != 0 {
         return Err(format!(
             "{value_text} does not fit in {} bits",
-            info.bytes * 8
+            value_bits(info)
         ));
     }
-    if mask & !full != 0 {
+    if mask & !full != 0 && mask != u128::MAX {
         return Err(format!(
             "mask {m} is wider than the field",
             m = mask_text.unwrap_or("")
         ));
     }
-    Ok((value, mask))
+    Ok((value, mask & full))
 }
 
 fn format_name(format: Format) -> &'static str {
@@ -206,29 +315,30 @@ fn format_name(format: Format) -> &'static str {
         Format::Ethernet => "Ethernet address",
         Format::Port => "port",
         Format::Frag => "fragment type",
+        Format::CtState | Format::TcpFlags => "set of flags",
     }
 }
 
-fn parse_scalar(format: Format, s: &str) -> Option<u64> {
+fn parse_scalar(format: Format, s: &str) -> Option<u128> {
     match format {
         Format::Ipv4 => parse_ipv4(s),
         Format::Ethernet => parse_mac(s),
-        _ => parse_uint(s),
+        _ => parse_wide(s),
     }
 }
 
 /// IPv4 masks may be a prefix length (`/14`) or a dotted mask.
-fn parse_mask(format: Format, s: &str) -> Option<u64> {
+fn parse_mask(format: Format, s: &str) -> Option<u128> {
     if format == Format::Ipv4 && !s.contains('.') {
         let bits: u8 = s.parse().ok().filter(|b| *b <= 32)?;
-        return Some(crate::oxm::prefix_mask(bits));
+        return Some(u128::from(crate::oxm::prefix_mask(bits)));
     }
     parse_scalar(format, s)
 }
 
 /// Formats a match value the way match_format does for this field; `mask` is `None` for an
 /// exact match.
-pub(crate) fn format_match_value(info: &FieldInfo, value: u64, mask: Option<u64>) -> String {
+pub(crate) fn format_match_value(info: &FieldInfo, value: u128, mask: Option<u128>) -> String {
     match info.format {
         Format::Hex => match mask {
             None => alt_hex(value),
@@ -252,11 +362,12 @@ pub(crate) fn format_match_value(info: &FieldInfo, value: u64, mask: Option<u64>
         },
         Format::Port => format_port(value as u32),
         Format::Frag => format_frag(value, mask.unwrap_or(3)).to_string(),
+        Format::CtState | Format::TcpFlags => format_flags(info.format, value, mask),
     }
 }
 
 /// Formats a set_field value as mf_format does (hex fields via ds_put_hex, i.e. `%#x`-like).
-pub(crate) fn format_set_field_value(info: &FieldInfo, value: u64) -> String {
+pub(crate) fn format_set_field_value(info: &FieldInfo, value: u128) -> String {
     match info.format {
         Format::Decimal => value.to_string(),
         _ => format_match_value(info, value, None),
@@ -264,7 +375,7 @@ pub(crate) fn format_set_field_value(info: &FieldInfo, value: u64) -> String {
 }
 
 /// The prefix length of a contiguous netmask, if it is one.
-fn cidr_len(mask: u64) -> Option<u32> {
+fn cidr_len(mask: u128) -> Option<u32> {
     let mask = mask as u32;
     let inverted = !mask;
     (inverted & inverted.wrapping_add(1) == 0).then(|| mask.leading_ones())
@@ -300,13 +411,38 @@ mod tests {
             (Field::TcpDst, "0x50/0xfff0"),
             (Field::IpFrag, "not_later"),
             (Field::TunId, "0x1234"),
+            (Field::CtState, "-new+est+trk"),
+            (Field::CtState, "est|trk"),
+            (Field::CtState, "0"),
+            (Field::TcpFlags, "+fin+syn-ack"),
+            (Field::TcpFlags, "syn|ack"),
+            (Field::CtLabel, "0x12345678901234567890123456789012"),
+            (Field::CtLabel, "0/0xf0000000000000000"),
+            (Field::CtZone, "16"),
+            (Field::ConjId, "7"),
         ];
         for (field, text) in cases {
             let info = field.info();
             let (v, m) = parse_field_value(info, text).unwrap();
             let mask = (m != info.full_mask()).then_some(m);
-            assert_eq!(format_match_value(info, v, mask), text, "{field:?}");
+            assert_eq!(format_match_value(info, v & m, mask), text, "{field:?}");
         }
+    }
+
+    #[test]
+    fn flags_parse_like_ovs() {
+        let ct = Field::CtState.info();
+        assert_eq!(parse_field_value(ct, "+trk+est"), Ok((0x22, 0x22)));
+        assert_eq!(parse_field_value(ct, "-trk"), Ok((0, 0x20)));
+        assert_eq!(parse_field_value(ct, "0x21"), Ok((0x21, 0xff)));
+        assert_eq!(parse_field_value(ct, "trk|est"), Ok((0x22, 0xff)));
+        assert_eq!(parse_field_value(ct, "0x21/0x21"), Ok((0x21, 0x21)));
+        for bad in ["+trk|est", "+foo", "0x100", "+trk+trk", "trk+est"] {
+            assert!(parse_field_value(ct, bad).is_err(), "{bad}");
+        }
+        let tcp = Field::TcpFlags.info();
+        assert!(parse_field_value(tcp, "0x1000").is_err());
+        assert_eq!(parse_field_value(tcp, "0x3/0x7"), Ok((3, 7)));
     }
 
     #[test]
@@ -318,5 +454,12 @@ mod tests {
         assert!(parse_field_value(Field::IpProto.info(), "6/1").is_err());
         assert!(parse_field_value(Field::EthSrc.info(), "0a:58:00:00:00").is_err());
         assert!(parse_field_value(Field::IpFrag.info(), "maybe").is_err());
+        assert!(parse_field_value(Field::ArpOp.info(), "256").is_err());
+        assert!(parse_field_value(Field::CtZone.info(), "5/0xf").is_err());
+        assert!(parse_field_value(
+            Field::CtLabel.info(),
+            "0x1234567890123456789012345678901212"
+        )
+        .is_err());
     }
 }

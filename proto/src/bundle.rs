@@ -236,7 +236,7 @@ impl BundleAdd {
         let inner = crate::Header::parse(r.peek_rest())?;
         let frame = r.take(usize::from(inner.length))?;
         r.rest();
-        let (inner_xid, message) = crate::message::decode_inner(frame)?;
+        let (inner_xid, message) = crate::message::decode_inner(frame, r.is_lenient())?;
         if inner_xid != xid {
             return Err(DecodeError::BundleXidMismatch {
                 outer: xid,

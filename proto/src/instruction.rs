@@ -81,7 +81,7 @@ impl Instruction {
                 reason: "differs from the instruction type's fixed length",
             });
         }
-        let mut body = Reader::new(&raw[4..], "instruction");
+        let mut body = r.child(&raw[4..], "instruction");
         Ok(match inst_type {
             OFPIT_GOTO_TABLE => Instruction::GotoTable(body.u8()?),
             OFPIT_APPLY_ACTIONS => {
@@ -161,7 +161,35 @@ pub(crate) fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>
         }
         out.push(inst);
     }
+    check_conjunctions(&out).map_err(|_| DecodeError::BadValue {
+        what: "conjunction beside other actions or instructions (NXBAC_BAD_CONJUNCTION)",
+        value: 0,
+    })?;
     Ok(out)
+}
+
+/// OVS's rule for conjunction actions (ofpacts_verify): a flow that has one has nothing but
+/// conjunctions and notes in one apply-actions.
+pub(crate) fn check_conjunctions(instructions: &[Instruction]) -> Result<(), String> {
+    let actions = || {
+        instructions.iter().flat_map(|inst| match inst {
+            Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.as_slice(),
+            _ => &[],
+        })
+    };
+    if !actions().any(|a| matches!(a, Action::Conjunction(_))) {
+        return Ok(());
+    }
+    let only_apply = instructions
+        .iter()
+        .all(|inst| matches!(inst, Instruction::ApplyActions(_)));
+    let only_conj_and_notes =
+        actions().all(|a| matches!(a, Action::Conjunction(_) | Action::Note(_)));
+    if only_apply && only_conj_and_notes {
+        Ok(())
+    } else {
+        Err("conjunction actions may be used along with note but not any other action or instruction".into())
+    }
 }
 
 #[cfg(test)]

@@ -175,16 +175,28 @@ impl Message {
     /// Decodes one whole frame (header included; its length must equal `frame.len()`).
     /// Returns the xid and the message.
     pub fn decode(frame: &[u8]) -> Result<(u32, Message), DecodeError> {
-        decode_frame(frame, true)
+        decode_frame(frame, true, false)
+    }
+
+    /// Like [`Message::decode`], but checking the structure only, not what it means: a match
+    /// field without its prerequisite, a value OVS refuses or an action it refuses (kept raw)
+    /// are taken as they are. For naming a message this side built itself when the switch
+    /// refused it (the refusal is the point); never for reading what a peer sent.
+    pub fn decode_lenient(frame: &[u8]) -> Result<(u32, Message), DecodeError> {
+        decode_frame(frame, true, true)
     }
 }
 
 /// Decodes the message inside a bundle add, where another bundle message is not allowed.
-pub(crate) fn decode_inner(frame: &[u8]) -> Result<(u32, Message), DecodeError> {
-    decode_frame(frame, false)
+pub(crate) fn decode_inner(frame: &[u8], lenient: bool) -> Result<(u32, Message), DecodeError> {
+    decode_frame(frame, false, lenient)
 }
 
-fn decode_frame(frame: &[u8], allow_bundle: bool) -> Result<(u32, Message), DecodeError> {
+fn decode_frame(
+    frame: &[u8],
+    allow_bundle: bool,
+    lenient: bool,
+) -> Result<(u32, Message), DecodeError> {
     let header = Header::parse(frame)?;
     let length = usize::from(header.length);
     if length != frame.len() {
@@ -200,6 +212,9 @@ fn decode_frame(frame: &[u8], allow_bundle: bool) -> Result<(u32, Message), Deco
         return Err(DecodeError::BadVersion(header.version));
     }
     let mut r = Reader::new(&frame[OFP_HEADER_LEN..], message_name(header.msg_type));
+    if lenient {
+        r = r.lenient();
+    }
     let message = decode_body(&header, &mut r, allow_bundle)?;
     r.finish()?;
     Ok((header.xid, message))

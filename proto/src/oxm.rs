@@ -238,10 +238,14 @@ impl Match {
         } else {
             all_ones
         };
+        let info = field.info();
+        if r.is_lenient() {
+            self.set_masked_u128(field, value, mask);
+            return Ok(());
+        }
         if value & !mask != 0 {
             return Err(DecodeError::BadWildcards { field });
         }
-        let info = field.info();
         if !info.maskable && mask != 0 && mask != all_ones {
             return Err(DecodeError::BadMask { field, mask });
         }

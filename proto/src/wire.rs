@@ -14,11 +14,37 @@ pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     /// Names the structure being read, for error messages.
     what: &'static str,
+    /// Check structure only, not meaning (see `Message::decode_lenient`).
+    lenient: bool,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
-        Reader { buf, what }
+        Reader {
+            buf,
+            what,
+            lenient: false,
+        }
+    }
+
+    /// This reader, checking structure only: semantic checks (prerequisites, values, masks,
+    /// action arguments) are for decoding what a peer sent, not for naming what we built.
+    pub(crate) fn lenient(mut self) -> Self {
+        self.lenient = true;
+        self
+    }
+
+    pub(crate) fn is_lenient(&self) -> bool {
+        self.lenient
+    }
+
+    /// A reader over bytes already taken from this one, as strict as this one.
+    pub(crate) fn child(&self, buf: &'a [u8], what: &'static str) -> Reader<'a> {
+        Reader {
+            buf,
+            what,
+            lenient: self.lenient,
+        }
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -55,7 +81,7 @@ impl<'a> Reader<'a> {
     /// A reader over the next `n` bytes, which are consumed from `self`.
     pub(crate) fn sub(&mut self, n: usize, what: &'static str) -> Result<Reader<'a>, DecodeError> {
         let bytes = self.take(n)?;
-        Ok(Reader::new(bytes, what))
+        Ok(self.child(bytes, what))
     }
 
     pub(crate) fn skip(&mut self, n: usize) -> Result<(), DecodeError> {

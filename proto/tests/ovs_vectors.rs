@@ -198,3 +198,48 @@ fn instruction_vectors_from_ovs() {
     }
     assert!(checked >= 18, "{checked} instruction vectors checked");
 }
+
+/// An apply-actions instruction holding `actions`.
+fn apply(actions: &[u8]) -> Vec<u8> {
+    let mut inst = vec![0, 4];
+    inst.extend(((actions.len() + 8) as u16).to_be_bytes());
+    inst.extend([0; 4]);
+    inst.extend(actions);
+    inst
+}
+
+#[test]
+fn action_vectors_from_ovs() {
+    let vectors = read_vectors(&data("actions.txt"));
+    let (mut printed_alike, mut refused_alike, mut raw) = (0, 0, 0);
+    for v in &vectors {
+        let what = ofnode_hex(&v.input);
+        let decoded = Message::decode(&flow_mod_frame(&[], &apply(&v.input)));
+        let ours = match &decoded {
+            Ok((_, Message::FlowMod(fm))) => {
+                Some(format!("actions={}", format_actions(&fm.instructions)))
+            }
+            _ => None,
+        };
+        match (&v.verdict, ours) {
+            (Ok(theirs), Some(ours)) if fully_modeled(&ours) => {
+                printed_alike += 1;
+                assert_eq!(&ours, theirs, "{what}");
+            }
+            (Err(name), Some(ours)) if fully_modeled(&ours) => {
+                panic!("{what}: OVS refuses it ({name}), we accept it as {ours}")
+            }
+            (Ok(theirs), None) => {
+                panic!("{what}: OVS accepts it as {theirs}, we refuse it: {decoded:?}")
+            }
+            (Err(_), None) => refused_alike += 1,
+            // Actions we do not model are kept raw, whatever OVS makes of them.
+            (_, Some(_)) => raw += 1,
+        }
+    }
+    eprintln!("action vectors: {printed_alike} printed as OVS prints, {refused_alike} refused as OVS refuses, {raw} kept raw");
+    assert!(
+        printed_alike >= 20 && refused_alike >= 10,
+        "{printed_alike}/{refused_alike}"
+    );
+}

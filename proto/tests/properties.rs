@@ -21,7 +21,81 @@ fn width_mask(field: Field) -> u128 {
 /// ct_state implying a connection first, so the ct_nw_*/ct_tp_* fields can follow), values
 /// within the field's bits, masks only where the field takes them.
 fn any_match() -> impl Strategy<Value = Match> {
-    printable_match()
+    // (eth_type, ip_proto) of the packet, then fields that packet allows.
+    let protocol = prop_oneof![
+        Just((None, None)),
+        Just((Some(0x0800), None)),
+        Just((Some(0x0800), Some(6))),
+        Just((Some(0x0800), Some(17))),
+        Just((Some(0x0800), Some(1))),
+        Just((Some(0x0800), Some(47))),
+        Just((Some(0x86dd), Some(6))),
+        Just((Some(0x0806), None)),
+        Just((Some(0x8035), None)),
+        Just((Some(0x88cc), None)),
+    ];
+    let frag = prop::sample::select(vec![(0u128, 3u128), (1, 1), (1, 3), (3, 3), (0, 2)]);
+    let ct = prop::option::of((
+        prop::sample::select(vec![
+            (0x22u128, 0x22u128),
+            (0x21, 0xff),
+            (0x20, 0x30),
+            (0x0a, 0x2f),
+        ]),
+        prop::option::of(prop::sample::select(vec![1u128, 6, 17])),
+    ));
+    (
+        protocol,
+        vec(
+            (any_field(), any::<u128>(), any::<u128>(), any::<bool>()),
+            0..8,
+        ),
+        prop::option::of(printable_port()),
+        prop::option::of(frag),
+        ct,
+    )
+        .prop_map(|((eth_type, ip_proto), entries, in_port, frag, ct)| {
+            let mut m = Match::new();
+            if let Some(e) = eth_type {
+                m.set(Field::EthType, e);
+            }
+            if let Some(p) = ip_proto {
+                m.set(Field::IpProto, p);
+            }
+            if let Some(port) = in_port {
+                m.set(Field::InPort, u64::from(port));
+            }
+            if let (Some((v, mask)), true) = (frag, Prereq::IpAny.is_met(&m)) {
+                m.set_masked_u128(Field::IpFrag, v, mask);
+            }
+            if let Some(((state, mask), proto)) = ct {
+                m.set_masked_u128(Field::CtState, state, mask);
+                if let Some(p) = proto {
+                    m.set_masked_u128(Field::CtNwProto, p, u128::MAX);
+                }
+            }
+            for (field, value, mask, exact) in entries {
+                let info = field.info();
+                let special = matches!(
+                    field,
+                    Field::InPort
+                        | Field::EthType
+                        | Field::IpProto
+                        | Field::IpFrag
+                        | Field::CtState
+                        | Field::CtNwProto
+                );
+                if special || !info.prereq.is_met(&m) {
+                    continue;
+                }
+                if exact || !info.maskable {
+                    m.set_masked_u128(field, value & width_mask(field), u128::MAX);
+                } else {
+                    m.set_masked_u128(field, value, mask);
+                }
+            }
+            m
+        })
 }
 
 /// A bit range of `field` as NX actions address it: at most 64 bits, which is what the
@@ -33,30 +107,46 @@ fn range_of(field: Field) -> impl Strategy<Value = FieldRange> {
     })
 }
 
-fn any_range() -> impl Strategy<Value = FieldRange> {
-    any_field().prop_flat_map(range_of)
-}
-
-/// Two ranges of equal width (a move's source and destination).
-/// A bit range of a field actions may write.
-fn writable_range() -> impl Strategy<Value = FieldRange> {
-    writable_field().prop_flat_map(range_of)
+/// Fields that actions may write, inside a `ct` or outside it, whose packet-type
+/// prerequisites every match meets (so a generated flow is consistent with any match).
+fn writable_fields(inside_ct: bool, any_packet: bool) -> Vec<Field> {
+    FIELDS
+        .iter()
+        .filter(|row| row.writable(inside_ct) && (!any_packet || row.prereq == Prereq::None))
+        .map(|row| row.field)
+        .collect()
 }
 
 /// A load of a value that fits its destination.
-fn any_load() -> impl Strategy<Value = Action> {
-    (writable_range(), any::<u64>()).prop_map(|(dst, v)| {
-        let value = if dst.n_bits >= 64 {
-            v
-        } else {
-            v & ((1u64 << dst.n_bits) - 1)
-        };
-        Action::RegLoad { dst, value }
-    })
+fn load_of(fields: Vec<Field>) -> impl Strategy<Value = Action> {
+    (
+        prop::sample::select(fields).prop_flat_map(range_of),
+        any::<u64>(),
+    )
+        .prop_map(|(dst, v)| {
+            let value = if dst.n_bits >= 64 {
+                v
+            } else {
+                v & ((1u64 << dst.n_bits) - 1)
+            };
+            Action::RegLoad { dst, value }
+        })
 }
 
-fn move_ranges() -> impl Strategy<Value = (FieldRange, FieldRange)> {
-    (any_range(), writable_field()).prop_flat_map(|(src, dst_field)| {
+/// Fields readable on any packet (no prerequisites).
+fn any_packet_fields() -> Vec<Field> {
+    FIELDS
+        .iter()
+        .filter(|row| row.prereq == Prereq::None)
+        .map(|row| row.field)
+        .collect()
+}
+
+/// A move between two ranges of equal width, from a field any packet has into one of
+/// `dst_fields`.
+fn move_to(dst_fields: Vec<Field>) -> impl Strategy<Value = Action> {
+    let src = prop::sample::select(any_packet_fields()).prop_flat_map(range_of);
+    (src, prop::sample::select(dst_fields)).prop_flat_map(|(src, dst_field)| {
         let dst_bits = FieldRange::whole(dst_field).n_bits;
         let n = src.n_bits.min(dst_bits);
         let src = FieldRange { n_bits: n, ..src };
@@ -65,59 +155,257 @@ fn move_ranges() -> impl Strategy<Value = (FieldRange, FieldRange)> {
         } else {
             FieldRange { ofs: 0, ..src }
         };
-        (Just(src), 0..=(dst_bits - n)).prop_map(move |(src, ofs)| {
-            (
-                src,
-                FieldRange {
-                    field: dst_field,
-                    ofs,
-                    n_bits: n,
-                },
-            )
+        (Just(src), 0..=(dst_bits - n)).prop_map(move |(src, ofs)| Action::RegMove {
+            src,
+            dst: FieldRange {
+                field: dst_field,
+                ofs,
+                n_bits: n,
+            },
         })
     })
 }
 
-fn any_action() -> impl Strategy<Value = Action> {
+/// A set_field of a whole field among `fields` (a valid port for in_port).
+fn set_field_of(fields: Vec<Field>) -> impl Strategy<Value = Action> {
+    (
+        prop::sample::select(fields),
+        any::<u128>(),
+        printable_port(),
+    )
+        .prop_map(|(field, v, port)| {
+            let value = if field == Field::InPort {
+                u128::from(port)
+            } else {
+                v & width_mask(field)
+            };
+            Action::SetField { field, value }
+        })
+}
+
+fn printable_port() -> impl Strategy<Value = u32> {
     prop_oneof![
-        (any::<u32>(), any::<u16>()).prop_map(|(port, max_len)| Action::Output { port, max_len }),
-        (any_range(), any::<u16>()).prop_map(|(src, max_len)| Action::OutputReg { src, max_len }),
-        any_load(),
-        move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
-        (writable_field(), any::<u128>()).prop_map(|(field, value)| Action::SetField {
-            field,
-            value: value & width_mask(field),
-        }),
-        vec(any::<u8>(), 0..40).prop_map(|b| Action::note(&b)),
-        // Unknown standard actions: any type but OUTPUT (0), SET_FIELD (25), EXPERIMENTER.
-        (1u16..25, 0usize..3, any::<u8>()).prop_map(|(t, words, fill)| {
-            let len = 8 + 8 * words;
-            let mut raw = vec![fill; len];
-            raw[..2].copy_from_slice(&t.to_be_bytes());
-            raw[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-            Action::Unknown(raw)
-        }),
+        0u32..0xff00,
+        prop::sample::select(RESERVED_PORTS.iter().map(|(p, _)| *p).collect::<Vec<_>>()),
     ]
 }
 
-/// A field set_field/load may write outside a ct action (in_port by its NXM id).
-fn writable_field() -> impl Strategy<Value = Field> {
-    prop::sample::select(
-        FIELDS
-            .iter()
-            .filter(|row| row.writable(false))
-            .map(|row| row.field)
-            .collect::<Vec<_>>(),
-    )
+/// A port a packet can be output to (any but OFPP_ANY).
+fn output_port() -> impl Strategy<Value = u32> {
+    printable_port().prop_filter("ANY is no output port", |p| *p != OFPP_ANY)
 }
 
-fn any_instructions() -> impl Strategy<Value = Vec<Instruction>> {
+fn nat_range() -> impl Strategy<Value = NatRange> {
     (
-        vec(any_action(), 0..6),
+        1u32..0xffff_0000,
+        prop::option::of(1u32..0x1000),
+        prop::option::of((1u16..0x8000, prop::option::of(1u16..0x1000))),
+    )
+        .prop_map(|(ip, span, ports)| NatRange {
+            ip_min: ip.into(),
+            ip_max: span.map(|s| (ip + s).into()),
+            port_min: ports.map(|(p, _)| p),
+            port_max: ports.and_then(|(p, span)| span.map(|s| p + s)),
+        })
+}
+
+/// A nat as ovs-ofctl can print it back: flags only with a range (OVS prints them only
+/// then), and with `commit` anything but a plain `nat`.
+fn printable_nat(commit: bool) -> impl Strategy<Value = Nat> {
+    let plain = Just(Nat::default());
+    let with_range = (
+        prop::sample::select(vec![NX_NAT_F_SRC, NX_NAT_F_DST]),
+        prop::sample::select(vec![
+            0,
+            NX_NAT_F_PERSISTENT,
+            NX_NAT_F_PROTO_HASH,
+            NX_NAT_F_PROTO_RANDOM | NX_NAT_F_PERSISTENT,
+        ]),
+        prop::option::of(nat_range()),
+    )
+        .prop_map(|(dir, flags, range)| Nat {
+            flags: dir | if range.is_some() { flags } else { 0 },
+            range,
+        });
+    if commit {
+        prop_oneof![plain, with_range].boxed()
+    } else {
+        plain.boxed()
+    }
+}
+
+/// A `ct` action ovs-ofctl accepts and prints back as it was.
+fn printable_ct() -> impl Strategy<Value = Action> {
+    let zone = prop_oneof![
+        any::<u16>().prop_map(CtZone::Imm),
+        (0u8..16, prop::bool::ANY).prop_map(|(r, upper)| CtZone::Field(FieldRange::bits(
+            Field::Reg(r),
+            if upper { 16 } else { 0 },
+            if upper { 31 } else { 15 }
+        ))),
+    ];
+    let flags = prop::sample::select(vec![0, NX_CT_F_COMMIT, NX_CT_F_COMMIT | NX_CT_F_FORCE]);
+    (flags, zone, prop::option::of(0u8..255)).prop_flat_map(|(flags, zone, table)| {
+        let commit = flags & NX_CT_F_COMMIT != 0;
+        let inside = writable_fields(true, true);
+        let exec = if commit {
+            vec(
+                prop_oneof![
+                    set_field_of(inside.clone()),
+                    load_of(inside.clone()),
+                    move_to(inside)
+                ],
+                0..3,
+            )
+            .boxed()
+        } else {
+            Just(Vec::new()).boxed()
+        };
+        (prop::option::of(printable_nat(commit)), exec).prop_map(move |(nat, exec)| {
+            let mut actions: Vec<Action> = nat.into_iter().map(Action::Nat).collect();
+            actions.extend(exec);
+            Action::Ct(Ct {
+                flags,
+                zone,
+                table,
+                alg: 0,
+                actions,
+            })
+        })
+    })
+}
+
+fn printable_resubmit(ct_valid: bool) -> impl Strategy<Value = Action> {
+    (
+        prop::option::of(output_port()),
+        prop::option::of(0u8..255),
         any::<bool>(),
-        prop::option::of(vec(any_action(), 0..3)),
+    )
+        .prop_filter("a port or a table", |(port, table, _)| {
+            port.is_some_and(|p| p != OFPP_IN_PORT) || table.is_some()
+        })
+        .prop_map(move |(port, table, ct)| {
+            Action::Resubmit(Resubmit {
+                in_port: port.unwrap_or(OFPP_IN_PORT),
+                table,
+                ct: ct && ct_valid,
+                legacy: false,
+            })
+        })
+}
+
+/// An action ovs-ofctl prints in a form it parses back to the same action, consistent with
+/// any match that has `ip` (`ip`: whether it has) and `ct_valid` (a ct_state implying a
+/// connection).
+fn printable_action(ip: bool, ct_valid: bool) -> BoxedStrategy<Action> {
+    let outside = writable_fields(false, true);
+    let mut options: Vec<BoxedStrategy<Action>> = vec![
+        output_port().prop_map(Action::output).boxed(),
+        any::<u16>()
+            .prop_map(|max_len| Action::Output {
+                port: OFPP_CONTROLLER,
+                max_len,
+            })
+            .boxed(),
+        any_field()
+            .prop_filter("readable without prerequisites", |f| {
+                f.info().prereq == Prereq::None
+            })
+            .prop_flat_map(range_of)
+            .prop_map(|src| Action::OutputReg {
+                src,
+                max_len: 0xffff,
+            })
+            .boxed(),
+        load_of(outside.clone()).boxed(),
+        move_to(outside.clone()).boxed(),
+        set_field_of(outside).boxed(),
+        vec(any::<u8>(), 0..40)
+            .prop_map(|b| Action::note(&b))
+            .boxed(),
+        Just(Action::CtClear).boxed(),
+        (0u32..=0xffff_ff00).prop_map(Action::Group).boxed(),
+        Just(Action::DecTtl).boxed(),
+        printable_resubmit(ct_valid).boxed(),
+    ];
+    if ip {
+        options.push(printable_ct().boxed());
+    }
+    prop::strategy::Union::new(options).boxed()
+}
+
+/// Any action a switch accepts in a flow, consistent or not with its match, plus actions this
+/// crate does not model (kept raw).
+fn any_action() -> BoxedStrategy<Action> {
+    prop_oneof![
+        4 => printable_action(true, true),
+        1 => unknown_action(),
+    ]
+    .boxed()
+}
+
+/// An action we do not model, kept verbatim: an OpenFlow 1.3 type we do not interpret, or a
+/// Nicira subtype we do not interpret.
+fn unknown_action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        (
+            prop::sample::select(vec![11u16, 12, 16, 18, 20, 27]),
+            any::<u8>()
+        )
+            .prop_map(|(t, fill)| {
+                let mut raw = vec![0, 0, 0, 8, fill, fill, fill, fill];
+                raw[..2].copy_from_slice(&t.to_be_bytes());
+                Action::Unknown(raw)
+            }),
+        (
+            prop::sample::select(vec![10u16, 16, 17, 19, 29]),
+            0usize..3,
+            any::<u8>()
+        )
+            .prop_map(|(subtype, words, fill)| {
+                let len = 16 + 8 * words;
+                let mut raw = vec![fill; len];
+                raw[..4].copy_from_slice(&[0xff, 0xff, 0, len as u8]);
+                raw[4..8].copy_from_slice(&0x2320u32.to_be_bytes());
+                raw[8..10].copy_from_slice(&subtype.to_be_bytes());
+                Action::Unknown(raw)
+            }),
+    ]
+}
+
+fn conjunctions() -> impl Strategy<Value = Vec<Instruction>> {
+    (
+        vec(
+            (any::<u32>(), 2u8..=64).prop_flat_map(|(id, n)| {
+                (1..=n).prop_map(move |clause| {
+                    Action::Conjunction(Conjunction {
+                        id,
+                        clause,
+                        n_clauses: n,
+                    })
+                })
+            }),
+            1..4,
+        ),
+        prop::option::of(vec(any::<u8>(), 0..8)),
+    )
+        .prop_map(|(mut actions, note)| {
+            actions.extend(note.map(|n| Action::note(&n)));
+            vec![Instruction::ApplyActions(actions)]
+        })
+}
+
+/// Instructions from `action`: apply, clear, write, goto, or a conjunction set.
+fn instructions_of(
+    action: BoxedStrategy<Action>,
+    unknown: bool,
+) -> BoxedStrategy<Vec<Instruction>> {
+    let plain = (
+        vec(action.clone(), 0..6),
+        any::<bool>(),
+        prop::option::of(vec(action, 1..3)),
         prop::option::of(any::<u8>()),
-        prop::option::of(any::<u32>()),
+        prop::option::of(any::<u32>()).prop_map(move |m| m.filter(|_| unknown)),
     )
         .prop_map(|(apply, clear, write, goto, meter)| {
             let mut out = Vec::new();
@@ -126,14 +414,17 @@ fn any_instructions() -> impl Strategy<Value = Vec<Instruction>> {
                 raw.extend(meter_id.to_be_bytes());
                 out.push(Instruction::Unknown(raw));
             }
-            out.push(Instruction::ApplyActions(apply));
+            if !apply.is_empty() {
+                out.push(Instruction::ApplyActions(apply));
+            }
             if clear {
                 out.push(Instruction::ClearActions);
             }
             out.extend(write.map(Instruction::WriteActions));
             out.extend(goto.map(Instruction::GotoTable));
             out
-        })
+        });
+    prop_oneof![4 => plain, 1 => conjunctions()].boxed()
 }
 
 fn any_command() -> impl Strategy<Value = FlowModCommand> {
@@ -152,7 +443,7 @@ fn any_flow_mod() -> impl Strategy<Value = FlowMod> {
         (any::<u16>(), any::<u16>(), any::<u16>(), any::<u32>()),
         (any::<u32>(), any::<u32>(), any::<u16>()),
         any_match(),
-        any_instructions(),
+        instructions_of(any_action(), true),
     )
         .prop_map(
             |(
@@ -302,7 +593,7 @@ fn any_message() -> impl Strategy<Value = Message> {
 }
 
 /// A flow ovs-ofctl could have printed: a match whose fields meet their prerequisites and
-/// actions in the forms the printer writes.
+/// actions, consistent with the match, in the forms the printer writes.
 fn printable_flow() -> impl Strategy<Value = FlowMod> {
     (
         (
@@ -313,9 +604,14 @@ fn printable_flow() -> impl Strategy<Value = FlowMod> {
             any::<u16>(),
             0u16..32,
         ),
-        printable_match(),
-        printable_instructions(),
+        any_match(),
     )
+        .prop_flat_map(|(header, match_)| {
+            let ip = match_.exact(Field::EthType) == Some(0x0800);
+            let ct_valid = Prereq::CtValid.is_met(&match_);
+            let instructions = instructions_of(printable_action(ip, ct_valid), false);
+            (Just(header), Just(match_), instructions)
+        })
         .prop_map(
             |((cookie, table_id, priority, idle, hard, flags), match_, instructions)| {
                 let mut fm = FlowMod::new(FlowModCommand::Add);
@@ -330,155 +626,6 @@ fn printable_flow() -> impl Strategy<Value = FlowMod> {
                 fm
             },
         )
-}
-
-fn printable_port() -> impl Strategy<Value = u32> {
-    prop_oneof![
-        0u32..0xff00,
-        prop::sample::select(RESERVED_PORTS.iter().map(|(p, _)| *p).collect::<Vec<_>>()),
-    ]
-}
-
-fn printable_match() -> impl Strategy<Value = Match> {
-    // (eth_type, ip_proto) of the packet, then fields that packet allows.
-    let protocol = prop_oneof![
-        Just((None, None)),
-        Just((Some(0x0800), None)),
-        Just((Some(0x0800), Some(6))),
-        Just((Some(0x0800), Some(17))),
-        Just((Some(0x0800), Some(1))),
-        Just((Some(0x0800), Some(47))),
-        Just((Some(0x86dd), Some(6))),
-        Just((Some(0x0806), None)),
-        Just((Some(0x8035), None)),
-        Just((Some(0x88cc), None)),
-    ];
-    let frag = prop::sample::select(vec![(0u128, 3u128), (1, 1), (1, 3), (3, 3), (0, 2)]);
-    let ct = prop::option::of((
-        prop::sample::select(vec![
-            (0x22u128, 0x22u128),
-            (0x21, 0xff),
-            (0x20, 0x30),
-            (0x0a, 0x2f),
-        ]),
-        prop::option::of(prop::sample::select(vec![1u128, 6, 17])),
-    ));
-    (
-        protocol,
-        vec(
-            (any_field(), any::<u128>(), any::<u128>(), any::<bool>()),
-            0..8,
-        ),
-        prop::option::of(printable_port()),
-        prop::option::of(frag),
-        ct,
-    )
-        .prop_map(|((eth_type, ip_proto), entries, in_port, frag, ct)| {
-            let mut m = Match::new();
-            if let Some(e) = eth_type {
-                m.set(Field::EthType, e);
-            }
-            if let Some(p) = ip_proto {
-                m.set(Field::IpProto, p);
-            }
-            if let Some(port) = in_port {
-                m.set(Field::InPort, u64::from(port));
-            }
-            if let (Some((v, mask)), true) = (frag, Prereq::IpAny.is_met(&m)) {
-                m.set_masked_u128(Field::IpFrag, v, mask);
-            }
-            if let Some(((state, mask), proto)) = ct {
-                m.set_masked_u128(Field::CtState, state, mask);
-                if let Some(p) = proto {
-                    m.set_masked_u128(Field::CtNwProto, p, u128::MAX);
-                }
-            }
-            for (field, value, mask, exact) in entries {
-                let info = field.info();
-                let special = matches!(
-                    field,
-                    Field::InPort
-                        | Field::EthType
-                        | Field::IpProto
-                        | Field::IpFrag
-                        | Field::CtState
-                        | Field::CtNwProto
-                );
-                if special || !info.prereq.is_met(&m) {
-                    continue;
-                }
-                if exact || !info.maskable {
-                    m.set_masked_u128(field, value & width_mask(field), u128::MAX);
-                } else {
-                    m.set_masked_u128(field, value, mask);
-                }
-            }
-            m
-        })
-}
-
-fn printable_action() -> impl Strategy<Value = Action> {
-    let settable = prop::sample::select(vec![
-        Field::EthSrc,
-        Field::EthDst,
-        Field::Ipv4Src,
-        Field::Ipv4Dst,
-        Field::TcpDst,
-        Field::UdpSrc,
-        Field::TunId,
-        Field::TunSrc,
-        Field::TunDst,
-        Field::Reg(0),
-        Field::Reg(7),
-        Field::Reg(15),
-        Field::PktMark,
-        Field::Metadata,
-    ]);
-    prop_oneof![
-        printable_port().prop_map(Action::output),
-        any::<u16>().prop_map(|max_len| Action::Output {
-            port: OFPP_CONTROLLER,
-            max_len
-        }),
-        any_range().prop_map(|src| Action::OutputReg {
-            src,
-            max_len: 0xffff
-        }),
-        any_load(),
-        move_ranges().prop_map(|(src, dst)| Action::RegMove { src, dst }),
-        (settable, any::<u128>()).prop_map(|(field, value)| Action::SetField {
-            field,
-            value: value & width_mask(field),
-        }),
-        vec(any::<u8>(), 0..40).prop_map(|b| Action::note(&b)),
-    ]
-}
-
-fn printable_instructions() -> impl Strategy<Value = Vec<Instruction>> {
-    (
-        vec(printable_action(), 0..6),
-        any::<bool>(),
-        prop::option::of(vec(printable_action(), 0..3)),
-        prop::option::of(any::<u8>()),
-    )
-        .prop_map(|(apply, clear, write, goto)| {
-            let mut out = Vec::new();
-            if !apply.is_empty() {
-                out.push(Instruction::ApplyActions(apply));
-            }
-            if clear {
-                out.push(Instruction::ClearActions);
-            }
-            // An empty write_actions prints as `write_actions(drop)`, which ovs-ofctl (and
-            // the parser) read as no instruction at all.
-            out.extend(
-                write
-                    .filter(|w| !w.is_empty())
-                    .map(Instruction::WriteActions),
-            );
-            out.extend(goto.map(Instruction::GotoTable));
-            out
-        })
 }
 
 proptest! {

@@ -174,7 +174,7 @@ fn errors_name_the_bad_token() {
             FlowModCommand::Add,
             "move:",
         ),
-        ("actions=resubmit(,10)", FlowModCommand::Add, "resubmit"),
+        ("actions=learn(table=10)", FlowModCommand::Add, "learn"),
         (
             "actions=goto_table:4,output:1",
             FlowModCommand::Add,

@@ -361,7 +361,7 @@ impl Commit {
             .xids
             .flow_index(xid)
             .and_then(|index| self.mods.get(index))
-            .and_then(|frame| Message::decode(frame).ok())
+            .and_then(|frame| Message::decode_lenient(frame).ok())
             .and_then(|(_, msg)| flow_text(&msg));
         Error::Switch { flow, error }
     }

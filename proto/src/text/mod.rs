@@ -1,10 +1,10 @@
 //! The `ovs-ofctl` flow text syntax: a parser (text → [`crate::FlowMod`]) and a printer
 //! (flows → the text `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints).
 
-mod lexer;
-mod parse;
+pub(crate) mod lexer;
+pub(crate) mod parse;
 mod print;
-mod value;
+pub(crate) mod value;
 
 pub use parse::{parse_actions, parse_flow, parse_match, ParseError};
 pub use print::{

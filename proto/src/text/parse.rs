@@ -1,7 +1,7 @@
 //! The ovs-ofctl flow syntax → [`FlowMod`].
 
-use crate::action::Action;
-use crate::field::{Access, Field, FieldRange};
+use crate::action::{Action, Ctx};
+use crate::field::Field;
 use crate::flow_mod::{FlowMod, FlowModCommand};
 use crate::instruction::Instruction;
 use crate::oxm::Match;
@@ -9,7 +9,7 @@ use crate::text::lexer::{tokens, Token};
 use crate::text::value::{parse_field_value, parse_port, parse_uint, PROTOCOLS};
 use crate::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
-    OFPFF_SEND_FLOW_REM, OFPP_CONTROLLER,
+    OFPFF_SEND_FLOW_REM,
 };
 
 /// Why a flow text was refused; every variant names the token at fault.
@@ -29,9 +29,11 @@ pub enum ParseError {
     UnexpectedActions(String),
     #[error("{0}")]
     Syntax(String),
+    #[error("the actions do not fit the match: {0}")]
+    Inconsistent(String),
 }
 
-fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
+pub(crate) fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
     ParseError::BadToken {
         token: token.text.to_string(),
         reason: reason.into(),
@@ -57,7 +59,20 @@ pub fn parse_flow(text: &str, command: FlowModCommand) -> Result<FlowMod, ParseE
         apply_token(&mut fm, &mut fields, &token)?;
     }
     fm.match_ = fields.into_match()?;
+    check_actions(&fm).map_err(ParseError::Inconsistent)?;
     Ok(fm)
+}
+
+/// What ovs-ofctl checks of a flow's actions before it sends them (ofpacts_check,
+/// ofpacts_verify): each action against the match, and conjunction only beside notes.
+fn check_actions(fm: &FlowMod) -> Result<(), String> {
+    crate::instruction::check_conjunctions(&fm.instructions)?;
+    for inst in &fm.instructions {
+        if let Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) = inst {
+            actions.iter().try_for_each(|a| a.check(&fm.match_))?;
+        }
+    }
+    Ok(())
 }
 
 /// Parses just a match (`ip, nw_dst=10.129.0.5`), with prerequisites checked.
@@ -196,7 +211,7 @@ fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), 
     }
 }
 
-fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseError> {
+pub(crate) fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseError> {
     parse_uint(text)
         .and_then(|v| T::try_from(v).ok())
         .ok_or_else(|| bad(token, format!("`{text}` is not a number in range")))
@@ -367,7 +382,7 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
         }
         stage = next;
         match item {
-            Ok(action) => apply.push(action),
+            Ok(actions) => apply.extend(actions),
             Err(instruction) => rest.push(instruction),
         }
     }
@@ -387,7 +402,7 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
 /// One token of an action list: an action (`Ok`) or an instruction (`Err`), with its stage.
 fn parse_instruction_token(
     token: &Token<'_>,
-) -> Result<(Stage, Result<Action, Instruction>), ParseError> {
+) -> Result<(Stage, Result<Vec<Action>, Instruction>), ParseError> {
     Ok(match token.key {
         "goto_table" => {
             let value = token.value.ok_or_else(|| bad(token, "missing table"))?;
@@ -400,163 +415,12 @@ fn parse_instruction_token(
         "write_actions" => {
             let inner = token.value.unwrap_or("");
             let inner = if inner.trim() == "drop" { "" } else { inner };
-            let actions = tokens(inner)
-                .map_err(ParseError::Syntax)?
-                .iter()
-                .map(parse_action)
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut actions = Vec::new();
+            for t in tokens(inner).map_err(ParseError::Syntax)? {
+                actions.extend(Action::parse(&t, Ctx::default())?);
+            }
             (Stage::Write, Err(Instruction::WriteActions(actions)))
         }
-        _ => (Stage::Apply, Ok(parse_action(token)?)),
+        _ => (Stage::Apply, Ok(Action::parse(token, Ctx::default())?)),
     })
-}
-
-/// One action.
-fn parse_action(token: &Token<'_>) -> Result<Action, ParseError> {
-    let value = token.value;
-    match (token.key, value) {
-        ("output", Some(v)) if v.contains('[') => Ok(Action::OutputReg {
-            src: parse_subfield(token, v)?,
-            max_len: crate::OFPCML_NO_BUFFER,
-        }),
-        ("output", Some(v)) => parse_port(v)
-            .map(Action::output)
-            .ok_or_else(|| bad(token, "not a valid port")),
-        (key, value) if key.eq_ignore_ascii_case("controller") => controller(token, value),
-        ("load", Some(v)) => parse_load(token, v),
-        ("move", Some(v)) => parse_move(token, v),
-        ("set_field", Some(v)) => parse_set_field(token, v),
-        ("note", Some(v)) => parse_note(token, v),
-        (key, None) => parse_port(key)
-            .map(Action::output)
-            .ok_or_else(|| ParseError::UnknownAction(token.text.to_string())),
-        _ => Err(ParseError::UnknownAction(token.text.to_string())),
-    }
-}
-
-/// `CONTROLLER`, `CONTROLLER:max_len`, `controller(max_len=N)`.
-fn controller(token: &Token<'_>, value: Option<&str>) -> Result<Action, ParseError> {
-    let max_len = match value {
-        None => crate::OFPCML_NO_BUFFER,
-        Some(v) => {
-            let n = v.strip_prefix("max_len=").unwrap_or(v);
-            number(token, n)?
-        }
-    };
-    Ok(Action::Output {
-        port: OFPP_CONTROLLER,
-        max_len,
-    })
-}
-
-fn split_arrow<'t>(token: &Token<'_>, v: &'t str) -> Result<(&'t str, &'t str), ParseError> {
-    v.split_once("->")
-        .ok_or_else(|| bad(token, "expected `SOURCE->DESTINATION`"))
-}
-
-fn parse_load(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
-    let (value, dst) = split_arrow(token, v)?;
-    let dst = parse_subfield(token, dst)?;
-    check_writable(token, dst.field)?;
-    let value: u64 = number(token, value)?;
-    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
-        return Err(bad(
-            token,
-            format!("value does not fit in {} bits", dst.n_bits),
-        ));
-    }
-    Ok(Action::RegLoad { dst, value })
-}
-
-fn parse_move(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
-    let (src, dst) = split_arrow(token, v)?;
-    let src = parse_subfield(token, src)?;
-    let dst = parse_subfield(token, dst)?;
-    if src.n_bits != dst.n_bits {
-        return Err(bad(
-            token,
-            format!(
-                "source is {} bits wide but destination {}",
-                src.n_bits, dst.n_bits
-            ),
-        ));
-    }
-    Ok(Action::RegMove { src, dst })
-}
-
-fn parse_set_field(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
-    let (value, name) = split_arrow(token, v)?;
-    let field =
-        Field::from_name(name).ok_or_else(|| bad(token, format!("unknown field `{name}`")))?;
-    let info = field.info();
-    check_writable(token, field)?;
-    let (value, mask) = parse_field_value(info, value).map_err(|r| bad(token, r))?;
-    if mask != info.full_mask() {
-        return Err(bad(token, "a masked set_field is not supported; use load"));
-    }
-    Ok(Action::SetField { field, value })
-}
-
-/// Refuses an action that writes a field OVS does not let it write.
-fn check_writable(token: &Token<'_>, field: Field) -> Result<(), ParseError> {
-    match field.info().access {
-        Access::ReadWrite => Ok(()),
-        Access::ReadOnly => Err(bad(token, format!("{field} is read-only"))),
-        Access::InsideCt => Err(bad(
-            token,
-            format!("{field} can only be set inside ct(commit,exec(...))"),
-        )),
-    }
-}
-
-/// `note:01.02.03` (dots optional), padded as OVS pads it.
-fn parse_note(token: &Token<'_>, v: &str) -> Result<Action, ParseError> {
-    let digits: Vec<u8> = v.bytes().filter(|&b| b != b'.').collect();
-    if digits.len() % 2 != 0 {
-        return Err(bad(token, "a note needs whole bytes (two hex digits each)"));
-    }
-    let bytes = digits
-        .chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|s| u8::from_str_radix(s, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(|| bad(token, "bad hex digit in note"))?;
-    Ok(Action::note(&bytes))
-}
-
-/// `NXM_NX_REG0[]`, `NXM_NX_TUN_ID[0..31]`, `reg1[5]`, or a bare field name.
-fn parse_subfield(token: &Token<'_>, text: &str) -> Result<FieldRange, ParseError> {
-    let (name, bits) = match text.split_once('[') {
-        Some((name, rest)) => {
-            let inner = rest
-                .strip_suffix(']')
-                .ok_or_else(|| bad(token, format!("`{text}`: missing `]`")))?;
-            (name, Some(inner))
-        }
-        None => (text, None),
-    };
-    let (field, _) = Field::from_subfield_name(name)
-        .ok_or_else(|| bad(token, format!("unknown field `{name}`")))?;
-    let range = match bits {
-        None | Some("") => FieldRange::whole(field),
-        Some(inner) => {
-            let (start, end) = inner.split_once("..").unwrap_or((inner, inner));
-            let start: u16 = number(token, start)?;
-            let end: u16 = number(token, end)?;
-            if end < start {
-                return Err(bad(token, format!("`{text}`: range ends before it starts")));
-            }
-            FieldRange::bits(field, start, end)
-        }
-    };
-    if !range.is_valid() {
-        return Err(bad(
-            token,
-            format!("`{text}` reaches past the end of the field"),
-        ));
-    }
-    Ok(range)
 }

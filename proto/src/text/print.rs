@@ -7,12 +7,10 @@ use crate::flow_mod::{FlowMod, OFP_DEFAULT_PRIORITY};
 use crate::instruction::Instruction;
 use crate::multipart::FlowStats;
 use crate::oxm::Match;
-use crate::text::value::{
-    alt_hex, format_match_value, format_port, format_set_field_value, protocol_name,
-};
+use crate::text::value::{format_match_value, protocol_name};
 use crate::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
-    OFPFF_SEND_FLOW_REM, OFPP_CONTROLLER,
+    OFPFF_SEND_FLOW_REM,
 };
 
 /// The fields of a flow that dump-flows prints, shared by flow stats and flow mods.
@@ -247,43 +245,16 @@ fn format_instruction(inst: &Instruction) -> Option<String> {
 
 /// A list of actions, comma-separated, as in a packet-out or write_actions.
 pub fn format_action_list(actions: &[Action]) -> String {
-    actions
-        .iter()
-        .map(format_action)
-        .collect::<Vec<_>>()
-        .join(",")
+    let mut out = String::new();
+    crate::action::format_list(actions, &mut out);
+    out
 }
 
 /// One action as ovs-ofctl prints it.
 pub fn format_action(action: &Action) -> String {
-    match action {
-        Action::Output { port, max_len } => {
-            let name = format_port(*port);
-            if *port == OFPP_CONTROLLER {
-                format!("{name}:{max_len}")
-            } else if *port >= crate::OFPP_MAX {
-                name
-            } else {
-                format!("output:{name}")
-            }
-        }
-        Action::OutputReg { src, .. } => format!("output:{src}"),
-        Action::RegLoad { dst, value } => format!("load:{}->{dst}", alt_hex(u128::from(*value))),
-        Action::RegMove { src, dst } => format!("move:{src}->{dst}"),
-        Action::SetField { field, value } => {
-            let info = field.info();
-            format!(
-                "set_field:{}->{}",
-                format_set_field_value(info, *value),
-                info.names[0]
-            )
-        }
-        Action::Note(note) => {
-            let hexes: Vec<String> = note.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-            format!("note:{}", hexes.join("."))
-        }
-        Action::Unknown(raw) => format!("unknown_action({})", hex(raw)),
-    }
+    let mut out = String::new();
+    action.format(&mut out);
+    out
 }
 
 fn hex(bytes: &[u8]) -> String {

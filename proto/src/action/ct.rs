@@ -1,0 +1,655 @@
+//! Connection tracking: `ct(...)` (NXAST_CT) with its nested `nat(...)` (NXAST_NAT) and
+//! `exec(...)` actions, and `ct_clear` (NXAST_CT_CLEAR), as lib/ofp-actions.c defines them.
+
+use std::net::Ipv4Addr;
+
+use bytes::{BufMut, BytesMut};
+
+use super::fields::{decode_range, parse_subfield};
+use super::{
+    decode_actions_in, encode_actions, format_list, nx_header, Action, Ctx, Kind, WireId, NXAST_CT,
+    NXAST_CT_CLEAR, NXAST_NAT,
+};
+use crate::field::{
+    Access, Field, FieldRange, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP,
+};
+use crate::oxm::Match;
+use crate::text::lexer::{tokens, Token};
+use crate::text::parse::{bad, number};
+use crate::text::ParseError;
+use crate::wire::{put_zeros, Reader};
+use crate::{DecodeError, EncodeError};
+
+pub(super) static CT: Kind = Kind {
+    wire: &[WireId::Nx(NXAST_CT)],
+    keywords: &["ct"],
+    decode: decode_ct,
+    parse: parse_ct,
+};
+
+pub(super) static CT_CLEAR: Kind = Kind {
+    wire: &[WireId::Nx(NXAST_CT_CLEAR)],
+    keywords: &["ct_clear"],
+    decode: decode_ct_clear,
+    parse: parse_ct_clear,
+};
+
+pub(super) static NAT: Kind = Kind {
+    wire: &[WireId::Nx(NXAST_NAT)],
+    keywords: &["nat"],
+    decode: decode_nat,
+    parse: parse_nat_token,
+};
+
+/// `ct(commit)`: commit the connection to the tracker.
+pub const NX_CT_F_COMMIT: u16 = 1 << 0;
+/// `ct(commit,force)`: commit in this direction, ending a connection committed the other way.
+pub const NX_CT_F_FORCE: u16 = 1 << 1;
+/// No recirculation (`ct` without `table=`).
+const NX_CT_RECIRC_NONE: u8 = 0xff;
+/// Well-known ports of the ALGs OVS names.
+const ALG_FTP: u16 = 21;
+const ALG_TFTP: u16 = 69;
+
+/// The conntrack zone: a number, or 16 bits of a field (`zone=NXM_NX_REG0[0..15]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    Imm(u16),
+    Field(FieldRange),
+}
+
+/// NXAST_CT: send the packet through the connection tracker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ct {
+    /// `NX_CT_F_*`.
+    pub flags: u16,
+    pub zone: CtZone,
+    /// Continue the (forked) packet in this table with the ct fields set (`table=N`).
+    pub table: Option<u8>,
+    /// ALG port (`alg=ftp` is 21, `alg=tftp` 69), 0 for none.
+    pub alg: u16,
+    /// The nested actions: [`Action::Nat`] and, under `exec(...)`, writes of ct_mark and
+    /// ct_label (a first `nat` prints outside `exec`, as OVS prints it).
+    pub actions: Vec<Action>,
+}
+
+impl Default for Ct {
+    /// `ct()`: track in zone 0, nothing more.
+    fn default() -> Self {
+        Ct {
+            flags: 0,
+            zone: CtZone::Imm(0),
+            table: None,
+            alg: 0,
+            actions: Vec::new(),
+        }
+    }
+}
+
+impl Ct {
+    pub fn commits(&self) -> bool {
+        self.flags & NX_CT_F_COMMIT != 0
+    }
+
+    pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let slot = nx_header(out, NXAST_CT, "ct action");
+        out.put_u16(self.flags);
+        match self.zone {
+            CtZone::Imm(zone) => {
+                out.put_u32(0);
+                out.put_u16(zone);
+            }
+            CtZone::Field(range) => {
+                out.put_u32(range.field.info().action_id().header(false));
+                out.put_u16(range.ofs_nbits());
+            }
+        }
+        out.put_u8(self.table.unwrap_or(NX_CT_RECIRC_NONE));
+        put_zeros(out, 3);
+        out.put_u16(self.alg);
+        encode_actions(&self.actions, out)?;
+        slot.finish(out, true).map(|_| ())
+    }
+
+    /// format_CT: `ct(commit,force,table=N,zone=Z,nat(...),exec(...),alg=A)`.
+    pub(super) fn format(&self, out: &mut String) {
+        let mut parts: Vec<String> = Vec::new();
+        if self.flags & NX_CT_F_COMMIT != 0 {
+            parts.push("commit".into());
+        }
+        if self.flags & NX_CT_F_FORCE != 0 {
+            parts.push("force".into());
+        }
+        if let Some(table) = self.table {
+            parts.push(format!("table={table}"));
+        }
+        match self.zone {
+            CtZone::Field(range) => parts.push(format!("zone={range}")),
+            CtZone::Imm(0) => {}
+            CtZone::Imm(zone) => parts.push(format!("zone={zone}")),
+        }
+        let mut nested = &self.actions[..];
+        if let Some((Action::Nat(nat), rest)) = nested.split_first() {
+            let mut s = String::new();
+            nat.format(&mut s);
+            parts.push(s);
+            nested = rest;
+        }
+        if !nested.is_empty() {
+            let mut s = String::from("exec(");
+            format_list(nested, &mut s);
+            s.push(')');
+            parts.push(s);
+        }
+        match self.alg {
+            0 => {}
+            ALG_FTP => parts.push("alg=ftp".into()),
+            ALG_TFTP => parts.push("alg=tftp".into()),
+            alg => parts.push(format!("alg={alg}")),
+        }
+        out.push_str(&format!("ct({})", parts.join(",")));
+    }
+
+    /// check_CT: IP only; no commit of an invalid connection; the ALG's protocol.
+    pub(super) fn check(&self, m: &Match) -> Result<(), String> {
+        let eth = m.exact_u128(Field::EthType);
+        if !matches!(eth, Some(ETH_TYPE_IPV4 | ETH_TYPE_IPV6)) {
+            return Err("ct needs an IP flow (`ip` or `ipv6`)".into());
+        }
+        let invalid = m.get(Field::CtState).is_some_and(|e| e.value & 0x10 != 0);
+        if invalid && self.commits() {
+            return Err("ct cannot commit a connection the match says is invalid (+inv)".into());
+        }
+        let proto = m.exact_u128(Field::IpProto);
+        match self.alg {
+            ALG_FTP if proto != Some(IP_PROTO_TCP) => return Err("alg=ftp needs `tcp`".into()),
+            ALG_TFTP if proto != Some(IP_PROTO_UDP) => return Err("alg=tftp needs `udp`".into()),
+            _ => {}
+        }
+        if let CtZone::Field(range) = self.zone {
+            super::fields::check_has(m, range.field)?;
+        }
+        self.actions.iter().try_for_each(|a| a.check(m))
+    }
+}
+
+/// What OVS allows nested in a `ct` (ofpacts_verify_nested, decode_NXAST_RAW_CT): `nat`, and
+/// writes of ct_mark/ct_label; anything but a plain `nat` only with `commit`.
+fn verify_nested(actions: &[Action], commit: bool) -> Result<(), String> {
+    for action in actions {
+        let writes = match action {
+            Action::SetField { field, .. } => Some(*field),
+            Action::RegLoad { dst, .. } | Action::RegMove { dst, .. } => Some(dst.field),
+            _ => None,
+        };
+        match (action, writes) {
+            (Action::Nat(nat), _) if !commit && (nat.flags != 0 || nat.range.is_some()) => {
+                return Err("nat with arguments needs `commit`".into())
+            }
+            (Action::Nat(_) | Action::Unknown(_), _) => {}
+            (_, Some(field)) if field.info().access == Access::InsideCt => {
+                if !commit {
+                    return Err("exec(...) needs `commit`".into());
+                }
+            }
+            (_, Some(field)) => {
+                return Err(format!(
+                    "ct(...,exec(...)) sets only ct_mark and ct_label, not {field}"
+                ))
+            }
+            (other, None) => {
+                let mut name = String::new();
+                other.format(&mut name);
+                return Err(format!("ct does not take a nested `{name}`"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn decode_ct(_: WireId, body: &mut Reader<'_>, ctx: Ctx) -> Result<Option<Action>, DecodeError> {
+    let flags = body.u16()?;
+    let zone_src = body.u32()?;
+    let zone_bits = body.u16()?;
+    let table = body.u8()?;
+    body.skip(3)?;
+    let alg = body.u16()?;
+    if flags & NX_CT_F_FORCE != 0 && flags & NX_CT_F_COMMIT == 0 {
+        return Err(ct_error("ct action: force without commit"));
+    }
+    if ctx.inside_ct {
+        return Err(ct_error("ct action: a ct nested in a ct"));
+    }
+    let zone = if zone_src == 0 {
+        CtZone::Imm(zone_bits)
+    } else {
+        let Some(range) = decode_range(zone_src, zone_bits, "ct zone")? else {
+            return Ok(None);
+        };
+        if range.n_bits != 16 {
+            return Err(ct_error("ct action: a zone field that is not 16 bits"));
+        }
+        CtZone::Field(range)
+    };
+    let actions = decode_actions_in(body, Ctx { inside_ct: true })?;
+    verify_nested(&actions, flags & NX_CT_F_COMMIT != 0).map_err(|_| ct_error("ct action: nested actions OVS refuses (only nat, and ct_mark/ct_label writes with commit)"))?;
+    Ok(Some(Action::Ct(Ct {
+        flags,
+        zone,
+        table: (table != NX_CT_RECIRC_NONE).then_some(table),
+        alg,
+        actions,
+    })))
+}
+
+fn ct_error(what: &'static str) -> DecodeError {
+    DecodeError::BadValue { what, value: 0 }
+}
+
+fn decode_ct_clear(_: WireId, _: &mut Reader<'_>, _: Ctx) -> Result<Option<Action>, DecodeError> {
+    Ok(Some(Action::CtClear))
+}
+
+pub(super) fn encode_ct_clear(out: &mut BytesMut) -> Result<(), EncodeError> {
+    let slot = nx_header(out, NXAST_CT_CLEAR, "ct_clear action");
+    put_zeros(out, 6);
+    slot.finish(out, true).map(|_| ())
+}
+
+fn parse_ct_clear(token: &Token<'_>, _: Ctx) -> Result<Vec<Action>, ParseError> {
+    match token.value {
+        None | Some("") => Ok(vec![Action::CtClear]),
+        Some(_) => Err(bad(token, "ct_clear takes no argument")),
+    }
+}
+
+/// `ct(commit,force,table=N,zone=N|FIELD[..],alg=ftp|tftp,nat[(...)],exec(...))`.
+fn parse_ct(token: &Token<'_>, ctx: Ctx) -> Result<Vec<Action>, ParseError> {
+    if ctx.inside_ct {
+        return Err(bad(token, "ct does not take a nested ct"));
+    }
+    let mut ct = Ct::default();
+    for arg in tokens(token.value.unwrap_or("")).map_err(ParseError::Syntax)? {
+        match (arg.key, arg.value) {
+            ("commit", None) => ct.flags |= NX_CT_F_COMMIT,
+            ("force", None) => ct.flags |= NX_CT_F_FORCE,
+            ("table", Some(v)) => {
+                let table: u8 = number(&arg, v)?;
+                if table == NX_CT_RECIRC_NONE {
+                    return Err(bad(&arg, "table 255 means no table"));
+                }
+                ct.table = Some(table);
+            }
+            ("zone", Some(v))
+                if v.contains('[') || !v.starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                let range = parse_subfield(&arg, v)?;
+                if range.n_bits != 16 {
+                    return Err(bad(&arg, "a zone is 16 bits of a field"));
+                }
+                ct.zone = CtZone::Field(range);
+            }
+            ("zone", Some(v)) => ct.zone = CtZone::Imm(number(&arg, v)?),
+            ("alg", Some("ftp")) => ct.alg = ALG_FTP,
+            ("alg", Some("tftp")) => ct.alg = ALG_TFTP,
+            ("alg", Some(_)) => return Err(bad(&arg, "the ALGs are ftp and tftp")),
+            ("nat", v) => ct.actions.push(Action::Nat(parse_nat(&arg, v)?)),
+            ("exec", Some(v)) => {
+                for nested in tokens(v).map_err(ParseError::Syntax)? {
+                    ct.actions
+                        .extend(Action::parse(&nested, Ctx { inside_ct: true })?);
+                }
+            }
+            _ => return Err(bad(&arg, "not an argument of ct")),
+        }
+    }
+    if ct.flags & NX_CT_F_FORCE != 0 && !ct.commits() {
+        return Err(bad(token, "`force` needs `commit`"));
+    }
+    verify_nested(&ct.actions, ct.commits()).map_err(|reason| bad(token, reason))?;
+    Ok(vec![Action::Ct(ct)])
+}
+
+/// `nat` on its own (refused: it only exists inside `ct`).
+fn parse_nat_token(token: &Token<'_>, ctx: Ctx) -> Result<Vec<Action>, ParseError> {
+    if !ctx.inside_ct {
+        return Err(bad(token, "nat is an argument of ct(...)"));
+    }
+    Ok(vec![Action::Nat(parse_nat(token, token.value)?)])
+}
+
+pub const NX_NAT_F_SRC: u16 = 1 << 0;
+pub const NX_NAT_F_DST: u16 = 1 << 1;
+pub const NX_NAT_F_PERSISTENT: u16 = 1 << 2;
+pub const NX_NAT_F_PROTO_HASH: u16 = 1 << 3;
+pub const NX_NAT_F_PROTO_RANDOM: u16 = 1 << 4;
+const NX_NAT_F_MASK: u16 = 0x1f;
+
+const RANGE_IPV4_MIN: u16 = 1 << 0;
+const RANGE_IPV4_MAX: u16 = 1 << 1;
+const RANGE_IPV6: u16 = (1 << 2) | (1 << 3);
+const RANGE_PROTO_MIN: u16 = 1 << 4;
+const RANGE_PROTO_MAX: u16 = 1 << 5;
+
+/// The IPv4 addresses (and ports) a NAT may pick from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NatRange {
+    pub ip_min: Ipv4Addr,
+    pub ip_max: Option<Ipv4Addr>,
+    pub port_min: Option<u16>,
+    pub port_max: Option<u16>,
+}
+
+/// NXAST_NAT: `nat`, `nat(src)`, `nat(dst=10.0.0.1-10.0.0.5:80-90,persistent,random)`. An
+/// IPv6 range is not modelled: such an action is kept verbatim.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Nat {
+    /// `NX_NAT_F_*`.
+    pub flags: u16,
+    pub range: Option<NatRange>,
+}
+
+impl Nat {
+    /// encode_NAT: only the parts of the range that are set (a zero address or port is none).
+    pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let slot = nx_header(out, NXAST_NAT, "nat action");
+        put_zeros(out, 2);
+        out.put_u16(self.flags);
+        let present_at = out.len();
+        out.put_u16(0);
+        let mut present = 0;
+        if let Some(range) = self.range {
+            let mut put_ip = |addr: Option<Ipv4Addr>, bit: u16, out: &mut BytesMut| {
+                if let Some(addr) = addr.filter(|a| !a.is_unspecified()) {
+                    out.put_u32(u32::from(addr));
+                    present |= bit;
+                }
+            };
+            put_ip(Some(range.ip_min), RANGE_IPV4_MIN, out);
+            put_ip(range.ip_max, RANGE_IPV4_MAX, out);
+            for (port, bit) in [
+                (range.port_min, RANGE_PROTO_MIN),
+                (range.port_max, RANGE_PROTO_MAX),
+            ] {
+                if let Some(port) = port.filter(|p| *p != 0) {
+                    out.put_u16(port);
+                    present |= bit;
+                }
+            }
+        }
+        out[present_at..present_at + 2].copy_from_slice(&present.to_be_bytes());
+        slot.finish(out, true).map(|_| ())
+    }
+
+    /// format_NAT (which prints the flags only with a range, as OVS does).
+    pub(super) fn format(&self, out: &mut String) {
+        out.push_str("nat");
+        if self.flags & (NX_NAT_F_SRC | NX_NAT_F_DST) == 0 {
+            return;
+        }
+        let mut s = String::from(if self.flags & NX_NAT_F_SRC != 0 {
+            "src"
+        } else {
+            "dst"
+        });
+        if let Some(r) = self.range {
+            s.push_str(&format!("={}", r.ip_min));
+            if let Some(max) = r.ip_max.filter(|m| !m.is_unspecified() && *m != r.ip_min) {
+                s.push_str(&format!("-{max}"));
+            }
+            if let Some(min) = r.port_min.filter(|p| *p != 0) {
+                s.push_str(&format!(":{min}"));
+                if let Some(max) = r.port_max.filter(|m| *m != 0 && *m != min) {
+                    s.push_str(&format!("-{max}"));
+                }
+            }
+            for (bit, word) in [
+                (NX_NAT_F_PERSISTENT, "persistent"),
+                (NX_NAT_F_PROTO_HASH, "hash"),
+                (NX_NAT_F_PROTO_RANDOM, "random"),
+            ] {
+                if self.flags & bit != 0 {
+                    s.push(',');
+                    s.push_str(word);
+                }
+            }
+        }
+        out.push_str(&format!("({s})"));
+    }
+
+    /// check_NAT: IP only, and an IPv4 range only on IPv4.
+    pub(super) fn check(&self, m: &Match) -> Result<(), String> {
+        match m.exact_u128(Field::EthType) {
+            Some(ETH_TYPE_IPV4) => Ok(()),
+            Some(ETH_TYPE_IPV6) if self.range.is_none() => Ok(()),
+            _ => Err("nat needs an IP flow (an IPv4 range needs `ip`)".into()),
+        }
+    }
+}
+
+fn nat_error(what: &'static str) -> DecodeError {
+    DecodeError::BadValue { what, value: 0 }
+}
+
+/// decode_NXAST_RAW_NAT's checks: known, compatible flags; a range only in the allowed
+/// combinations, never empty or backwards. An IPv6 range keeps the action verbatim.
+fn decode_nat(_: WireId, body: &mut Reader<'_>, ctx: Ctx) -> Result<Option<Action>, DecodeError> {
+    if !ctx.inside_ct {
+        return Err(nat_error("nat action outside a ct action"));
+    }
+    body.skip(2)?;
+    let flags = body.u16()?;
+    let present = body.u16()?;
+    if flags & !NX_NAT_F_MASK != 0
+        || flags & (NX_NAT_F_SRC | NX_NAT_F_DST) == NX_NAT_F_SRC | NX_NAT_F_DST
+        || flags & (NX_NAT_F_PROTO_HASH | NX_NAT_F_PROTO_RANDOM)
+            == NX_NAT_F_PROTO_HASH | NX_NAT_F_PROTO_RANDOM
+    {
+        return Err(nat_error("nat action: unknown or conflicting flags"));
+    }
+    if present & RANGE_IPV6 != 0 {
+        return Ok(None);
+    }
+    let bad_range = || nat_error("nat action: an invalid range");
+    let range = match (present & RANGE_IPV4_MIN != 0, present & RANGE_IPV4_MAX != 0) {
+        (false, true) => return Err(bad_range()),
+        (false, false) => None,
+        (true, has_max) => {
+            let ip_min = Ipv4Addr::from(body.u32().map_err(|_| bad_range())?);
+            let ip_max = if has_max {
+                Some(Ipv4Addr::from(body.u32().map_err(|_| bad_range())?))
+            } else {
+                None
+            };
+            if ip_min.is_unspecified() || ip_max.is_some_and(|m| m < ip_min) {
+                return Err(bad_range());
+            }
+            Some(NatRange {
+                ip_min,
+                ip_max,
+                port_min: None,
+                port_max: None,
+            })
+        }
+    };
+    let range = match (
+        present & RANGE_PROTO_MIN != 0,
+        present & RANGE_PROTO_MAX != 0,
+        range,
+    ) {
+        (false, true, _) | (true, _, None) => return Err(bad_range()),
+        (false, false, range) => range,
+        (true, has_max, Some(mut r)) => {
+            let min = body.u16().map_err(|_| bad_range())?;
+            let max = if has_max {
+                Some(body.u16().map_err(|_| bad_range())?)
+            } else {
+                None
+            };
+            if min == 0 || max.is_some_and(|m| m < min) {
+                return Err(bad_range());
+            }
+            r.port_min = Some(min);
+            r.port_max = max;
+            Some(r)
+        }
+    };
+    Ok(Some(Action::Nat(Nat { flags, range })))
+}
+
+/// parse_NAT: `nat`, `nat(src[=RANGE],persistent,hash|random)`, `nat(dst[=RANGE],...)`.
+fn parse_nat(token: &Token<'_>, value: Option<&str>) -> Result<Nat, ParseError> {
+    let mut nat = Nat::default();
+    for arg in tokens(value.unwrap_or("")).map_err(ParseError::Syntax)? {
+        match (arg.key, arg.value) {
+            ("src", range) | ("dst", range) => {
+                nat.flags |= if arg.key == "src" {
+                    NX_NAT_F_SRC
+                } else {
+                    NX_NAT_F_DST
+                };
+                nat.range = match range {
+                    Some(r) => parse_nat_range(&arg, r)?,
+                    None => None,
+                };
+            }
+            ("persistent", None) => nat.flags |= NX_NAT_F_PERSISTENT,
+            ("hash", None) => nat.flags |= NX_NAT_F_PROTO_HASH,
+            ("random", None) => nat.flags |= NX_NAT_F_PROTO_RANDOM,
+            _ => return Err(bad(&arg, "not an argument of nat")),
+        }
+    }
+    let both = |a, b| nat.flags & (a | b) == a | b;
+    if both(NX_NAT_F_SRC, NX_NAT_F_DST) {
+        return Err(bad(token, "give one of `src` or `dst`"));
+    }
+    if nat.flags != 0 && nat.flags & (NX_NAT_F_SRC | NX_NAT_F_DST) == 0 {
+        return Err(bad(token, "flags are allowed only with `src` or `dst`"));
+    }
+    if both(NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM) {
+        return Err(bad(token, "give one of `hash` or `random`"));
+    }
+    Ok(nat)
+}
+
+/// `IP[-IP][:PORT[-PORT]]`. OVS sends an address or port of 0 as none at all, so `0.0.0.0`
+/// alone is no range (and with anything after it, a range OVS would refuse).
+fn parse_nat_range(token: &Token<'_>, s: &str) -> Result<Option<NatRange>, ParseError> {
+    let invalid = || {
+        bad(
+            token,
+            format!("`{s}` is not an IPv4 NAT range (IP[-IP][:PORT[-PORT]])"),
+        )
+    };
+    let (ips, ports) = match s.split_once(':') {
+        Some((ips, ports)) => (ips, Some(ports)),
+        None => (s, None),
+    };
+    let (min, max) = match ips.split_once('-') {
+        Some((a, b)) => (a, Some(b)),
+        None => (ips, None),
+    };
+    let ip_min: Ipv4Addr = min.parse().map_err(|_| invalid())?;
+    let ip_max: Option<Ipv4Addr> = max.map(str::parse).transpose().map_err(|_| invalid())?;
+    if ip_max.is_some_and(|m| m < ip_min) {
+        return Err(invalid());
+    }
+    let (port_min, port_max) = match ports {
+        None => (None, None),
+        Some(p) => {
+            let (a, b) = match p.split_once('-') {
+                Some((a, b)) => (a, Some(b)),
+                None => (p, None),
+            };
+            let min: u16 = a.parse().map_err(|_| invalid())?;
+            let max: Option<u16> = b.map(str::parse).transpose().map_err(|_| invalid())?;
+            if max.is_some_and(|m| m < min) || (min == 0 && max.is_some_and(|m| m != 0)) {
+                return Err(invalid());
+            }
+            ((min != 0).then_some(min), max.filter(|m| *m != 0))
+        }
+    };
+    if ip_min.is_unspecified() {
+        return match (ip_max.filter(|m| !m.is_unspecified()), port_min) {
+            (None, None) => Ok(None),
+            _ => Err(bad(
+                token,
+                format!("`{s}`: a range starting at 0.0.0.0 is no range"),
+            )),
+        };
+    }
+    Ok(Some(NatRange {
+        ip_min,
+        ip_max,
+        port_min,
+        port_max,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::decode_actions;
+    use super::super::tests::roundtrip;
+    use super::*;
+    use crate::test_util::hex;
+
+    /// Vectors of OVS 3.1's tests/ofp-actions.at and captures of ovs-ofctl 3.1 (the text
+    /// is what ovs-ofctl prints for the bytes).
+    #[test]
+    fn ct_actions_from_ovs() {
+        let cases: [(&str, &str); 12] = [
+            ("ffff00180000232000230000000000000000ff0000000000", "ct()"),
+            ("ffff00180000232000230001000000000000ff0000000000", "ct(commit)"),
+            ("ffff00180000232000230003000000000000ff0000000000", "ct(commit,force)"),
+            ("ffff001800002320002300000000000000000a0000000000", "ct(table=10)"),
+            ("ffff00180000232000230000000000000000ff0000000015", "ct(alg=ftp)"),
+            ("ffff0018000023200023000000010004000fff0000000000", "ct(zone=NXM_NX_REG0[0..15])"),
+            ("ffff002800002320002300000000000000000a0000000000ffff0010000023200024000000000000", "ct(table=10,nat)"),
+            ("ffff002800002320002300010000000000001e0000000000ffff0010000023200024000000010000", "ct(commit,table=30,nat(src))"),
+            ("ffff00300000232000230001000000000000ff0000000000ffff00180000232000240000001100310a0000f08000ffff", "ct(commit,nat(src=10.0.0.240:32768-65535,random))"),
+            ("ffff00300000232000230001000000000000ff0000000000ffff00180000232000240000000a00030a0000800a0000fe", "ct(commit,nat(dst=10.0.0.128-10.0.0.254,hash))"),
+            ("ffff00300000232000230001000000000000ff0000000000ffff0018000023200007001f0001d604000000000000f009", "ct(commit,exec(load:0xf009->NXM_NX_CT_MARK[]))"),
+            ("ffff00280000232000230001000000000005ff0000000000001900100001d6040000000100000000", "ct(commit,zone=5,exec(set_field:0x1->ct_mark))"),
+        ];
+        for (bytes, text) in cases {
+            let decoded = decode_actions(&mut Reader::new(&hex(bytes), "t"))
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let mut printed = String::new();
+            format_list(&decoded, &mut printed);
+            assert_eq!(printed, text);
+            roundtrip(bytes, &decoded);
+        }
+    }
+
+    #[test]
+    fn ct_clear_from_ovs() {
+        roundtrip("ffff001000002320002b000000000000", &[Action::CtClear]);
+    }
+
+    #[test]
+    fn refuses_what_ovs_refuses() {
+        for bad in [
+            // force without commit (OFPBAC_BAD_ARGUMENT)
+            "ffff00180000232000230002000000000000ff0000000000",
+            // zone from 8 or 32 bits of a register (OFPBAC_BAD_SET_LEN)
+            "ffff00180000232000230000000100040007ff0000000000",
+            "ffff0018000023200023000000010004001fff0000000000",
+            // exec(load:...->NXM_NX_REG0[]): not a ct field
+            "ffff00300000232000230001000000000000ff0000000000ffff0018000023200007001f00010004000000000000f009",
+            // a ct nested in a ct
+            "ffff00300000232000230001000000000000ff0000000000ffff00180000232000230000000000000000ff0000000000",
+            // exec(...) without commit
+            "ffff00300000232000230000000000000000ff0000000000ffff0018000023200007001f0001d6040000000000000001",
+            // nat outside ct; nat with src and dst
+            "ffff0010000023200024000000010000",
+            "ffff00280000232000230001000000000000ff0000000000ffff0010000023200024000000030000",
+            // an IPv4 range backwards
+            "ffff00300000232000230001000000000000ff0000000000ffff00180000232000240000000200030a0000020a000001",
+        ] {
+            assert!(
+                decode_actions(&mut Reader::new(&hex(bad), "t")).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -250,3 +250,60 @@ impl BundleAdd {
         })
     }
 }
+
+/// Orders the messages of one bundle the way OVS needs groups and flows: group adds and
+/// modifies first, then the flow mods (and anything else) in their order, then group deletes.
+/// OVS refuses a flow whose actions name a group that does not exist yet
+/// (OFPBAC_BAD_OUT_GROUP), and deleting a group deletes every flow that uses it, so a group
+/// must arrive before the flows that use it and leave after them. The order within each part
+/// is kept.
+pub fn order_for_bundle(messages: Vec<Message>) -> Vec<Message> {
+    let rank = |msg: &Message| match msg {
+        Message::GroupMod(gm) if gm.command == crate::GroupCommand::Delete => 2,
+        Message::GroupMod(_) => 0,
+        _ => 1,
+    };
+    let mut ranked: Vec<(u8, Message)> = messages.into_iter().map(|m| (rank(&m), m)).collect();
+    ranked.sort_by_key(|(r, _)| *r);
+    ranked.into_iter().map(|(_, m)| m).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bucket, FlowMod, FlowModCommand, GroupCommand, GroupMod, GroupType};
+
+    #[test]
+    fn groups_come_before_the_flows_that_use_them_and_go_after() {
+        let group = |command| {
+            Message::GroupMod(GroupMod {
+                command,
+                group_type: GroupType::Indirect,
+                group_id: 9,
+                buckets: vec![Bucket::new(GroupType::Indirect, vec![])],
+            })
+        };
+        let flow = |priority| {
+            let mut fm = FlowMod::new(FlowModCommand::Add);
+            fm.priority = priority;
+            Message::FlowMod(fm)
+        };
+        let ordered = order_for_bundle(vec![
+            flow(1),
+            Message::GroupMod(GroupMod::delete(8)),
+            group(GroupCommand::Add),
+            flow(2),
+            group(GroupCommand::Modify),
+        ]);
+        assert_eq!(
+            ordered,
+            vec![
+                group(GroupCommand::Add),
+                group(GroupCommand::Modify),
+                flow(1),
+                flow(2),
+                Message::GroupMod(GroupMod::delete(8)),
+            ]
+        );
+    }
+}

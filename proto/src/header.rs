@@ -24,6 +24,7 @@ pub const OFPT_FLOW_REMOVED: u8 = 11;
 pub const OFPT_PORT_STATUS: u8 = 12;
 pub const OFPT_PACKET_OUT: u8 = 13;
 pub const OFPT_FLOW_MOD: u8 = 14;
+pub const OFPT_GROUP_MOD: u8 = 15;
 pub const OFPT_MULTIPART_REQUEST: u8 = 18;
 pub const OFPT_MULTIPART_REPLY: u8 = 19;
 pub const OFPT_BARRIER_REQUEST: u8 = 20;

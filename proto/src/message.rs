@@ -7,6 +7,7 @@ use crate::bundle::{
 };
 use crate::error::ErrorMsg;
 use crate::flow_mod::FlowMod;
+use crate::group::GroupMod;
 use crate::header::*;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet::{PacketIn, PacketOut};
@@ -30,6 +31,7 @@ pub enum Message {
     PortStatus(PortStatus),
     PacketOut(PacketOut),
     FlowMod(FlowMod),
+    GroupMod(GroupMod),
     MultipartRequest(MultipartRequest),
     MultipartReply(MultipartReply),
     BarrierRequest,
@@ -70,6 +72,7 @@ impl Message {
             Message::PortStatus(_) => OFPT_PORT_STATUS,
             Message::PacketOut(_) => OFPT_PACKET_OUT,
             Message::FlowMod(_) => OFPT_FLOW_MOD,
+            Message::GroupMod(_) => OFPT_GROUP_MOD,
             Message::MultipartRequest(_) => OFPT_MULTIPART_REQUEST,
             Message::MultipartReply(_) => OFPT_MULTIPART_REPLY,
             Message::BarrierRequest => OFPT_BARRIER_REQUEST,
@@ -153,6 +156,7 @@ impl Message {
             Message::PortStatus(status) => status.encode(out),
             Message::PacketOut(packet_out) => packet_out.encode(out)?,
             Message::FlowMod(flow_mod) => flow_mod.encode(out)?,
+            Message::GroupMod(group_mod) => group_mod.encode(out)?,
             Message::MultipartRequest(request) => request.encode(out)?,
             Message::MultipartReply(reply) => reply.encode(out)?,
             Message::RoleRequest(role) | Message::RoleReply(role) => role.encode(out),
@@ -241,6 +245,7 @@ fn decode_body(
         OFPT_PORT_STATUS => Message::PortStatus(PortStatus::decode(r)?),
         OFPT_PACKET_OUT => Message::PacketOut(PacketOut::decode(r)?),
         OFPT_FLOW_MOD => Message::FlowMod(FlowMod::decode(r)?),
+        OFPT_GROUP_MOD => Message::GroupMod(GroupMod::decode(r)?),
         OFPT_MULTIPART_REQUEST => Message::MultipartRequest(MultipartRequest::decode(r)?),
         OFPT_MULTIPART_REPLY => Message::MultipartReply(MultipartReply::decode(r)?),
         OFPT_BARRIER_REQUEST => Message::BarrierRequest,
@@ -296,6 +301,7 @@ fn message_name(msg_type: u8) -> &'static str {
         OFPT_PORT_STATUS => "port status",
         OFPT_PACKET_OUT => "packet_out",
         OFPT_FLOW_MOD => "flow_mod",
+        OFPT_GROUP_MOD => "group_mod",
         OFPT_MULTIPART_REQUEST => "multipart request",
         OFPT_MULTIPART_REPLY => "multipart reply",
         OFPT_ROLE_REQUEST | OFPT_ROLE_REPLY => "role message",

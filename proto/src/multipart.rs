@@ -3,6 +3,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::group::{GroupDesc, GroupStats};
 use crate::instruction::{decode_instructions, encode_instructions, Instruction};
 use crate::monitor::{
     decode_requests, decode_updates, encode_experimenter_header, is_flow_monitor_body,
@@ -15,6 +16,8 @@ use crate::{DecodeError, EncodeError, OFPG_ANY, OFPP_ANY, OFPTT_ALL};
 
 pub const OFPMP_DESC: u16 = 0;
 pub const OFPMP_FLOW: u16 = 1;
+pub const OFPMP_GROUP: u16 = 6;
+pub const OFPMP_GROUP_DESC: u16 = 7;
 pub const OFPMP_PORT_DESC: u16 = 13;
 
 /// Set in a reply's flags when more parts of the same reply follow.
@@ -82,6 +85,10 @@ impl FlowStatsRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MultipartRequest {
     Flow(FlowStatsRequest),
+    /// Statistics of one group, or of all (`OFPG_ALL`).
+    GroupStats(u32),
+    /// The description of every group (`dump-groups`).
+    GroupDesc,
     PortDesc,
     Desc,
     /// ONF flow monitor (see `monitor.rs`): one or more monitors.
@@ -97,6 +104,8 @@ impl MultipartRequest {
     pub fn mp_type(&self) -> u16 {
         match self {
             MultipartRequest::Flow(_) => OFPMP_FLOW,
+            MultipartRequest::GroupStats(_) => OFPMP_GROUP,
+            MultipartRequest::GroupDesc => OFPMP_GROUP_DESC,
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
             MultipartRequest::Desc => OFPMP_DESC,
             MultipartRequest::FlowMonitor(_) => OFPMP_EXPERIMENTER,
@@ -114,7 +123,11 @@ impl MultipartRequest {
         put_zeros(out, 4);
         match self {
             MultipartRequest::Flow(req) => req.encode(out)?,
-            MultipartRequest::PortDesc | MultipartRequest::Desc => {}
+            MultipartRequest::GroupStats(group_id) => {
+                out.put_u32(*group_id);
+                put_zeros(out, 4);
+            }
+            MultipartRequest::GroupDesc | MultipartRequest::PortDesc | MultipartRequest::Desc => {}
             MultipartRequest::FlowMonitor(monitors) => {
                 encode_experimenter_header(out);
                 for monitor in monitors {
@@ -140,6 +153,12 @@ impl MultipartRequest {
         }
         let req = match mp_type {
             OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r)?),
+            OFPMP_GROUP => {
+                let group_id = r.u32()?;
+                r.skip(4)?;
+                MultipartRequest::GroupStats(group_id)
+            }
+            OFPMP_GROUP_DESC => MultipartRequest::GroupDesc,
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
             OFPMP_DESC => MultipartRequest::Desc,
             OFPMP_EXPERIMENTER if is_flow_monitor_body(r.peek_rest()) => {
@@ -268,6 +287,8 @@ impl Desc {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MultipartReplyBody {
     Flow(Vec<FlowStats>),
+    GroupStats(Vec<GroupStats>),
+    GroupDesc(Vec<GroupDesc>),
     PortDesc(Vec<Port>),
     Desc(Desc),
     /// ONF flow monitor updates (the initial dump, or changes as they happen).
@@ -293,6 +314,8 @@ impl MultipartReply {
     pub fn mp_type(&self) -> u16 {
         match &self.body {
             MultipartReplyBody::Flow(_) => OFPMP_FLOW,
+            MultipartReplyBody::GroupStats(_) => OFPMP_GROUP,
+            MultipartReplyBody::GroupDesc(_) => OFPMP_GROUP_DESC,
             MultipartReplyBody::PortDesc(_) => OFPMP_PORT_DESC,
             MultipartReplyBody::Desc(_) => OFPMP_DESC,
             MultipartReplyBody::FlowMonitor(_) => OFPMP_EXPERIMENTER,
@@ -308,6 +331,16 @@ impl MultipartReply {
             MultipartReplyBody::Flow(flows) => {
                 for flow in flows {
                     flow.encode(out)?;
+                }
+            }
+            MultipartReplyBody::GroupStats(groups) => {
+                for group in groups {
+                    group.encode(out)?;
+                }
+            }
+            MultipartReplyBody::GroupDesc(groups) => {
+                for group in groups {
+                    group.encode(out)?;
                 }
             }
             MultipartReplyBody::PortDesc(ports) => ports.iter().for_each(|p| p.encode(out)),
@@ -334,6 +367,20 @@ impl MultipartReply {
                     flows.push(FlowStats::decode(r)?);
                 }
                 MultipartReplyBody::Flow(flows)
+            }
+            OFPMP_GROUP => {
+                let mut groups = Vec::new();
+                while !r.is_empty() {
+                    groups.push(GroupStats::decode(r)?);
+                }
+                MultipartReplyBody::GroupStats(groups)
+            }
+            OFPMP_GROUP_DESC => {
+                let mut groups = Vec::new();
+                while !r.is_empty() {
+                    groups.push(GroupDesc::decode(r)?);
+                }
+                MultipartReplyBody::GroupDesc(groups)
             }
             OFPMP_PORT_DESC => {
                 if r.remaining() % OFP_PORT_LEN != 0 {

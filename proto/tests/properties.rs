@@ -3,7 +3,7 @@
 //! the parser panic.
 
 use bytes::Bytes;
-use ofnode_proto::text::{format_flow_mod, parse_flow};
+use ofnode_proto::text::{format_flow_mod, format_group_mod, parse_flow, parse_group};
 use ofnode_proto::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -497,8 +497,123 @@ fn any_bytes(max: usize) -> impl Strategy<Value = Bytes> {
     vec(any::<u8>(), 0..max).prop_map(Bytes::from)
 }
 
+/// A group mod a switch accepts: buckets as the group's type allows them.
+fn any_group_mod(action: BoxedStrategy<Action>) -> impl Strategy<Value = GroupMod> {
+    let group_type = prop::sample::select(vec![
+        GroupType::All,
+        GroupType::Select,
+        GroupType::Indirect,
+        GroupType::FastFailover,
+    ]);
+    let command = prop::sample::select(vec![
+        GroupCommand::Add,
+        GroupCommand::Modify,
+        GroupCommand::AddOrModify,
+        GroupCommand::Delete,
+    ]);
+    (command, group_type, 0u32..=OFPG_MAX).prop_flat_map(move |(command, group_type, group_id)| {
+        let n = match (command, group_type) {
+            (GroupCommand::Delete, _) => 0..1,
+            (_, GroupType::Indirect) => 1..2,
+            _ => 0..4,
+        };
+        let bucket = (
+            vec(action.clone(), 0..3),
+            1u16..=u16::MAX,
+            prop::option::of(output_port().prop_filter("watchable", |p| *p < 0xff00)),
+            prop::option::of(0u32..=OFPG_MAX),
+        )
+            .prop_map(move |(actions, weight, port, group)| {
+                let mut b = Bucket::new(group_type, actions);
+                match group_type {
+                    GroupType::Select => {
+                        b.weight = weight;
+                        b.watch_port = port.unwrap_or(OFPP_ANY);
+                    }
+                    GroupType::FastFailover => {
+                        b.watch_port = port.unwrap_or(OFPP_ANY);
+                        b.watch_group = group.unwrap_or(if port.is_none() { 1 } else { OFPG_ANY });
+                    }
+                    _ => {}
+                }
+                b
+            });
+        vec(bucket, n).prop_map(move |buckets| GroupMod {
+            command,
+            group_type: if command == GroupCommand::Delete {
+                GroupType::All
+            } else {
+                group_type
+            },
+            group_id,
+            buckets,
+        })
+    })
+}
+
 fn any_message() -> impl Strategy<Value = Message> {
     prop_oneof![
+        any_group_mod(any_action()).prop_map(Message::GroupMod),
+        vec(any_group_mod(any_action()), 0..3).prop_map(|groups| {
+            Message::MultipartReply(MultipartReply {
+                flags: 0,
+                body: MultipartReplyBody::GroupDesc(
+                    groups
+                        .into_iter()
+                        .map(|g| GroupDesc {
+                            group_type: g.group_type,
+                            group_id: g.group_id,
+                            buckets: g.buckets,
+                        })
+                        .collect(),
+                ),
+            })
+        }),
+        vec(
+            (
+                any::<(u32, u32, u64, u64, u32, u32)>(),
+                vec(any::<(u64, u64)>(), 0..4)
+            ),
+            0..3
+        )
+        .prop_map(|groups| {
+            let stats = groups
+                .into_iter()
+                .map(
+                    |((group_id, ref_count, packet_count, byte_count, sec, nsec), b)| GroupStats {
+                        group_id,
+                        ref_count,
+                        packet_count,
+                        byte_count,
+                        duration_sec: sec,
+                        duration_nsec: nsec,
+                        buckets: b
+                            .into_iter()
+                            .map(|(packet_count, byte_count)| BucketCounter {
+                                packet_count,
+                                byte_count,
+                            })
+                            .collect(),
+                    },
+                )
+                .collect();
+            Message::MultipartReply(MultipartReply {
+                flags: 1,
+                body: MultipartReplyBody::GroupStats(stats),
+            })
+        }),
+        prop_oneof![
+            any::<u32>().prop_map(MultipartRequest::GroupStats),
+            Just(MultipartRequest::GroupDesc)
+        ]
+        .prop_map(Message::MultipartRequest),
+        (any::<u32>(), any_group_mod(any_action())).prop_map(|(bundle_id, gm)| {
+            Message::BundleAdd(BundleAdd {
+                bundle_id,
+                flags: BundleFlags::ATOMIC | BundleFlags::ORDERED,
+                message: Box::new(Message::GroupMod(gm)),
+            })
+        }),
         prop::collection::btree_set(1u8..=64, 1..4).prop_map(|v| Message::Hello(Hello {
             versions: v.into_iter().collect()
         })),
@@ -645,6 +760,25 @@ proptest! {
         let text = format_flow_mod(&fm);
         let parsed = parse_flow(&text, FlowModCommand::Add);
         prop_assert_eq!(parsed, Ok(fm), "text: {}", text);
+    }
+
+    /// A group as ovs-ofctl prints it parses back to itself (the command word aside).
+    #[test]
+    fn group_parse_inverts_print(gm in any_group_mod(printable_action(false, false))) {
+        prop_assume!(gm.command != GroupCommand::AddOrModify);
+        let printed = format_group_mod(&gm);
+        let (word, text) = printed.split_once(' ').unwrap();
+        let command = match word {
+            "ADD" => GroupCommand::Add,
+            "MOD" => GroupCommand::Modify,
+            _ => GroupCommand::Delete,
+        };
+        let text = if command == GroupCommand::Delete {
+            text.split(",type").next().unwrap().to_string()
+        } else {
+            text.to_string()
+        };
+        prop_assert_eq!(parse_group(&text, command), Ok(gm), "text: {}", text);
     }
 
     #[test]

@@ -10,6 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use ofnode_harness::cluster::seed_flows::{
+    egress_rule_flow, host_subnet_flows, mode_flows, pod_flows, setup_flows, version_note,
+    vnid_rule, SeedNet,
+};
+use ofnode_harness::Mode;
 use ofnode_proto::*;
 
 const CLUSTER: &str = "10.128.0.0/14";
@@ -33,65 +38,22 @@ fn pod_note() -> String {
 /// Every flow the seed's SetupOVS, setupPodFlows, AddHostSubnetRules (both forms),
 /// AddServiceRules, UpdateEgressNetworkPolicyRules, the multicast updates and the policy
 /// plugins' table 80 rules add, with the values a small cluster would use; plus ofnode's own
-/// table 80 flows and every `ip_frag` value.
+/// table 80 flows and every `ip_frag` value. The seed's texts come from the harness
+/// (`ofnode_harness::cluster::seed_flows`), which also programs br0 with them.
 pub fn seed_add_flows() -> Vec<String> {
-    let (c, s, l, g) = (CLUSTER, SERVICE, LOCAL_SUBNET, GATEWAY);
-    let mut flows = vec![
-        format!("table=0, priority=200, in_port=1, arp, nw_src={c}, nw_dst={l}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"),
-        format!("table=0, priority=200, in_port=1, ip, nw_src={c}, nw_dst={l}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"),
-        format!("table=0, priority=200, in_port=1, ip, nw_src={c}, nw_dst=224.0.0.0/4, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"),
-        "table=0, priority=150, in_port=1, actions=drop".into(),
-        "table=0, priority=250, in_port=2, ip, nw_dst=224.0.0.0/4, actions=drop".into(),
-        format!("table=0, priority=200, in_port=2, arp, nw_src={g}, nw_dst={c}, actions=goto_table:30"),
-        "table=0, priority=200, in_port=2, ip, actions=goto_table:30".into(),
-        "table=0, priority=150, in_port=2, actions=drop".into(),
-        "table=0, priority=100, arp, actions=goto_table:20".into(),
-        "table=0, priority=100, ip, actions=goto_table:20".into(),
-        "table=0, priority=0, actions=drop".into(),
-        "table=10, priority=0, actions=drop".into(),
-        "table=20, priority=0, actions=drop".into(),
-        "table=21, priority=0, actions=goto_table:30".into(),
-        format!("table=30, priority=300, arp, nw_dst={g}, actions=output:2"),
-        format!("table=30, priority=200, arp, nw_dst={l}, actions=goto_table:40"),
-        format!("table=30, priority=100, arp, nw_dst={c}, actions=goto_table:50"),
-        format!("table=30, priority=300, ip, nw_dst={g}, actions=output:2"),
-        format!("table=30, priority=100, ip, nw_dst={s}, actions=goto_table:60"),
-        format!("table=30, priority=200, ip, nw_dst={l}, actions=goto_table:70"),
-        format!("table=30, priority=100, ip, nw_dst={c}, actions=goto_table:90"),
-        "table=30, priority=50, in_port=1, ip, nw_dst=224.0.0.0/4, actions=goto_table:120".into(),
-        "table=30, priority=25, ip, nw_dst=224.0.0.0/4, actions=goto_table:110".into(),
-        "table=30, priority=0, ip, actions=goto_table:100".into(),
-        "table=30, priority=0, arp, actions=drop".into(),
-        "table=40, priority=0, actions=drop".into(),
-        "table=50, priority=0, actions=drop".into(),
-        "table=60, priority=200, reg0=0, actions=output:2".into(),
-        "table=60, priority=0, actions=drop".into(),
-        "table=70, priority=0, actions=drop".into(),
-        format!("table=80, priority=300, ip, nw_src={g}/32, actions=output:NXM_NX_REG2[]"),
-        "table=80, priority=0, actions=drop".into(),
-        "table=90, priority=0, actions=drop".into(),
-        "table=100, priority=0, actions=output:2".into(),
-        "table=110, priority=0, actions=drop".into(),
-        "table=111, priority=100, actions=goto_table:120".into(),
-        "table=120, priority=0, actions=drop".into(),
-        format!("table=253, actions=note:{:02X}.{:02X}", 0, 3),
-    ];
-    let (p, mac, note, vnid, ofport) = (POD_IP, POD_MAC, pod_note(), 42, 3);
-    flows.extend([
-        format!("table=20, priority=100, in_port={ofport}, arp, nw_src={p}, arp_sha={mac}, actions=load:{vnid}->NXM_NX_REG0[], note:{note}, goto_table:21"),
-        format!("table=20, priority=100, in_port={ofport}, ip, nw_src={p}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:21"),
-        format!("table=40, priority=100, arp, nw_dst={p}, actions=output:{ofport}"),
-        format!("table=70, priority=100, ip, nw_dst={p}, actions=load:{vnid}->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:80"),
-    ]);
-    let (r, rs) = (REMOTE_NODE, REMOTE_SUBNET);
-    flows.extend([
-        format!("table=10, priority=100, tun_src={r}, actions=goto_table:30"),
-        format!("table=50, priority=100, arp, nw_dst={rs}, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{r}->tun_dst,output:1"),
-        format!("table=90, priority=100, ip, nw_dst={rs}, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{r}->tun_dst,output:1"),
-        // The fixed-VNID form, on another remote subnet.
-        "table=50, priority=100, arp, nw_dst=10.131.0.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.4->tun_dst,output:1".into(),
-        "table=90, priority=100, ip, nw_dst=10.131.0.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.4->tun_dst,output:1".into(),
-    ]);
+    let net = SeedNet {
+        cluster: CLUSTER,
+        service: SERVICE,
+        local_subnet: LOCAL_SUBNET,
+        gateway: GATEWAY,
+    };
+    let mut flows = setup_flows(&net);
+    flows.push(version_note(Mode::Subnet));
+    let (vnid, ofport) = (42, 3);
+    flows.extend(pod_flows(ofport, POD_IP, POD_MAC, vnid, &pod_note()));
+    flows.extend(host_subnet_flows(REMOTE_NODE, REMOTE_SUBNET, None));
+    // The fixed-VNID form, on another remote subnet.
+    flows.extend(host_subnet_flows("192.0.2.4", "10.131.0.0/23", Some(7)));
     let action = format!(
         ", priority=100, actions=load:{vnid}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
     );
@@ -106,21 +68,18 @@ pub fn seed_add_flows() -> Vec<String> {
     flows.extend(
         ["no", "yes", "first", "not_later"].map(|frag| format!("{base}, ip_frag={frag}{action}")),
     );
-    // Table 80: the seed's per-VNID rule (EnsureVNIDRules; ofnode's vnid_flow), the
-    // multitenant mode's global-VNID rules and the subnet mode's catch-all (ofnode's
-    // mode_flows, src/sdn/flows.rs).
-    flows.extend([
-        format!("table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"),
-        "table=80, priority=200, reg0=0, actions=output:NXM_NX_REG2[]".into(),
-        "table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]".into(),
-        "table=80, priority=200, actions=output:NXM_NX_REG2[]".into(),
-    ]);
+    // Table 80: the seed's per-VNID rule (EnsureVNIDRules; ofnode's vnid_flow), both policy
+    // modes' rules (ofnode's mode_flows, src/sdn/flows.rs).
+    flows.push(vnid_rule(vnid));
+    flows.extend(mode_flows(Mode::Multitenant));
+    flows.extend(mode_flows(Mode::Subnet));
+    let r = REMOTE_NODE;
     flows.extend([
         "table=100, reg0=5, priority=1, actions=drop".into(),
         "table=100, reg0=6, cookie=1, priority=65535, actions=drop".into(),
-        "table=100, reg0=6, priority=3, ip, nw_dst=198.51.100.0/24, actions=output:2".into(),
-        "table=100, reg0=6, priority=2, ip, nw_dst=198.51.100.77, actions=drop".into(),
-        "table=100, reg0=6, priority=1, ip, actions=output:2".into(),
+        egress_rule_flow(6, 3, Some("198.51.100.0/24"), true),
+        egress_rule_flow(6, 2, Some("198.51.100.77"), false),
+        egress_rule_flow(6, 1, None, true),
         "table=110, reg0=5, actions=goto_table:111".into(),
         "table=120, priority=100, reg0=5, actions=output:3,output:4".into(),
         format!("table=111, priority=100, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{r}->tun_dst,output:1,set_field:192.0.2.4->tun_dst,output:1,goto_table:120"),

@@ -30,7 +30,7 @@
 mod inventory;
 mod pod;
 mod restart;
-mod seed_flows;
+pub mod seed_flows;
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;

@@ -2,8 +2,10 @@
 //! run them under the fuzzer and `tests/fuzz_corpus.rs` replays the kept corpora through them in
 //! the normal test run. They panic (assert) when a property fails; that is their job.
 
-use crate::text::{format_flow_mod, parse_flow};
-use crate::{message_length, FlowModCommand, Message, MultipartReply, MultipartReplyBody};
+use crate::text::{format_flow_mod, format_group_mod, parse_flow, parse_group};
+use crate::{
+    message_length, FlowModCommand, GroupCommand, Message, MultipartReply, MultipartReplyBody,
+};
 
 /// Messages with fixed-size strings: port names and switch descriptions are decoded lossily
 /// (invalid UTF-8) and truncated on encode, so they are only stable after one round.
@@ -48,8 +50,8 @@ fn check_reencodes(xid: u32, msg: Message) {
     }
 }
 
-/// Any text given to the flow parser gives a flow or an error, never a panic; a parsed flow
-/// prints to text that parses back to the same flow.
+/// Any text given to the flow or group parser gives a flow (group) or an error, never a
+/// panic; a parsed flow or group prints to text that parses back to the same flow or group.
 pub fn check_parse_flow(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -63,6 +65,22 @@ pub fn check_parse_flow(data: &[u8]) {
         );
     }
     let _ = parse_flow(text, FlowModCommand::Delete);
+    check_parse_group(text);
+}
+
+/// A group as add-group reads it prints (after the command word) to text that parses back to
+/// the same group.
+fn check_parse_group(text: &str) {
+    if let Ok(gm) = parse_group(text, GroupCommand::Add) {
+        let printed = format_group_mod(&gm);
+        let group = printed.strip_prefix("ADD ").unwrap_or(&printed);
+        assert_eq!(
+            parse_group(group, GroupCommand::Add),
+            Ok(gm),
+            "printed: {printed}"
+        );
+    }
+    let _ = parse_group(text, GroupCommand::Delete);
 }
 
 #[cfg(test)]

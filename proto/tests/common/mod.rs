@@ -87,6 +87,74 @@ pub fn seed_add_flows() -> Vec<String> {
     flows
 }
 
+/// Stateful flows as openshift-sdn's NetworkPolicy plugin and its conntrack mode write them
+/// (origin pkg/sdn/plugin/networkpolicy.go, openshift/sdn pkg/network/node/networkpolicy.go
+/// and ovscontroller.go), an EgressIP and a NAT'd service through select groups (see
+/// [`stateful_groups`]), a 3-dimension conjunction, and the other new fields and actions.
+pub fn stateful_add_flows() -> Vec<String> {
+    let (c, s, l) = (CLUSTER, SERVICE, LOCAL_SUBNET);
+    vec![
+        // origin: conntrack in table 21, isolation in tables 80/81.
+        format!("table=21, priority=200, ip, nw_dst={s}, actions=goto_table:30"),
+        "table=21, priority=100, ip, actions=ct(commit,table=30)".into(),
+        "table=80, priority=50, ip, actions=ct(commit,table=81)".into(),
+        "table=81, priority=100, ip, ct_state=+trk+est, actions=output:NXM_NX_REG2[]".into(),
+        "table=81, priority=0, actions=drop".into(),
+        // openshift/sdn: SNAT through conntrack for the cluster network, replies pass.
+        format!("table=21, priority=200, ip, nw_dst={c}, ct_state=-rpl, actions=ct(commit,nat(src=0.0.0.0),table=30)"),
+        "table=80, priority=200, ip, ct_state=+rpl, actions=output:NXM_NX_REG2[]".into(),
+        // A NetworkPolicy allowing tcp/8080 from one pod of VNID 42 to another, isolating it.
+        format!("table=80, priority=150, reg1=42, ip, nw_dst={POD_IP}, reg0=42, ip, nw_src=10.129.0.6, tcp, tp_dst=8080, actions=output:NXM_NX_REG2[]"),
+        format!("table=80, priority=100, reg1=42, ip, nw_dst={POD_IP}, actions=drop"),
+        "table=80, priority=50, reg1=42, actions=output:NXM_NX_REG2[]".into(),
+        // useConnTrack: track first, replies back to pods through NAT, egress replies out.
+        "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)".into(),
+        format!("table=30, priority=250, ip, nw_dst={l}, ct_state=+rpl, actions=ct(nat,table=70)"),
+        "table=101, priority=150, ct_state=+rpl, actions=output:2".into(),
+        // EgressIP: VNID 42 leaves through select group 42.
+        "table=101, priority=100, ip, reg0=42, actions=group:42".into(),
+        // A NAT'd service: its backends behind select group 100, replies un-NATed.
+        format!("table=60, priority=150, tcp, nw_dst={SERVICE_IP}, tp_dst=80, actions=group:100"),
+        format!("table=30, priority=260, ip, nw_dst={l}, ct_state=+trk+est+dnat, actions=ct(nat,table=70)"),
+        // A 3-dimension conjunction (sources x destination x ports) and its conj_id flow.
+        "table=80, priority=200, ip, reg1=42, nw_src=10.129.0.6, actions=conjunction(1000,1/3)".into(),
+        "table=80, priority=200, ip, reg1=42, nw_src=10.129.0.7, actions=conjunction(1000,1/3)".into(),
+        format!("table=80, priority=200, ip, reg1=43, nw_dst={POD_IP}, actions=conjunction(1000,2/3),note:0a.0b"),
+        "table=80, priority=200, tcp, reg1=44, tp_dst=8080, actions=conjunction(1000,3/3)".into(),
+        "table=80, priority=200, tcp, reg1=44, tp_dst=8443, actions=conjunction(1000,3/3)".into(),
+        "table=80, priority=200, conj_id=1000, ip, actions=output:NXM_NX_REG2[]".into(),
+        // Multicast and failover groups in use.
+        "table=120, priority=100, reg0=6, actions=group:7".into(),
+        "table=120, priority=100, reg0=7, actions=group:8".into(),
+        "table=120, priority=100, reg0=8, actions=group:9".into(),
+        // The other new fields and actions.
+        "table=82, priority=10, ip, ct_state=+trk+new, ct_zone=5, ct_mark=0x1/0xf, ct_label=0x1/0xff, actions=ct(commit,zone=NXM_NX_REG0[0..15],exec(load:0x1->NXM_NX_CT_MARK[],set_field:0x2->ct_label)),ct_clear,resubmit(,30),resubmit(3,30,ct)".into(),
+        "table=82, priority=11, tcp, tcp_flags=+syn-ack, actions=dec_ttl,mod_dl_src:0a:58:0a:81:00:01,mod_dl_dst:0a:58:0a:81:00:02,output:3".into(),
+        "table=82, priority=12, ip, ct_state=+trk+est, ct_nw_src=10.129.0.0/23, ct_nw_dst=172.30.0.10, ct_nw_proto=6, ct_tp_dst=80, actions=set_field:0x5/0xf->pkt_mark,move:NXM_NX_CT_MARK[]->NXM_NX_REG3[],goto_table:90".into(),
+        "table=82, priority=13, pkt_mark=0x1a/0xff, xreg2=0x100000002, actions=set_field:0x1->xreg3,load:1->NXM_NX_REG9[0..3],output:NXM_NX_REG9[0..3]".into(),
+        "table=82, priority=14, ip, actions=ct(commit,force,exec(set_field:0x1/0x1->ct_mark,load:0x100000000000000000->NXM_NX_CT_LABEL[])),ct(commit,nat(dst=10.0.0.128-10.0.0.254:80-90,persistent,hash))".into(),
+        "table=82, priority=15, tcp, actions=ct(commit,alg=ftp,table=83)".into(),
+        "table=82, priority=16, udp, actions=ct(alg=tftp)".into(),
+        "table=82, priority=17, ip, ct_state=+trk+est, actions=ct(nat),write_actions(ct_clear,output:2)".into(),
+        "table=82, priority=18, tcp, tcp_flags=0x12, ct_state=0x21, actions=set_field:5->in_port,resubmit:3,resubmit(LOCAL,40)".into(),
+        "table=82, priority=19, rarp, arp_op=3, actions=drop".into(),
+    ]
+}
+
+/// The groups [`stateful_add_flows`] use, in `add-group` text: openshift-sdn's EgressIP
+/// select group (one remote egress node, ct(commit) and the tunnel; the local one with the
+/// egress IP's pkt_mark), a NAT'd service's backends, multicast (all), failover (ff) and an
+/// indirect group.
+pub fn stateful_groups() -> Vec<String> {
+    vec![
+        "group_id=42,type=select,bucket=actions=ct(commit),move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.5->tun_dst,output:1,bucket=actions=set_field:0a:58:0a:81:00:01->eth_dst,set_field:0x1a->pkt_mark,output:2".into(),
+        "group_id=100,type=select,bucket=weight:100,actions=ct(commit,nat(dst=10.129.0.5:8080),table=70),bucket=weight:50,actions=ct(commit,nat(dst=10.129.0.6:8080),table=70)".into(),
+        "group_id=7,type=all,bucket=actions=output:3,bucket=actions=output:4".into(),
+        "group_id=8,type=ff,bucket=watch_port:3,actions=output:3,bucket=watch_port:4,actions=output:4".into(),
+        "group_id=9,type=indirect,bucket=actions=group:7".into(),
+    ]
+}
+
 /// Every delete the seed issues (cleanupPodFlows, DeleteHostSubnetRules, egress policy,
 /// DeleteServiceRules, multicast), with the same values.
 pub fn seed_delete_flows() -> Vec<String> {

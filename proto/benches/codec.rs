@@ -1,6 +1,9 @@
 //! Codec benchmarks: encoding the seed's 4-flow pod transaction (setupPodFlows) as an ONF
-//! bundle, decoding a 1,000-flow stats reply, and the text parser/printer on the same flows.
-//! Prints ns per flow_mod / per flow at the end. Run: `cargo bench -p ofnode-proto --bench codec`.
+//! bundle, decoding a 1,000-flow stats reply, and the text parser/printer on the same flows;
+//! and for the stateful pipelines, encoding conjunction-heavy flow_mods (NetworkPolicy-style
+//! clauses, each flow in several conjunctions) in a bundle and decoding a 10,000-flow dump
+//! with conntrack fields and actions. Prints ns per flow_mod / per flow at the end.
+//! Run: `cargo bench -p ofnode-proto --bench codec`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -78,6 +81,71 @@ fn stats_reply_stream() -> Vec<u8> {
             });
         }
     }
+    encode_reply_stream(&flows)
+}
+
+/// A conjunction-heavy flow: one NetworkPolicy peer (a source pod of a VNID) that is a clause
+/// of eight conjunctions, as a policy set with many rules sharing peers compiles to.
+fn conjunction_flow(n: u32) -> Message {
+    let actions: Vec<String> = (0..8)
+        .map(|k| format!("conjunction({},1/3)", 1000 + 8 * (n % 64) + k))
+        .collect();
+    let text = format!(
+        "table=80, priority=200, ip, reg1={}, reg0={}, nw_src=10.129.{}.{}, actions={},note:0a.0b",
+        42 + n % 16,
+        7 + n % 5,
+        n / 200,
+        n % 200 + 2,
+        actions.join(",")
+    );
+    Message::FlowMod(parse_flow(&text, FlowModCommand::Add).unwrap())
+}
+
+fn conjunction_flows() -> Vec<Message> {
+    (0..64).map(conjunction_flow).collect()
+}
+
+/// A 10,000-flow dump of a node in NetworkPolicy mode with conntrack: per pod, the policy's
+/// allow rule with ct_state (an est connection from a peer to a port) and the NAT'd service
+/// and conntrack entry flows, in replies of at most ~64 KiB as OVS sends them.
+fn ct_stats_reply_stream() -> Vec<u8> {
+    let texts = |pod: u32| {
+        let ip = format!("10.129.{}.{}", pod / 200, pod % 200 + 2);
+        let vnid = 42 + pod % 16;
+        vec![
+            format!("table=80, priority=150, reg1={vnid}, ct_state=+trk+est, ip, nw_dst={ip}, reg0={vnid}, nw_src=10.130.0.7, tcp, tp_dst=8080, actions=output:NXM_NX_REG2[]"),
+            format!("table=21, priority=200, ip, nw_dst={ip}, ct_state=-rpl, actions=ct(commit,nat(src=0.0.0.0),table=30)"),
+            format!("table=30, priority=250, ip, nw_dst={ip}, ct_state=+trk+rpl, ct_mark=0x1/0x1, actions=ct(nat,table=70)"),
+            format!("table=60, priority=150, tcp, nw_dst=172.30.{}.{}, tp_dst=80, ct_state=+trk+new, actions=ct(commit,exec(set_field:0x1->ct_mark),nat(dst={ip}:8080),table=70)", pod / 250, pod % 250 + 1),
+        ]
+    };
+    let mut flows = Vec::new();
+    for pod in 0..2500u32 {
+        for fm in texts(pod)
+            .iter()
+            .map(|t| parse_flow(t, FlowModCommand::Add).unwrap())
+        {
+            flows.push(FlowStats {
+                table_id: fm.table_id,
+                duration_sec: 12,
+                duration_nsec: 345_000_000,
+                priority: fm.priority,
+                idle_timeout: 0,
+                hard_timeout: 0,
+                flags: 0,
+                cookie: 0,
+                packet_count: 1_000,
+                byte_count: 98_000,
+                match_: fm.match_,
+                instructions: fm.instructions,
+            });
+        }
+    }
+    encode_reply_stream(&flows)
+}
+
+/// Flow stats replies of at most ~64 KiB, REPLY_MORE on all but the last.
+fn encode_reply_stream(flows: &[FlowStats]) -> Vec<u8> {
     let mut stream = BytesMut::new();
     let chunks: Vec<&[FlowStats]> = flows.chunks(200).collect();
     for (i, chunk) in chunks.iter().enumerate() {
@@ -145,6 +213,29 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    let conj = conjunction_flows();
+    let mut group = c.benchmark_group("conjunction_flows_64");
+    group.throughput(Throughput::Elements(conj.len() as u64));
+    group.bench_function("encode_bundle", |b| {
+        let mut out = BytesMut::with_capacity(64 * 1024);
+        b.iter(|| {
+            out.clear();
+            encode_transaction(black_box(&conj), &mut out);
+            black_box(out.len())
+        })
+    });
+    group.finish();
+
+    let ct_stream = ct_stats_reply_stream();
+    assert_eq!(decode_stream(&ct_stream).len(), 10_000);
+    let mut group = c.benchmark_group("ct_flow_stats_10000");
+    group.throughput(Throughput::Elements(10_000));
+    group.sample_size(20);
+    group.bench_function("decode", |b| {
+        b.iter(|| black_box(decode_stream(black_box(&ct_stream))))
+    });
+    group.finish();
 }
 
 /// Plain averages over many runs, printed as ns per flow_mod / per flow.
@@ -173,6 +264,31 @@ fn summary() {
         "summary: 1,000-flow stats reply ({} bytes in {} messages): {per_flow:.0} ns per flow decoded",
         stream.len(),
         count_frames(&stream)
+    );
+
+    let conj = conjunction_flows();
+    let runs = 20_000u32;
+    let start = Instant::now();
+    for _ in 0..runs {
+        out.clear();
+        encode_transaction(black_box(&conj), &mut out);
+    }
+    let per_conj = start.elapsed().as_nanos() as f64 / f64::from(runs) / conj.len() as f64;
+    println!(
+        "summary: conjunction-heavy bundle (64 flow_mods of 8 conjunctions each, {} bytes): {per_conj:.0} ns per flow_mod encoded",
+        out.len()
+    );
+    let ct_stream = ct_stats_reply_stream();
+    let runs = 50u32;
+    let start = Instant::now();
+    for _ in 0..runs {
+        black_box(decode_stream(black_box(&ct_stream)));
+    }
+    let per_ct_flow = start.elapsed().as_nanos() as f64 / f64::from(runs) / 10_000.0;
+    println!(
+        "summary: 10,000-flow stats reply with ct fields and actions ({} bytes in {} messages): {per_ct_flow:.0} ns per flow decoded",
+        ct_stream.len(),
+        count_frames(&ct_stream)
     );
 }
 

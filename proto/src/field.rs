@@ -214,23 +214,25 @@ impl Prereq {
 
     /// Whether `m` meets this prerequisite, as OVS's mf_are_match_prereqs_ok decides.
     pub fn is_met(self, m: &crate::Match) -> bool {
-        let eth_ok = self.eth_types().is_empty()
-            || m.exact_u128(Field::EthType)
-                .is_some_and(|e| self.eth_types().contains(&e));
-        let proto_ok = self
-            .ip_proto()
-            .is_none_or(|p| m.exact_u128(Field::IpProto) == Some(p));
-        let not_later = !matches!(self, Prereq::Tcp | Prereq::Udp)
-            || m.get(Field::IpFrag)
-                .is_none_or(|e| e.value & FRAG_LATER == 0);
-        let ct_ok = match self {
+        let eth_ok = || {
+            m.exact_u128(Field::EthType)
+                .is_some_and(|e| self.eth_types().contains(&e))
+        };
+        let proto_ok = || m.exact_u128(Field::IpProto) == self.ip_proto();
+        let not_later = || {
+            m.entry(Field::IpFrag)
+                .is_none_or(|e| e.value & FRAG_LATER == 0)
+        };
+        match self {
+            Prereq::None => true,
+            Prereq::Ipv4 | Prereq::IpAny | Prereq::Arp => eth_ok(),
+            Prereq::Icmpv4 => eth_ok() && proto_ok(),
+            Prereq::Tcp | Prereq::Udp => eth_ok() && proto_ok() && not_later(),
             Prereq::CtValid => ct_valid(m),
             Prereq::CtProto => {
                 ct_valid(m) && m.exact_u128(Field::CtNwProto).is_some_and(|p| p != 0)
             }
-            _ => true,
-        };
-        eth_ok && proto_ok && not_later && ct_ok
+        }
     }
 
     /// How to write what the prerequisite asks for, in an error message.
@@ -256,7 +258,7 @@ impl Prereq {
 /// OVS's is_ct_valid for a match: some matched ct_state bit implies a conntrack entry, or the
 /// match says tracked and not invalid.
 fn ct_valid(m: &crate::Match) -> bool {
-    let Some(entry) = m.get(Field::CtState) else {
+    let Some(entry) = m.entry(Field::CtState) else {
         return false;
     };
     let mask = entry.mask.unwrap_or(Field::CtState.info().significant);
@@ -479,8 +481,9 @@ const fn read_only(info: FieldInfo) -> FieldInfo {
 use Format as F;
 use Prereq as P;
 
-/// Number of rows.
+/// Number of rows (at most 64: a match keeps a bitmap of its fields' rows).
 const N_ROWS: usize = 59;
+const _: () = assert!(N_ROWS <= 64);
 
 /// The field table, in OVS's encoding order (lib/nx-match.c, nx_put_raw; the xregs, which a
 /// match never carries, last).
@@ -619,7 +622,11 @@ const fn plane(class: u16, experimenter: u32) -> Option<usize> {
     }
 }
 
-/// Row of each (class, field number) id, derived from the table at compile time.
+/// Bit of a [`ROW_OF_ID`] entry set when the id is the row's NXM id (else its OXM id).
+const NXM_BIT: u8 = 0x80;
+
+/// Row of each (class, field number) id, with [`NXM_BIT`] saying which of the row's ids it is,
+/// derived from the table at compile time.
 static ROW_OF_ID: [[u8; 128]; 5] = {
     let mut rows = [[NO_ROW; 128]; 5];
     let mut i = 0;
@@ -629,7 +636,8 @@ static ROW_OF_ID: [[u8; 128]; 5] = {
         while j < ids.len() {
             if let Some(id) = ids[j] {
                 if let Some(plane) = plane(id.class, id.experimenter) {
-                    rows[plane][(id.field & 0x7f) as usize] = i as u8;
+                    rows[plane][(id.field & 0x7f) as usize] =
+                        i as u8 | if j == 1 { NXM_BIT } else { 0 };
                 }
             }
             j += 1;
@@ -692,13 +700,15 @@ impl Field {
     /// class, experimenter id), returning the id matched.
     pub fn from_id(class: u16, field: u8, experimenter: u32) -> Option<(Field, OxmId)> {
         let plane = plane(class, experimenter)?;
-        let row = *ROW_OF_ID[plane].get(usize::from(field))?;
-        let info = FIELDS.get(usize::from(row))?;
-        [info.oxm, info.nxm]
-            .into_iter()
-            .flatten()
-            .find(|id| id.class == class && id.field == field && id.experimenter == experimenter)
-            .map(|id| (info.field, id))
+        let entry = *ROW_OF_ID[plane].get(usize::from(field))?;
+        let info = FIELDS.get(usize::from(entry & !NXM_BIT))?;
+        let id = if entry & NXM_BIT != 0 {
+            info.nxm
+        } else {
+            info.oxm
+        }?;
+        (id.class == class && id.field == field && id.experimenter == experimenter)
+            .then_some((info.field, id))
     }
 
     /// Looks a field up by its NXM/OXM name (`NXM_NX_REG0`, `OXM_OF_IN_PORT`) or field name,

@@ -151,7 +151,7 @@ pub fn encode_instructions(
 
 /// Decodes instructions until `r` is exhausted; each type may appear once (OFPBIC_DUP_INST).
 pub(crate) fn decode_instructions(r: &mut Reader<'_>) -> Result<Vec<Instruction>, DecodeError> {
-    let mut out: Vec<Instruction> = Vec::new();
+    let mut out: Vec<Instruction> = Vec::with_capacity(2);
     while !r.is_empty() {
         let inst = Instruction::decode(r)?;
         if out.iter().any(|seen| seen.inst_type() == inst.inst_type()) {

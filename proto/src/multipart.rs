@@ -362,7 +362,9 @@ impl MultipartReply {
         r.skip(4)?;
         let body = match mp_type {
             OFPMP_FLOW => {
-                let mut flows = Vec::new();
+                // A flow is rarely under 100 bytes: room for the part's flows without
+                // regrowing, bounded by the bytes present.
+                let mut flows = Vec::with_capacity(r.remaining() / 128);
                 while !r.is_empty() {
                     flows.push(FlowStats::decode(r)?);
                 }

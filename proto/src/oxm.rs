@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::field::{ExactForm, Field, OxmId, TlvHeader, OFPXMC_EXPERIMENTER};
+use crate::field::{ExactForm, Field, FieldInfo, OxmId, TlvHeader, OFPXMC_EXPERIMENTER};
 use crate::wire::{be_uint, pad8, put_uint, put_zeros, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
@@ -39,6 +39,9 @@ pub struct RawOxm {
 pub struct Match {
     entries: Vec<MatchEntry>,
     unknown: Vec<RawOxm>,
+    /// Bit `r` set when `entries` holds the field of table row `r`: entries are sorted by
+    /// row, so a field's position is the number of bits below its own (no search).
+    present: u64,
 }
 
 impl Match {
@@ -73,24 +76,39 @@ impl Match {
             self.set_masked_u128(hi, (value >> 32) & 0xffff_ffff, (mask >> 32) & 0xffff_ffff);
             return self.set_masked_u128(lo, value & 0xffff_ffff, mask & 0xffff_ffff);
         }
-        let info = field.info();
+        self.put(field.info(), value, mask);
+        self
+    }
+
+    /// Sets (or with an empty mask removes) the field of row `info`.
+    fn put(&mut self, info: &FieldInfo, value: u128, mask: u128) {
         let full = info.full_mask();
         let mask = mask & full;
         let field = info.field;
         if mask == 0 {
             self.remove(field);
-            return self;
+            return;
         }
         let entry = MatchEntry {
             field,
             value: value & mask,
             mask: (mask != full).then_some(mask),
         };
+        let row = field.index();
+        if self.present >> row == 0 {
+            // No field at or after this one's row: it goes at the end (the usual case, as
+            // fields come in canonical order).
+            self.entries.push(entry);
+            self.present |= 1 << row;
+            return;
+        }
         match self.position(field) {
             Ok(i) => self.entries[i] = entry,
-            Err(i) => self.entries.insert(i, entry),
+            Err(i) => {
+                self.entries.insert(i, entry);
+                self.present |= 1 << row;
+            }
         }
-        self
     }
 
     /// Builder form of [`Match::set`].
@@ -118,12 +136,19 @@ impl Match {
 
     pub fn remove(&mut self, field: Field) -> Option<MatchEntry> {
         let field = field.info().field;
-        self.position(field).ok().map(|i| self.entries.remove(i))
+        let i = self.position(field).ok()?;
+        self.present &= !(1 << field.index());
+        Some(self.entries.remove(i))
     }
 
     pub fn get(&self, field: Field) -> Option<MatchEntry> {
+        self.entry(field).copied()
+    }
+
+    /// The entry of `field`, by reference (what the decoder's checks read, per field).
+    pub(crate) fn entry(&self, field: Field) -> Option<&MatchEntry> {
         let field = field.info().field;
-        self.position(field).ok().map(|i| self.entries[i])
+        self.position(field).ok().and_then(|i| self.entries.get(i))
     }
 
     /// The exact value of `field`, if it is matched without a mask and fits 64 bits (only a
@@ -134,7 +159,7 @@ impl Match {
 
     /// The exact value of `field`, if it is matched without a mask.
     pub fn exact_u128(&self, field: Field) -> Option<u128> {
-        self.get(field)
+        self.entry(field)
             .filter(|e| e.mask.is_none())
             .map(|e| e.value)
     }
@@ -154,9 +179,13 @@ impl Match {
     }
 
     fn position(&self, field: Field) -> Result<usize, usize> {
-        let index = field.index();
-        self.entries
-            .binary_search_by_key(&index, |e| e.field.index())
+        let row = field.index();
+        let below = (self.present & ((1u64 << row) - 1)).count_ones() as usize;
+        if self.present >> row & 1 == 1 {
+            Ok(below)
+        } else {
+            Err(below)
+        }
     }
 
     /// Writes the OXM TLVs alone (no `ofp_match` header).
@@ -203,7 +232,12 @@ impl Match {
         }
         let mut tlvs = r.sub(length - 4, "match fields")?;
         r.skip(pad8(length))?;
-        let mut m = Match::new();
+        // A TLV is at least 8 bytes in practice (4 of header, and values of at least 2 in the
+        // fields a flow has): room for all of them without regrowing.
+        let mut m = Match {
+            entries: Vec::with_capacity(count_tlvs(tlvs.peek_rest())),
+            ..Match::default()
+        };
         while !tlvs.is_empty() {
             m.decode_tlv(&mut tlvs)?;
         }
@@ -238,7 +272,8 @@ impl Match {
         } else {
             all_ones
         };
-        let info = field.info();
+        let row = field.index();
+        let info = &crate::field::FIELDS[row];
         if r.is_lenient() {
             self.set_masked_u128(field, value, mask);
             return Ok(());
@@ -261,20 +296,37 @@ impl Match {
             (value, mask)
         };
         check_value(field, value)?;
-        for part in parts(field) {
-            if self.get(part).is_some() {
-                return Err(DecodeError::DuplicateField { field: part });
+        if let Field::XReg(_) = field {
+            for part in parts(field).into_iter().flatten() {
+                if self.entry(part).is_some() {
+                    return Err(DecodeError::DuplicateField { field: part });
+                }
             }
+            self.set_masked_u128(field, value, mask);
+            return Ok(());
         }
-        if !info.prereq.is_met(self) {
+        if self.present >> row & 1 == 1 {
+            return Err(DecodeError::DuplicateField { field });
+        }
+        if info.prereq != crate::field::Prereq::None && !info.prereq.is_met(self) {
             return Err(DecodeError::MissingPrerequisite {
                 field,
                 needs: info.prereq.describe(),
             });
         }
-        self.set_masked_u128(field, value, mask);
+        self.put(info, value, mask);
         Ok(())
     }
+}
+
+/// How many TLVs `tlvs` holds (an upper bound when they are malformed), to size a match.
+fn count_tlvs(mut tlvs: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(&[_, _, _, len]) = tlvs.get(..4) {
+        n += 1;
+        tlvs = tlvs.get(4 + usize::from(len)..).unwrap_or_default();
+    }
+    n
 }
 
 /// A TLV of a field in the table: the field, the id it came as, and its value-and-mask bytes.
@@ -299,10 +351,13 @@ fn known_field(h: TlvHeader, payload: &[u8]) -> Result<Option<KnownTlv<'_>>, Dec
 }
 
 /// The fields a TLV of `field` sets in a match: itself, or an xreg's two registers.
-fn parts(field: Field) -> Vec<Field> {
+fn parts(field: Field) -> [Option<Field>; 2] {
     match field {
-        Field::XReg(n) => vec![Field::Reg(2 * (n & 7)), Field::Reg(2 * (n & 7) + 1)],
-        _ => vec![field],
+        Field::XReg(n) => [
+            Some(Field::Reg(2 * (n & 7))),
+            Some(Field::Reg(2 * (n & 7) + 1)),
+        ],
+        _ => [Some(field), None],
     }
 }
 

@@ -309,11 +309,22 @@ pub(crate) fn decode_actions(r: &mut Reader<'_>) -> Result<Vec<Action>, DecodeEr
 
 /// Decodes actions until `r` is exhausted, in `ctx` (top level, or nested in a `ct`).
 pub(crate) fn decode_actions_in(r: &mut Reader<'_>, ctx: Ctx) -> Result<Vec<Action>, DecodeError> {
-    let mut actions = Vec::new();
+    let mut actions = Vec::with_capacity(count_actions(r.peek_rest()));
     while !r.is_empty() {
         actions.push(Action::decode(r, ctx)?);
     }
     Ok(actions)
+}
+
+/// How many actions `bytes` holds (an upper bound when they are malformed), to size a list.
+fn count_actions(mut bytes: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(&[_, _, hi, lo]) = bytes.get(..4) {
+        n += 1;
+        let len = usize::from(u16::from_be_bytes([hi, lo])).max(8);
+        bytes = bytes.get(len..).unwrap_or_default();
+    }
+    n
 }
 
 /// A list of actions, comma-separated, as ovs-ofctl prints them.

@@ -7,8 +7,14 @@
 //!     printer prints them, and our decoded flow stats print exactly as ovs-ofctl dumps them;
 //!     the PORT_STATUS ovs-vswitchd sends for a new port decodes and re-encodes byte for byte.
 //!
-//! Besides the seed's flows: ofnode's table 80 flows, every ip_frag value, and the flow-mod
-//! options (modify, strict forms, out_port/out_group on deletes, timeouts and flags).
+//! Besides the seed's flows: ofnode's table 80 flows, every ip_frag value, the flow-mod
+//! options (modify, strict forms, out_port/out_group on deletes, timeouts and flags), and the
+//! stateful pipelines (`common::stateful_add_flows`: openshift-sdn's NetworkPolicy conntrack
+//! flows, a 3-dimension conjunction set, a NAT'd service, every new field and action) with the
+//! groups they use (`common::stateful_groups`: an EgressIP select group setting pkt_mark, a
+//! NAT'd service's select group, all/fast-failover/indirect groups), which must also be
+//! ordered in a bundle as OVS needs (groups before the flows that use them); and the OVS test
+//! vectors of tests/ovs_vectors.rs must still be what this ovs-ofctl says.
 //!
 //! Needs Debian's `openvswitch-switch` (ovs-ofctl, ovs-vswitchd, ovsdb-server) and root (the
 //! private OVS runs in a network namespace of its own).

@@ -5,7 +5,7 @@ The inputs are the match and action vectors of Open vSwitch 3.1's own test suite
 (tests/ovs-ofctl.at "parse-oxm", tests/ofp-actions.at); the verdicts are what the installed
 ovs-ofctl 3.1 says about each of them for OpenFlow 1.3 (`--strict parse-oxm OpenFlow13`,
 `parse-actions OpenFlow13`, `parse-instructions OpenFlow13`). The oracle test
-`oracle::ovs_vectors_are_what_this_ovs_ofctl_says` runs the same ovs-ofctl commands again and
+`oracle::ovs_vectors_are_what_ovs_ofctl_says` runs the same ovs-ofctl commands again and
 checks that the files still hold their answers.
 
 Usage: regen.py OVS_SOURCE_DIR   (a checkout of openvswitch/ovs at v3.1.0)

@@ -65,20 +65,7 @@ fn stats_reply_stream() -> Vec<u8> {
             .iter()
             .map(|t| parse_flow(t, FlowModCommand::Add).unwrap())
         {
-            flows.push(FlowStats {
-                table_id: fm.table_id,
-                duration_sec: 12,
-                duration_nsec: 345_000_000,
-                priority: fm.priority,
-                idle_timeout: 0,
-                hard_timeout: 0,
-                flags: 0,
-                cookie: 0,
-                packet_count: 1_000,
-                byte_count: 98_000,
-                match_: fm.match_,
-                instructions: fm.instructions,
-            });
+            flows.push(installed(fm));
         }
     }
     encode_reply_stream(&flows)
@@ -125,23 +112,28 @@ fn ct_stats_reply_stream() -> Vec<u8> {
             .iter()
             .map(|t| parse_flow(t, FlowModCommand::Add).unwrap())
         {
-            flows.push(FlowStats {
-                table_id: fm.table_id,
-                duration_sec: 12,
-                duration_nsec: 345_000_000,
-                priority: fm.priority,
-                idle_timeout: 0,
-                hard_timeout: 0,
-                flags: 0,
-                cookie: 0,
-                packet_count: 1_000,
-                byte_count: 98_000,
-                match_: fm.match_,
-                instructions: fm.instructions,
-            });
+            flows.push(installed(fm));
         }
     }
     encode_reply_stream(&flows)
+}
+
+/// A flow as a stats reply describes it once installed, with some counters.
+fn installed(fm: FlowMod) -> FlowStats {
+    FlowStats {
+        table_id: fm.table_id,
+        duration_sec: 12,
+        duration_nsec: 345_000_000,
+        priority: fm.priority,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        flags: 0,
+        cookie: 0,
+        packet_count: 1_000,
+        byte_count: 98_000,
+        match_: fm.match_,
+        instructions: fm.instructions,
+    }
 }
 
 /// Flow stats replies of at most ~64 KiB, REPLY_MORE on all but the last.

@@ -14,7 +14,8 @@ use super::spec::{Bandwidth, CniResult, Interface, IpConfig, NetConf, Route};
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
 use crate::netlink::{self, Handle, VethPair};
-use crate::sdn::{IfName, MacAddr, PodAdd, PodStatus, SandboxId, Vnid};
+use crate::sdn::{PodAdd, PodStatus};
+use crate::value::{IfName, MacAddr, SandboxId, Vnid};
 
 /// One call's inputs: the environment, the parsed configuration and its raw bytes (what the
 /// IPAM plugin gets on stdin).
@@ -116,7 +117,7 @@ impl Call<'_> {
             peer: self.env.ifname.as_str(),
             peer_netns: netns,
             mtu: self.conf.mtu,
-            peer_mac: Some(netlink::MacAddr(mac.0)),
+            peer_mac: Some(mac),
         })
         .await?;
         done.push(Done::Veth(veth.clone()));

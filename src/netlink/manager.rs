@@ -683,7 +683,7 @@ mod tests {
             "{err}"
         );
         let err = KnownHost::parse("192.0.2.2", "10.128.2.0/23", "02:00:00:00:02").unwrap_err();
-        assert!(matches!(err, Error::BadMac { .. }), "{err}");
+        assert!(matches!(err, Error::Invalid(_)), "{err}");
         let err = KnownHost::parse("192.0.2.2", "fd00::/64", "02:00:00:00:00:02").unwrap_err();
         assert!(
             matches!(

@@ -24,6 +24,7 @@ pub mod table;
 pub mod types;
 mod writer;
 
+pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
 pub use dns::DnsConfig;
 pub use drift::{Detection, DriftReport, DriftStatus, DriftTiming};
@@ -33,8 +34,6 @@ pub use metrics::{Histogram, Metrics};
 pub use node::Node;
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 pub use types::{
-    Cidr, EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, EgressSet, HostSubnet,
-    HostSubnetDel, IfName, InvalidInput, MacAddr, Mode, MulticastLocalSet, MulticastVxlanSet,
-    PodAdd, PodBandwidth, PodDel, PodUpdate, Protocol, SandboxId, Service, ServiceDel, ServicePort,
-    SetupRequest, Vnid,
+    EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, PodAdd,
+    Protocol, Service, ServicePort, SetupRequest,
 };

@@ -1176,11 +1176,10 @@ async fn start_vxlan(
 
 /// A host subnet as the VXLAN device knows it; only those with a VTEP MAC can be reached.
 fn known_host(hs: &HostSubnet) -> Option<crate::netlink::KnownHost> {
-    let subnet = crate::netlink::Ipv4Net::new(hs.subnet.addr(), hs.subnet.prefix()).ok()?;
     Some(crate::netlink::KnownHost {
         host_ip: hs.host_ip,
-        subnet,
-        vtep_mac: crate::netlink::MacAddr(hs.vtep_mac?.0),
+        subnet: hs.subnet.into(),
+        vtep_mac: hs.vtep_mac?,
     })
 }
 

@@ -1,20 +1,17 @@
 //! The `ofnode` command line: `ofnode run` starts the daemon, every other subcommand is a client
-//! of its control socket.
+//! of its control socket (`--api PATH`, before or after the subcommand, or `OFNODE_API`).
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
-use hyper::Method;
+use clap::builder::PossibleValue;
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
 use crate::daemon::RunArgs;
-use crate::sdn::types::{
-    parse_ipv4, Cidr, EgressNetworkPolicy, IfName, InvalidInput, MacAddr, SandboxId, ServicePort,
-    Vnid,
-};
-use crate::sdn::{HostSubnet, Mode, PodAdd, Service, SetupRequest};
+use crate::sdn::{EgressNetworkPolicy, Mode, ServicePort};
+use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
 
 pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
 
@@ -25,15 +22,11 @@ pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
     about = "Native OpenFlow 1.3 node controller for Open vSwitch"
 )]
 pub struct Cli {
+    /// The daemon's control socket [default: /run/ofnode/ofnode.sock; `run`: the config file's `api`].
+    #[arg(long, global = true, env = "OFNODE_API", value_name = "PATH")]
+    pub api: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct ApiArg {
-    /// The daemon's control socket.
-    #[arg(long, global = true, default_value = DEFAULT_API, value_name = "PATH")]
-    pub api: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,26 +36,27 @@ pub enum Command {
     /// Build br0 and its base flows (the seed's SetupOVS + SetupSDN); a no-op when already set up
     /// with the same parameters.
     Setup {
+        /// The whole cluster's pod network.
         #[arg(long, value_name = "CIDR")]
         cluster_network: Cidr,
+        /// The services' cluster IP network.
         #[arg(long, value_name = "CIDR")]
         service_network: Cidr,
+        /// This node's pod subnet (inside the cluster network).
         #[arg(long, value_name = "CIDR")]
         local_subnet: Cidr,
+        /// The gateway address on tun0 (a host of the local subnet).
         #[arg(long, value_name = "IP", value_parser = ipv4("gateway"))]
         gateway: Ipv4Addr,
-        #[arg(long, value_enum, default_value = "subnet")]
-        mode: ModeArg,
-        #[command(flatten)]
-        api: ApiArg,
+        /// The network policy mode (the seed's policy plugin).
+        #[arg(long, value_enum, default_value_t = Mode::Subnet)]
+        mode: Mode,
     },
     /// Show whether the switch and OVSDB are connected, whether br0 is set up, and counts.
     Status {
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Pods: their OVS port and flows.
     #[command(subcommand)]
@@ -84,25 +78,20 @@ pub enum Command {
     Vnids(VnidsCommand),
     /// Print br0's flows as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` does.
     DumpFlows {
-        #[arg(long)]
+        /// Only this table's flows.
+        #[arg(long, value_name = "N")]
         table: Option<u8>,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ModeArg {
-    Subnet,
-    Multitenant,
-}
+/// `--mode` takes the modes' own names (`Mode`'s `FromStr`/`Display`).
+impl ValueEnum for Mode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Mode::ALL
+    }
 
-impl From<ModeArg> for Mode {
-    fn from(mode: ModeArg) -> Mode {
-        match mode {
-            ModeArg::Subnet => Mode::Subnet,
-            ModeArg::Multitenant => Mode::Multitenant,
-        }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
     }
 }
 
@@ -110,48 +99,51 @@ impl From<ModeArg> for Mode {
 pub enum PodCommand {
     /// Attach a pod's host veth to br0 and install its flows; prints the OpenFlow port.
     Add {
-        #[arg(long)]
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
         veth: IfName,
-        #[arg(long, value_parser = ipv4("pod IP"))]
+        /// The pod's IPv4 address.
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
         ip: Ipv4Addr,
-        #[arg(long)]
+        /// The pod's MAC address.
+        #[arg(long, value_name = "MAC")]
         mac: MacAddr,
         /// The sandbox (container) id: 64 hex digits.
-        #[arg(long)]
+        #[arg(long, value_name = "HEX64")]
         sandbox: SandboxId,
-        #[arg(long)]
+        /// The pod's VNID (0: the global network).
+        #[arg(long, value_name = "N")]
         vnid: Vnid,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Move a pod (found by its sandbox id) to another VNID.
     Update {
-        #[arg(long)]
+        /// The sandbox (container) id: 64 hex digits.
+        #[arg(long, value_name = "HEX64")]
         sandbox: SandboxId,
-        #[arg(long)]
+        /// The pod's new VNID.
+        #[arg(long, value_name = "N")]
         vnid: Vnid,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Remove a pod's flows, bandwidth limits and port.
     Del {
-        #[arg(long)]
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
         veth: IfName,
-        #[arg(long, value_parser = ipv4("pod IP"))]
+        /// The pod's IPv4 address.
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
         ip: Ipv4Addr,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Limit a pod's bandwidth (bits per second; k/M/G suffixes are powers of 1000; 0 clears).
     Bandwidth {
-        #[arg(long)]
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
         veth: IfName,
-        #[arg(long, value_parser = parse_rate)]
+        /// What the pod may receive, in bits per second.
+        #[arg(long, value_name = "BPS", value_parser = parse_rate)]
         ingress: Option<u64>,
-        #[arg(long, value_parser = parse_rate)]
+        /// What the pod may send, in bits per second.
+        #[arg(long, value_name = "BPS", value_parser = parse_rate)]
         egress: Option<u64>,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
@@ -159,27 +151,27 @@ pub enum PodCommand {
 pub enum HostSubnetCommand {
     /// Route a remote node's subnet through the VXLAN to its host IP.
     Add {
-        #[arg(long, value_parser = ipv4("host IP"))]
+        /// The remote node's underlay IP (its VTEP).
+        #[arg(long, value_name = "IP", value_parser = ipv4("host IP"))]
         host_ip: Ipv4Addr,
-        #[arg(long)]
+        /// The remote node's pod subnet.
+        #[arg(long, value_name = "CIDR")]
         subnet: Cidr,
         /// Send all traffic to this subnet with a fixed VNID (the fixed-VNID host annotation).
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         fixed_vnid: Option<Vnid>,
         /// The remote node's VTEP MAC (for the kernel VXLAN device's FDB/neighbour entries).
-        #[arg(long)]
+        #[arg(long, value_name = "MAC")]
         vtep_mac: Option<MacAddr>,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Forget a remote node's subnet.
     Del {
-        #[arg(long, value_parser = ipv4("host IP"))]
+        /// The remote node's underlay IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("host IP"))]
         host_ip: Ipv4Addr,
-        #[arg(long)]
+        /// The remote node's pod subnet.
+        #[arg(long, value_name = "CIDR")]
         subnet: Cidr,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
@@ -187,21 +179,21 @@ pub enum HostSubnetCommand {
 pub enum ServiceCommand {
     /// Add a service IP with its ports (PROTO/PORT, tcp or udp).
     Add {
-        #[arg(long, value_parser = ipv4("service IP"))]
+        /// The service's cluster IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("service IP"))]
         ip: Ipv4Addr,
-        #[arg(long)]
+        /// The service's VNID.
+        #[arg(long, value_name = "N")]
         vnid: Vnid,
+        /// A port of the service, e.g. tcp/80 (repeat for more).
         #[arg(long = "port", required = true, value_name = "PROTO/PORT")]
         ports: Vec<ServicePort>,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Remove a service IP and all its ports.
     Del {
-        #[arg(long, value_parser = ipv4("service IP"))]
+        /// The service's cluster IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("service IP"))]
         ip: Ipv4Addr,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
@@ -210,24 +202,24 @@ pub enum MulticastCommand {
     /// Enable or disable multicast for a VNID's local pods.
     #[command(group(clap::ArgGroup::new("state").required(true).args(["enable", "disable"])))]
     Local {
-        #[arg(long)]
+        /// The VNID whose pods' multicast this is.
+        #[arg(long, value_name = "N")]
         vnid: Vnid,
+        /// Deliver the VNID's multicast to the given ports.
         #[arg(long, requires = "ofports")]
         enable: bool,
+        /// Stop delivering the VNID's multicast.
         #[arg(long, conflicts_with = "ofports")]
         disable: bool,
-        /// The OpenFlow ports of the VNID's local pods.
+        /// An OpenFlow port of one of the VNID's local pods (repeat for more).
         #[arg(long = "ofport", value_name = "N")]
         ofports: Vec<u16>,
-        #[command(flatten)]
-        api: ApiArg,
     },
     /// Set the remote nodes multicast is sent to over the VXLAN (none: local only).
     Vxlan {
+        /// A remote node's underlay IP (repeat for more).
         #[arg(long = "remote", value_name = "IP", value_parser = ipv4("remote IP"))]
         remotes: Vec<Ipv4Addr>,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
@@ -235,25 +227,22 @@ pub enum MulticastCommand {
 pub enum EgressCommand {
     /// Replace a VNID's egress policy (no --policy: remove it).
     Set {
-        #[arg(long)]
+        /// The VNID the policy applies to.
+        #[arg(long, value_name = "N")]
         vnid: Vnid,
+        /// A namespace that has this VNID (repeat for shared namespaces).
         #[arg(long = "namespace", value_name = "NS", required = true)]
         namespaces: Vec<String>,
-        /// A JSON file holding one EgressNetworkPolicy.
+        /// A JSON file holding one EgressNetworkPolicy (repeat for more).
         #[arg(long = "policy", value_name = "FILE.json")]
         policies: Vec<PathBuf>,
-        #[command(flatten)]
-        api: ApiArg,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum VnidsCommand {
     /// VNIDs with table 80 rules but no pod or service left.
-    Unused {
-        #[command(flatten)]
-        api: ApiArg,
-    },
+    Unused,
 }
 
 fn ipv4(what: &'static str) -> impl Fn(&str) -> Result<Ipv4Addr, InvalidInput> + Clone {
@@ -319,42 +308,44 @@ fn read_policy(path: &Path) -> Result<EgressNetworkPolicy, CliError> {
     Ok(policy)
 }
 
-/// Runs one client subcommand and prints its result.
-pub async fn run_client(command: Command) -> Result<(), CliError> {
+/// Runs the command line: the daemon for `run`, otherwise one request to it, whose result
+/// is printed.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let Cli { api, command } = cli;
+    let client = &Client::new(api.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_API)));
     match command {
-        Command::Run(args) => crate::daemon::run(*args).await.map_err(CliError::Daemon)?,
+        Command::Run(mut args) => {
+            args.api = api;
+            crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
+        }
         Command::Setup {
             cluster_network,
             service_network,
             local_subnet,
             gateway,
             mode,
-            api,
         } => {
-            let req = SetupRequest {
+            let req = wire::SetupRequest {
                 cluster_network,
                 service_network,
                 local_subnet,
                 gateway,
-                mode: mode.into(),
+                mode,
             };
-            let reply: serde_json::Value =
-                client(&api).send(Method::POST, "/v1/setup", &req).await?;
-            println!("{}", reply["outcome"].as_str().unwrap_or("done"));
+            let outcome = client.setup(&req).await?;
+            // The outcome's name as the API writes it, e.g. `already_set_up`.
+            let name = serde_json::to_value(outcome).unwrap_or_default();
+            println!("{}", name.as_str().unwrap_or("done"));
         }
-        Command::Status { json, api } => {
-            let status: serde_json::Value = client(&api).get("/v1/status").await?;
-            print_status(&status, json);
-        }
-        Command::Pod(cmd) => run_pod(cmd).await?,
-        Command::Hostsubnet(cmd) => run_hostsubnet(cmd).await?,
-        Command::Service(cmd) => run_service(cmd).await?,
-        Command::Multicast(cmd) => run_multicast(cmd).await?,
+        Command::Status { json } => print_status(&client.status().await?, json),
+        Command::Pod(cmd) => run_pod(client, cmd).await?,
+        Command::Hostsubnet(cmd) => run_hostsubnet(client, cmd).await?,
+        Command::Service(cmd) => run_service(client, cmd).await?,
+        Command::Multicast(cmd) => run_multicast(client, cmd).await?,
         Command::Egress(EgressCommand::Set {
             vnid,
             namespaces,
             policies,
-            api,
         }) => {
             let policies = policies
                 .iter()
@@ -365,21 +356,15 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
                 namespaces,
                 policies,
             };
-            act(&api, Method::POST, "/v1/egress", &req).await?;
+            client.egress_set(&req).await?;
         }
-        Command::Vnids(VnidsCommand::Unused { api }) => {
-            let reply: wire::UnusedVnids = client(&api).get("/v1/vnids/unused").await?;
-            for vnid in reply.vnids {
+        Command::Vnids(VnidsCommand::Unused) => {
+            for vnid in client.unused_vnids().await? {
                 println!("{vnid}");
             }
         }
-        Command::DumpFlows { table, api } => {
-            let path = match table {
-                Some(table) => format!("/v1/flows?table={table}"),
-                None => "/v1/flows".to_string(),
-            };
-            let reply: wire::Flows = client(&api).get(&path).await?;
-            for flow in reply.flows {
+        Command::DumpFlows { table } => {
+            for flow in client.flows(table).await? {
                 println!("{flow}");
             }
         }
@@ -387,7 +372,7 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn run_pod(cmd: PodCommand) -> Result<(), CliError> {
+async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
     match cmd {
         PodCommand::Add {
             veth,
@@ -395,135 +380,105 @@ async fn run_pod(cmd: PodCommand) -> Result<(), CliError> {
             mac,
             sandbox,
             vnid,
-            api,
         } => {
-            let req = PodAdd {
+            let req = wire::PodAdd {
                 veth,
                 ip,
                 mac,
                 sandbox,
                 vnid,
             };
-            let reply: wire::PodAdded = client(&api).send(Method::POST, "/v1/pods", &req).await?;
-            println!("{}", reply.ofport);
+            println!("{}", client.pod_add(&req).await?);
         }
-        PodCommand::Update { sandbox, vnid, api } => {
-            let req = wire::PodUpdate { sandbox, vnid };
-            act(&api, Method::POST, "/v1/pods/update", &req).await?;
+        PodCommand::Update { sandbox, vnid } => {
+            client
+                .pod_update(&wire::PodUpdate { sandbox, vnid })
+                .await?;
         }
-        PodCommand::Del { veth, ip, api } => {
-            let req = wire::PodDel { veth, ip };
-            act(&api, Method::DELETE, "/v1/pods", &req).await?;
-        }
+        PodCommand::Del { veth, ip } => client.pod_del(&wire::PodDel { veth, ip }).await?,
         PodCommand::Bandwidth {
             veth,
             ingress,
             egress,
-            api,
         } => {
             let req = wire::PodBandwidth {
                 veth,
                 ingress_bps: ingress,
                 egress_bps: egress,
             };
-            act(&api, Method::POST, "/v1/pods/bandwidth", &req).await?;
+            client.pod_bandwidth(&req).await?;
         }
     }
     Ok(())
 }
 
-async fn run_hostsubnet(cmd: HostSubnetCommand) -> Result<(), CliError> {
+async fn run_hostsubnet(client: &Client, cmd: HostSubnetCommand) -> Result<(), CliError> {
     match cmd {
         HostSubnetCommand::Add {
             host_ip,
             subnet,
             fixed_vnid,
             vtep_mac,
-            api,
         } => {
-            let req = HostSubnet {
+            let req = wire::HostSubnet {
                 host_ip,
                 subnet,
                 fixed_vnid,
                 vtep_mac,
             };
-            act(&api, Method::POST, "/v1/hostsubnets", &req).await?;
+            client.hostsubnet_add(&req).await?;
         }
-        HostSubnetCommand::Del {
-            host_ip,
-            subnet,
-            api,
-        } => {
-            let req = wire::HostSubnetDel { host_ip, subnet };
-            act(&api, Method::DELETE, "/v1/hostsubnets", &req).await?;
+        HostSubnetCommand::Del { host_ip, subnet } => {
+            client
+                .hostsubnet_del(&wire::HostSubnetDel { host_ip, subnet })
+                .await?;
         }
     }
     Ok(())
 }
 
-async fn run_service(cmd: ServiceCommand) -> Result<(), CliError> {
+async fn run_service(client: &Client, cmd: ServiceCommand) -> Result<(), CliError> {
     match cmd {
-        ServiceCommand::Add {
-            ip,
-            vnid,
-            ports,
-            api,
-        } => {
-            let req = Service { ip, vnid, ports };
-            act(&api, Method::POST, "/v1/services", &req).await?;
+        ServiceCommand::Add { ip, vnid, ports } => {
+            client
+                .service_add(&wire::Service { ip, vnid, ports })
+                .await?;
         }
-        ServiceCommand::Del { ip, api } => {
-            let req = wire::ServiceDel { ip };
-            act(&api, Method::DELETE, "/v1/services", &req).await?;
-        }
+        ServiceCommand::Del { ip } => client.service_del(&wire::ServiceDel { ip }).await?,
     }
     Ok(())
 }
 
-async fn run_multicast(cmd: MulticastCommand) -> Result<(), CliError> {
+async fn run_multicast(client: &Client, cmd: MulticastCommand) -> Result<(), CliError> {
     match cmd {
         MulticastCommand::Local {
             vnid,
             enable,
             disable: _,
             ofports,
-            api,
         } => {
             let req = wire::MulticastLocal {
                 vnid,
                 enabled: enable,
                 ofports,
             };
-            act(&api, Method::POST, "/v1/multicast/local", &req).await?;
+            client.multicast_local(&req).await?;
         }
-        MulticastCommand::Vxlan { remotes, api } => {
-            let req = wire::MulticastVxlan { remotes };
-            act(&api, Method::POST, "/v1/multicast/vxlan", &req).await?;
+        MulticastCommand::Vxlan { remotes } => {
+            client
+                .multicast_vxlan(&wire::MulticastVxlan { remotes })
+                .await?;
         }
     }
     Ok(())
 }
 
-fn client(api: &ApiArg) -> Client {
-    Client::new(&api.api)
-}
-
-/// An operation without a result: success prints nothing, as ovs-ofctl and ovs-vsctl do.
-async fn act<B: serde::Serialize>(
-    api: &ApiArg,
-    method: Method,
-    path: &str,
-    body: &B,
-) -> Result<(), CliError> {
-    let _: wire::Ok = client(api).send(method, path, body).await?;
-    Ok(())
-}
-
-fn print_status(status: &serde_json::Value, json: bool) {
+fn print_status(status: &wire::StatusReply, json: bool) {
+    let status = serde_json::to_value(status).unwrap_or_default();
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(status).unwrap_or_default()
+            serde_json::to_string_pretty(&status).unwrap_or_default()
         );
         return;
     }
@@ -545,6 +500,84 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn api_goes_before_or_after_the_subcommand_or_in_the_environment() {
+        let api = |args: &[&str]| Cli::try_parse_from(args.iter().copied()).unwrap().api;
+        let path = Some(PathBuf::from("/tmp/a.sock"));
+        assert_eq!(api(&["ofnode", "--api", "/tmp/a.sock", "status"]), path);
+        assert_eq!(api(&["ofnode", "status", "--api", "/tmp/a.sock"]), path);
+        assert_eq!(
+            api(&[
+                "ofnode",
+                "pod",
+                "del",
+                "--api",
+                "/tmp/a.sock",
+                "--veth",
+                "v",
+                "--ip",
+                "10.128.0.5"
+            ]),
+            path
+        );
+        // `run` takes it too, as the socket it serves (over the config file's `api`).
+        assert_eq!(api(&["ofnode", "run", "--api", "/tmp/a.sock"]), path);
+        // Only this test sets OFNODE_API; the others never read `api`.
+        std::env::set_var("OFNODE_API", "/tmp/env.sock");
+        let from_env = api(&["ofnode", "status"]);
+        let flag_wins = api(&["ofnode", "status", "--api", "/tmp/a.sock"]);
+        std::env::remove_var("OFNODE_API");
+        assert_eq!(from_env, Some(PathBuf::from("/tmp/env.sock")));
+        assert_eq!(flag_wins, path);
+        assert_eq!(api(&["ofnode", "status"]), None);
+    }
+
+    #[test]
+    fn every_option_has_a_one_line_help() {
+        fn check(cmd: &clap::Command, path: &str) {
+            for arg in cmd.get_arguments() {
+                let name = format!("{path} --{}", arg.get_id());
+                if arg.is_positional() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(!help.is_empty(), "{name} has no help");
+                assert!(!help.contains('\n'), "{name}'s help is more than one line");
+            }
+            for sub in cmd.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        check(&Cli::command(), "ofnode");
+    }
+
+    #[test]
+    fn modes_are_the_nodes_own() {
+        let parse = |mode: &str| {
+            Cli::try_parse_from([
+                "ofnode",
+                "setup",
+                "--cluster-network",
+                "10.128.0.0/14",
+                "--service-network",
+                "172.30.0.0/16",
+                "--local-subnet",
+                "10.128.0.0/23",
+                "--gateway",
+                "10.128.0.1",
+                "--mode",
+                mode,
+            ])
+        };
+        for mode in Mode::ALL {
+            let Command::Setup { mode: parsed, .. } = parse(mode.name()).unwrap().command else {
+                panic!("not setup");
+            };
+            assert_eq!(parsed, mode);
+        }
+        assert!(parse("bridged").is_err());
     }
 
     #[test]

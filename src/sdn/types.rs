@@ -181,6 +181,16 @@ pub enum Mode {
 }
 
 impl Mode {
+    pub const ALL: [Mode; 2] = [Mode::Subnet, Mode::Multitenant];
+
+    /// The name `--mode` and the API take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Subnet => "subnet",
+            Mode::Multitenant => "multitenant",
+        }
+    }
+
     /// The seed's pluginId: 0 for the subnet plugin, 1 for the multitenant plugin.
     pub fn plugin_id(self) -> u8 {
         match self {
@@ -193,24 +203,23 @@ impl Mode {
 impl FromStr for Mode {
     type Err = InvalidInput;
     fn from_str(text: &str) -> Result<Self, InvalidInput> {
-        match text {
-            "subnet" => Ok(Mode::Subnet),
-            "multitenant" => Ok(Mode::Multitenant),
-            _ => Err(InvalidInput::new(
-                "mode",
-                text,
-                "expected subnet or multitenant",
-            )),
-        }
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == text)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+                InvalidInput::new(
+                    "mode",
+                    text,
+                    format!("expected one of {}", names.join(", ")),
+                )
+            })
     }
 }
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Subnet => "subnet",
-            Mode::Multitenant => "multitenant",
-        })
+        f.write_str(self.name())
     }
 }
 

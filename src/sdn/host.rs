@@ -10,8 +10,7 @@ use crate::netlink::{Handle, Route};
 
 use super::types::{Cidr, SetupRequest};
 
-/// The gateway port's name (the seed's TUN).
-pub const TUN: &str = "tun0";
+use super::layout::TUN_PORT as TUN;
 
 /// The local-subnet route appears asynchronously once tun0 is up with its address; the seed
 /// polls for it for about a second.

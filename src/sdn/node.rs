@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ofnode_proto::{Field, FlowStatsRequest, OFPTT_ALL};
+use ofnode_proto::{FlowStatsRequest, OFPTT_ALL};
 use tokio::sync::{mpsc, Notify, RwLock};
 
 use super::config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
@@ -19,10 +19,14 @@ use super::dns::Dns;
 use super::drift::{SharedDriftStatus, Watcher};
 use super::egress::{egress_flows, global_vnid_error};
 use super::error::Error;
-use super::flows::{pod_flows, version_note, TUN_OFPORT, VERSION_TABLE, VXLAN_OFPORT};
+use super::flows::{pod_flows, version_note};
 use super::ha::{Agent, HaShared};
-use super::host::{setup_host_network, TUN};
+use super::host::setup_host_network;
+use super::layout::{
+    FROM_POD, TUN_OFPORT, TUN_PORT as TUN, VERSION_NOTE, VXLAN_OFPORT, VXLAN_PORT as VXLAN,
+};
 use super::metrics::Metrics;
+use super::readback;
 use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 use super::store::Store;
 use super::table::{parse_flow, Flow};
@@ -30,18 +34,12 @@ use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, InvalidInput, PodAdd, SandboxId, Service,
     SetupRequest, Vnid,
 };
-use super::writer::{
-    flow_note_has_prefix, flow_notes, loaded_value, version_note_bytes, Op, Output, Plan, Planned,
-    Published, Request, Writer,
-};
+use super::writer::{Op, Output, Plan, Planned, Published, Request, Writer};
 use crate::openflow::{Switch, SwitchConfig, Target};
 use crate::ovsdb::{self, BridgeSpec, PortSpec};
 
 /// How soon a failed read of the host subnets for the VXLAN device is tried again.
 const VXLAN_SYNC_RETRY: Duration = Duration::from_secs(1);
-
-/// The VXLAN port (the seed's VXLAN).
-pub const VXLAN: &str = "vxlan0";
 
 /// A handle on the node controller. Clones share one node; its background tasks stop when the
 /// last clone is dropped.
@@ -334,14 +332,11 @@ impl Node {
 
     async fn switch_has_version_note(&self, setup: &SetupRequest) -> Result<bool, Error> {
         let filter = FlowStatsRequest {
-            table_id: VERSION_TABLE,
+            table_id: VERSION_NOTE,
             ..FlowStatsRequest::default()
         };
         let flows = self.inner.switch.dump_flows(filter).await?;
-        let prefix = version_note_bytes(&version_note(setup.mode));
-        Ok(flows
-            .iter()
-            .any(|f| flow_note_has_prefix(&f.instructions, &prefix)))
+        Ok(readback::holds_version_note(&flows, setup.mode))
     }
 
     /// Sets the node up (the seed's SetupOVS and SetupSDN). With the parameters it is set up
@@ -531,27 +526,11 @@ impl Node {
     /// sandbox id gives the pod's port, IP and MAC.
     async fn find_pod_by_note(&self, sandbox: &SandboxId) -> Result<Pod, Error> {
         let filter = FlowStatsRequest {
-            table_id: 20,
+            table_id: FROM_POD,
             ..FlowStatsRequest::default()
         };
         let flows = self.inner.switch.dump_flows(filter).await?;
-        let found = flows
-            .iter()
-            .filter(|f| flow_notes(&f.instructions).any(|n| n.starts_with(sandbox.bytes())))
-            .find_map(|f| {
-                let ofport = f.match_.exact(Field::InPort)?;
-                let ip = f.match_.exact(Field::ArpSpa)?;
-                let mac = f.match_.exact(Field::ArpSha)?;
-                let vnid = loaded_value(&f.instructions, Field::Reg(0)).unwrap_or(0);
-                Some(Pod {
-                    veth: None,
-                    ip: Ipv4Addr::from(u32::try_from(ip).ok()?),
-                    mac: super::types::MacAddr(mac.to_be_bytes()[2..8].try_into().ok()?),
-                    sandbox: *sandbox,
-                    vnid: Vnid::new(u32::try_from(vnid).ok()?).ok()?,
-                    ofport: u16::try_from(ofport).ok()?,
-                })
-            });
+        let found = readback::pod_by_note(&flows, sandbox);
         found.ok_or_else(|| Error::NotFound {
             what: format!("pod with sandbox id {sandbox} (no table 20 flow carries its note)"),
         })
@@ -948,24 +927,7 @@ impl Node {
             .switch
             .dump_flows(FlowStatsRequest::default())
             .await?;
-        let mut in_use = BTreeSet::from([0u64]);
-        let mut policy = BTreeSet::from([0u64]);
-        for flow in &flows {
-            if flow.table_id == 60 || flow.table_id == 70 {
-                if let Some(vnid) = loaded_value(&flow.instructions, Field::Reg(1)) {
-                    in_use.insert(vnid);
-                }
-            }
-            if flow.table_id == 80 {
-                if let Some(vnid) = flow.match_.exact(Field::Reg(1)) {
-                    policy.insert(vnid);
-                }
-            }
-        }
-        Ok(policy
-            .difference(&in_use)
-            .filter_map(|v| u32::try_from(*v).ok().and_then(|v| Vnid::new(v).ok()))
-            .collect())
+        Ok(readback::unused_vnids(&flows))
     }
 
     /// The switch's flows as `ovs-ofctl dump-flows --no-stats` prints them.

@@ -20,7 +20,7 @@ use ofnode_proto::{
     text, DecodeError, FlowMod, FlowModCommand, FlowStats, Message, OFPTT_ALL, OFP_HEADER_LEN,
 };
 
-use super::flows::VERSION_TABLE;
+use super::layout::VERSION_NOTE;
 
 /// Where the identifying fields sit in an encoded OFPT_FLOW_MOD (`struct ofp_flow_mod`):
 /// the 8-byte header, cookie and cookie mask, then the table id; the priority after the
@@ -336,7 +336,7 @@ impl FlowTable {
 /// Table, then priority from high to low, with the version table last.
 fn order_key(flow: &Flow) -> (bool, u8, u16) {
     let table = flow.table();
-    (table == VERSION_TABLE, table, u16::MAX - flow.priority())
+    (table == VERSION_NOTE, table, u16::MAX - flow.priority())
 }
 
 fn order_adds(adds: &mut [Flow]) {

@@ -170,7 +170,7 @@ fn validate_dns_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The policy mode of the node's table 80 (the seed's policy plugins); its plugin id is part of
+/// The policy mode of the node (the seed's policy plugins, see `policy/`); its plugin id is part of
 /// the version note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -188,14 +188,6 @@ impl Mode {
         match self {
             Mode::Subnet => "subnet",
             Mode::Multitenant => "multitenant",
-        }
-    }
-
-    /// The seed's pluginId: 0 for the subnet plugin, 1 for the multitenant plugin.
-    pub fn plugin_id(self) -> u8 {
-        match self {
-            Mode::Subnet => 0,
-            Mode::Multitenant => 1,
         }
     }
 }

@@ -13,16 +13,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ofnode_proto::{Action, Field, FlowStatsRequest, Instruction};
+use ofnode_proto::FlowStatsRequest;
 use tokio::sync::{mpsc, oneshot};
 
 use super::config::SetupOutcome;
 use super::desired::{all_entities, entity_flows};
 use super::drift::{record_repair, Repaired, SharedDriftStatus};
 use super::error::Error;
-use super::flows::{version_note, VERSION_TABLE};
 use super::ha::HaShared;
 use super::metrics::Metrics;
+use super::readback::holds_version_note;
 use super::state::{Change, Entity, NodeState, Pod};
 use super::store::Store;
 use super::table::{self, Diff, Flow, FlowTable};
@@ -618,11 +618,7 @@ impl Writer {
         }
         await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
-        let note = version_note_bytes(&version_note(setup.mode));
-        let has_note = current
-            .iter()
-            .any(|f| f.table_id == VERSION_TABLE && flow_note_has_prefix(&f.instructions, &note));
-        if !has_note {
+        if !holds_version_note(&current, setup.mode) {
             drop(current);
             tracing::info!(
                 flows = self.table.len(),
@@ -665,49 +661,4 @@ fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// The bytes of a version note written as `"00.03"`.
-pub fn version_note_bytes(note: &str) -> Vec<u8> {
-    note.split('.')
-        .filter_map(|pair| u8::from_str_radix(pair, 16).ok())
-        .collect()
-}
-
-/// True when the flow's actions hold a note that starts with `prefix` (the seed's
-/// NoteHasPrefix).
-pub fn flow_note_has_prefix(instructions: &[Instruction], prefix: &[u8]) -> bool {
-    flow_notes(instructions).any(|note| note.starts_with(prefix))
-}
-
-/// The notes among a flow's actions.
-pub fn flow_notes(instructions: &[Instruction]) -> impl Iterator<Item = &[u8]> {
-    instructions
-        .iter()
-        .filter_map(|i| match i {
-            Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => {
-                Some(actions)
-            }
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|a| match a {
-            Action::Note(note) => Some(note.as_bytes()),
-            _ => None,
-        })
-}
-
-/// The value a flow's actions load into `field`, if they load one.
-pub fn loaded_value(instructions: &[Instruction], field: Field) -> Option<u64> {
-    instructions
-        .iter()
-        .filter_map(|i| match i {
-            Instruction::ApplyActions(actions) => Some(actions),
-            _ => None,
-        })
-        .flatten()
-        .find_map(|a| match a {
-            Action::RegLoad { dst, value } if dst.field == field => Some(*value),
-            _ => None,
-        })
 }

@@ -1,10 +1,10 @@
 //! Which flows each part of the desired state contributes. The desired table is the sum of
 //! these; a change of one entity swaps that entity's old flows for its new ones.
 
-use super::egress::egress_flows;
-use super::flows;
-use super::policy;
-use super::state::{Entity, NodeState};
+use crate::sdn::egress::egress_flows;
+use crate::sdn::flows;
+use crate::sdn::policy;
+use crate::sdn::state::{Entity, NodeState};
 
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
 pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {

@@ -198,18 +198,9 @@ pub fn egress_drop_all_flow(vnid: Vnid) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sdn::core::tests::setup_request;
     use crate::sdn::table::parse_flow;
     use crate::value::{MacAddr, SandboxId};
-
-    fn setup(mode: Mode) -> SetupRequest {
-        SetupRequest {
-            cluster_network: "10.128.0.0/14".parse().unwrap(),
-            service_network: "172.30.0.0/16".parse().unwrap(),
-            local_subnet: "10.128.0.0/23".parse().unwrap(),
-            gateway: Ipv4Addr::new(10, 128, 0, 1),
-            mode,
-        }
-    }
 
     /// Every flow of every kind, with values that exercise each branch.
     fn every_kind_of_flow() -> Vec<String> {
@@ -235,7 +226,7 @@ mod tests {
         };
         let mut flows = Vec::new();
         for mode in Mode::ALL {
-            flows.extend(base_flows(&setup(mode)));
+            flows.extend(base_flows(&setup_request(mode)));
             flows.push(version_flow(mode));
             flows.extend(policy::of(mode).vnid_flows(vnid));
         }

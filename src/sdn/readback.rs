@@ -100,25 +100,12 @@ mod tests {
     use crate::sdn::flows::{pod_flows, service_flows, version_flow};
     use crate::sdn::policy;
     use crate::sdn::types::Service;
-    use ofnode_proto::{text, FlowModCommand};
 
     /// A flow as the switch reports it after `ovs-ofctl add-flow TEXT`.
-    pub(crate) fn stats(flow: &str) -> FlowStats {
-        let fm = text::parse_flow(flow, FlowModCommand::Add).expect("our flows parse");
-        FlowStats {
-            table_id: fm.table_id,
-            duration_sec: 1,
-            duration_nsec: 0,
-            priority: fm.priority,
-            idle_timeout: fm.idle_timeout,
-            hard_timeout: fm.hard_timeout,
-            flags: fm.flags,
-            cookie: fm.cookie,
-            packet_count: 0,
-            byte_count: 0,
-            match_: fm.match_,
-            instructions: fm.instructions,
-        }
+    fn stats(flow: &str) -> FlowStats {
+        crate::sdn::table::parse_flow(flow)
+            .expect("our flows parse")
+            .as_stats()
     }
 
     fn pod(ip: [u8; 4], vnid: u32, ofport: u16, sandbox: &str) -> Pod {

@@ -117,6 +117,26 @@ impl Flow {
         })
     }
 
+    /// The flow as a switch reports it once installed (for tests of what reads flows back).
+    #[cfg(test)]
+    pub fn as_stats(&self) -> FlowStats {
+        let fm = self.to_add().expect("a stored flow decodes");
+        FlowStats {
+            table_id: fm.table_id,
+            duration_sec: 0,
+            duration_nsec: 0,
+            priority: fm.priority,
+            idle_timeout: fm.idle_timeout,
+            hard_timeout: fm.hard_timeout,
+            flags: fm.flags,
+            cookie: fm.cookie,
+            packet_count: 0,
+            byte_count: 0,
+            match_: fm.match_,
+            instructions: fm.instructions,
+        }
+    }
+
     /// The flow in `ovs-ofctl` syntax, for logs and errors.
     pub fn describe(&self) -> String {
         self.to_add()

@@ -17,7 +17,7 @@ pub mod ovsdb;
 mod repair;
 mod sync;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::HashSet;
 

@@ -18,7 +18,7 @@ use crate::sdn::table::{parse_flow, Diff, Flow};
 use crate::sdn::types::{HostSubnet, Mode, SetupRequest};
 use crate::value::{MacAddr, SandboxId, Vnid};
 
-pub(super) fn setup_request(mode: Mode) -> SetupRequest {
+pub(crate) fn setup_request(mode: Mode) -> SetupRequest {
     SetupRequest {
         cluster_network: "10.128.0.0/14".parse().unwrap(),
         service_network: "172.30.0.0/16".parse().unwrap(),

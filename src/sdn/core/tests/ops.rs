@@ -5,9 +5,10 @@ use std::net::Ipv4Addr;
 
 use super::*;
 use crate::sdn::core::{check_egress, check_multicast_local, check_multicast_vxlan};
+use crate::sdn::egress::tests::{entry, policy};
 use crate::sdn::error::Error;
 use crate::sdn::state::{Change, EgressState, LocalMulticast};
-use crate::sdn::types::{EgressNetworkPolicy, Service};
+use crate::sdn::types::Service;
 
 const NOTE_3: &str = "03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03";
 
@@ -310,21 +311,6 @@ fn multicast_input_is_checked_against_one_flows_size() {
     let err = check_multicast_vxlan(&vec![Ipv4Addr::LOCALHOST; 5000]).unwrap_err();
     assert!(err.to_string().contains("multicast remotes"), "{err}");
     assert!(check_multicast_vxlan(&vec![Ipv4Addr::LOCALHOST; 100]).is_ok());
-}
-
-fn policy(namespace: &str, name: &str, rules: &str) -> EgressNetworkPolicy {
-    let text =
-        format!(r#"{{"namespace":"{namespace}","name":"{name}","spec":{{"egress":[{rules}]}}}}"#);
-    serde_json::from_str(&text).unwrap()
-}
-
-fn entry(namespaces: &[&str], policies: Vec<EgressNetworkPolicy>) -> EgressState {
-    EgressState {
-        namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
-        policies,
-        dns: BTreeMap::new(),
-        resolver_error: None,
-    }
 }
 
 const RULES: &str = r#"{"type":"Allow","to":{"cidrSelector":"192.0.2.0/24"}},

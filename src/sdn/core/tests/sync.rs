@@ -10,29 +10,11 @@ use crate::sdn::state::Change;
 
 /// The switch holding exactly the core's table.
 fn switch_of(core: &Core) -> Vec<FlowStats> {
-    core.flows().iter().map(stats).collect()
-}
-
-fn stats(flow: &Flow) -> FlowStats {
-    let fm = flow.to_add().unwrap();
-    FlowStats {
-        table_id: fm.table_id,
-        duration_sec: 0,
-        duration_nsec: 0,
-        priority: fm.priority,
-        idle_timeout: fm.idle_timeout,
-        hard_timeout: fm.hard_timeout,
-        flags: fm.flags,
-        cookie: fm.cookie,
-        packet_count: 0,
-        byte_count: 0,
-        match_: fm.match_,
-        instructions: fm.instructions,
-    }
+    core.flows().iter().map(Flow::as_stats).collect()
 }
 
 fn stats_of(text: &str) -> FlowStats {
-    stats(&parse_flow(text).unwrap())
+    parse_flow(text).unwrap().as_stats()
 }
 
 /// The seed's SetupOVS flows for `setup_request`, and its plugin's table 80 flows.

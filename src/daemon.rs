@@ -28,8 +28,8 @@ pub struct RunArgs {
     /// connects, e.g. to br0.mgmt).
     #[arg(long, value_name = "TARGET")]
     pub openflow: Option<String>,
-    /// The control socket.
-    #[arg(long, value_name = "PATH")]
+    /// The control socket: the command line's global `--api` (or `OFNODE_API`).
+    #[arg(skip)]
     pub api: Option<PathBuf>,
     /// Where the desired state is persisted.
     #[arg(long, value_name = "DIR")]

@@ -9,4 +9,6 @@ pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;
 pub mod sdn;
+pub mod stream;
 pub mod tls;
+pub mod value;

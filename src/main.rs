@@ -4,7 +4,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ofnode::cli::{self, Cli, Command};
-use ofnode::daemon;
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OFNODE_LOG")
@@ -28,17 +27,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match cli.command {
-        Command::Run(args) => {
-            init_logging();
-            runtime
-                .block_on(daemon::run(*args))
-                .map_err(|e| e.to_string())
-        }
-        command => runtime
-            .block_on(cli::run_client(command))
-            .map_err(|e| e.to_string()),
-    };
+    if matches!(cli.command, Command::Run(_)) {
+        init_logging();
+    }
+    let result = runtime.block_on(cli::run(cli)).map_err(|e| e.to_string());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

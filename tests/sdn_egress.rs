@@ -13,6 +13,7 @@ use std::time::Duration;
 use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
+use ofnode::api::server::status_of;
 use ofnode::sdn::{EgressNetworkPolicy, Error, Mode, Vnid};
 use sdn_common::*;
 
@@ -107,7 +108,7 @@ async fn refused_policies_and_their_errors() {
         "EgressNetworkPolicy in global network namespace is not allowed (default:p); ignoring"
     );
     assert!(matches!(err, Error::Policy { applied: false, .. }));
-    assert_eq!(err.http_status(), 422);
+    assert_eq!(status_of(&err).as_u16(), 422);
     assert_flows(&f.ovs, &base);
 
     // Shared namespaces: all traffic of the VNID dropped, and the error says so.

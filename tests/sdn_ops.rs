@@ -5,6 +5,7 @@ mod sdn_common;
 
 use std::time::{Duration, Instant};
 
+use ofnode::api::server::status_of;
 use ofnode::sdn::{Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
 use sdn_common::*;
 
@@ -438,7 +439,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
     let f = Fixture::start().await;
     let err = f.node.pod_add(&pod_a(1)).await.unwrap_err();
     assert!(matches!(err, Error::NotSetUp), "{err}");
-    assert_eq!(err.http_status(), 409);
+    assert_eq!(status_of(&err).as_u16(), 409);
     assert!(!f.node.already_set_up().await.unwrap_or(false));
 
     // A gateway outside the local subnet is refused before anything is touched.
@@ -446,7 +447,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
     bad.gateway = "10.129.0.1".parse().unwrap();
     let err = f.node.setup(&bad).await.unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
-    assert_eq!(err.http_status(), 400);
+    assert_eq!(status_of(&err).as_u16(), 400);
     assert!(f.ovs.vsctl(&["br-exists", "br0"]).is_err());
 
     f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();

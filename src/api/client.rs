@@ -1,4 +1,5 @@
-//! The CLI's side of the control socket: one HTTP/1.1 request per connection over a unix socket.
+//! The client side of the control socket (the CLI's and the CNI plugin's): one typed method per
+//! endpoint of `wire::route`, one HTTP/1.1 request per connection over a unix socket.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::UnixStream;
 
-use super::wire::ErrorBody;
+use super::wire::{self, route, ErrorBody};
+use crate::value::{SandboxId, Vnid};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -45,6 +47,97 @@ impl Client {
         Client {
             socket: socket.as_ref().to_path_buf(),
         }
+    }
+
+    pub async fn setup(&self, req: &wire::SetupRequest) -> Result<wire::SetupOutcome, ClientError> {
+        let reply: wire::SetupReply = self.send(Method::POST, route::SETUP, req).await?;
+        Ok(reply.outcome)
+    }
+
+    pub async fn status(&self) -> Result<wire::StatusReply, ClientError> {
+        self.get(route::STATUS).await
+    }
+
+    /// Attaches a pod; returns its OpenFlow port.
+    pub async fn pod_add(&self, req: &wire::PodAdd) -> Result<u16, ClientError> {
+        let reply: wire::PodAdded = self.send(Method::POST, route::PODS, req).await?;
+        Ok(reply.ofport)
+    }
+
+    pub async fn pod_status(&self, sandbox: &SandboxId) -> Result<wire::PodStatus, ClientError> {
+        self.get(&format!("{}?sandbox={sandbox}", route::PODS))
+            .await
+    }
+
+    pub async fn pod_update(&self, req: &wire::PodUpdate) -> Result<(), ClientError> {
+        self.act(Method::POST, route::POD_UPDATE, req).await
+    }
+
+    pub async fn pod_del(&self, req: &wire::PodDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::PODS, req).await
+    }
+
+    pub async fn pod_bandwidth(&self, req: &wire::PodBandwidth) -> Result<(), ClientError> {
+        self.act(Method::POST, route::POD_BANDWIDTH, req).await
+    }
+
+    pub async fn hostsubnet_add(&self, req: &wire::HostSubnet) -> Result<(), ClientError> {
+        self.act(Method::POST, route::HOST_SUBNETS, req).await
+    }
+
+    pub async fn hostsubnet_del(&self, req: &wire::HostSubnetDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::HOST_SUBNETS, req).await
+    }
+
+    pub async fn service_add(&self, req: &wire::Service) -> Result<(), ClientError> {
+        self.act(Method::POST, route::SERVICES, req).await
+    }
+
+    pub async fn service_del(&self, req: &wire::ServiceDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::SERVICES, req).await
+    }
+
+    pub async fn multicast_local(&self, req: &wire::MulticastLocal) -> Result<(), ClientError> {
+        self.act(Method::POST, route::MULTICAST_LOCAL, req).await
+    }
+
+    pub async fn multicast_vxlan(&self, req: &wire::MulticastVxlan) -> Result<(), ClientError> {
+        self.act(Method::POST, route::MULTICAST_VXLAN, req).await
+    }
+
+    pub async fn egress_set(&self, req: &wire::EgressSet) -> Result<(), ClientError> {
+        self.act(Method::POST, route::EGRESS, req).await
+    }
+
+    pub async fn unused_vnids(&self) -> Result<Vec<Vnid>, ClientError> {
+        let reply: wire::UnusedVnids = self.get(route::UNUSED_VNIDS).await?;
+        Ok(reply.vnids)
+    }
+
+    /// The switch's flows as ovs-ofctl prints them, of one table or all.
+    pub async fn flows(&self, table: Option<u8>) -> Result<Vec<String>, ClientError> {
+        let path = match table {
+            Some(table) => format!("{}?table={table}", route::FLOWS),
+            None => route::FLOWS.to_string(),
+        };
+        let reply: wire::Flows = self.get(&path).await?;
+        Ok(reply.flows)
+    }
+
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        self.get_text(route::METRICS).await
+    }
+
+    /// An operation whose success carries nothing (`{"ok": true}`).
+    async fn act<B: Serialize>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<(), ClientError> {
+        let _: wire::Ok = self.send(method, path, body).await?;
+        Ok(())
     }
 
     pub async fn get<R: DeserializeOwned>(&self, path: &str) -> Result<R, ClientError> {

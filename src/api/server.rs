@@ -12,12 +12,11 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
 
-use super::wire::{self, ErrorBody};
-use crate::cluster::{ClusterStatus, Membership};
-use crate::sdn::{self, HostSubnet, Node, PodAdd, SandboxId, Service, SetupRequest};
+use super::wire::{self, route, ErrorBody, HostSubnet, PodAdd, Service, SetupRequest};
+use crate::cluster::Membership;
+use crate::sdn::{self, Node};
 
 /// Limits on what a client can make the daemon do.
 #[derive(Debug, Clone)]
@@ -122,22 +121,22 @@ pub async fn serve(
 fn router(node: Node, membership: Option<Membership>, max_body: usize) -> Router {
     let state = Arc::new(AppState { node, membership });
     Router::new()
-        .route("/v1/setup", post(setup))
-        .route("/v1/status", get(status))
-        .route("/v1/pods", get(pod_status).post(pod_add).delete(pod_del))
-        .route("/v1/pods/update", post(pod_update))
-        .route("/v1/pods/bandwidth", post(pod_bandwidth))
+        .route(route::SETUP, post(setup))
+        .route(route::STATUS, get(status))
+        .route(route::PODS, get(pod_status).post(pod_add).delete(pod_del))
+        .route(route::POD_UPDATE, post(pod_update))
+        .route(route::POD_BANDWIDTH, post(pod_bandwidth))
         .route(
-            "/v1/hostsubnets",
+            route::HOST_SUBNETS,
             post(hostsubnet_add).delete(hostsubnet_del),
         )
-        .route("/v1/services", post(service_add).delete(service_del))
-        .route("/v1/multicast/local", post(multicast_local))
-        .route("/v1/multicast/vxlan", post(multicast_vxlan))
-        .route("/v1/egress", post(egress_set))
-        .route("/v1/vnids/unused", get(unused_vnids))
-        .route("/v1/flows", get(dump_flows))
-        .route("/metrics", get(render_metrics))
+        .route(route::SERVICES, post(service_add).delete(service_del))
+        .route(route::MULTICAST_LOCAL, post(multicast_local))
+        .route(route::MULTICAST_VXLAN, post(multicast_vxlan))
+        .route(route::EGRESS, post(egress_set))
+        .route(route::UNUSED_VNIDS, get(unused_vnids))
+        .route(route::FLOWS, get(dump_flows))
+        .route(route::METRICS, get(render_metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
@@ -161,11 +160,28 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The HTTP status the API answers a node error with: its class, for clients that act on it.
+pub fn status_of(err: &sdn::Error) -> StatusCode {
+    use sdn::Error;
+    match err {
+        Error::Invalid(_) => StatusCode::BAD_REQUEST,
+        Error::NotFound { .. } => StatusCode::NOT_FOUND,
+        Error::NotSetUp => StatusCode::CONFLICT,
+        // Applied (or refused) with the seed's input error: the request was understood.
+        Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        // A peer (the switch, OVSDB) refused or failed it.
+        Error::Switch(_) | Error::Ovsdb(_) | Error::Replication { .. } => StatusCode::BAD_GATEWAY,
+        Error::Shutdown | Error::Standby { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Netlink(_) | Error::State(_) | Error::Flow { .. } => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
 impl From<sdn::Error> for ApiError {
     fn from(err: sdn::Error) -> Self {
         ApiError {
-            status: StatusCode::from_u16(err.http_status())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            status: status_of(&err),
             message: err.to_string(),
         }
     }
@@ -197,31 +213,17 @@ fn done() -> ApiResult<wire::Ok> {
     Ok(Json(wire::Ok { ok: true }))
 }
 
-#[derive(Serialize)]
-struct SetupReply {
-    outcome: sdn::SetupOutcome,
-}
-
-async fn setup(State(s): Shared, Body(req): Body<SetupRequest>) -> ApiResult<SetupReply> {
+async fn setup(State(s): Shared, Body(req): Body<SetupRequest>) -> ApiResult<wire::SetupReply> {
     let outcome = s.node.setup(&req).await?;
-    Ok(Json(SetupReply { outcome }))
+    Ok(Json(wire::SetupReply { outcome }))
 }
 
-/// The node's status, with the cluster view when the node is a member of one.
-#[derive(Debug, Serialize)]
-struct StatusReply {
-    #[serde(flatten)]
-    node: sdn::Status,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster: Option<ClusterStatus>,
-}
-
-async fn status(State(s): Shared) -> Json<StatusReply> {
+async fn status(State(s): Shared) -> Json<wire::StatusReply> {
     let cluster = match &s.membership {
         Some(membership) => Some(membership.status().await),
         None => None,
     };
-    Json(StatusReply {
+    Json(wire::StatusReply {
         node: s.node.status(),
         cluster,
     })
@@ -232,16 +234,10 @@ async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::P
     Ok(Json(wire::PodAdded { ofport }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PodQuery {
-    sandbox: SandboxId,
-}
-
 async fn pod_status(
     State(s): Shared,
-    query: Result<Query<PodQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<sdn::PodStatus> {
+    query: Result<Query<wire::PodQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::PodStatus> {
     let Query(query) = query.map_err(bad_query)?;
     Ok(Json(s.node.pod_status(&query.sandbox).await?))
 }
@@ -319,15 +315,9 @@ async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {
     Ok(Json(wire::UnusedVnids { vnids }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FlowsQuery {
-    table: Option<u8>,
-}
-
 async fn dump_flows(
     State(s): Shared,
-    query: Result<Query<FlowsQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<wire::FlowsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<wire::Flows> {
     let Query(query) = query.map_err(bad_query)?;
     let flows = s.node.dump_flows(query.table).await?;
@@ -361,5 +351,47 @@ async fn not_found(request: Request) -> ApiError {
             request.method(),
             request.uri().path()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_errors_map_to_their_http_class() {
+        let invalid = sdn::Error::Invalid(crate::value::InvalidInput::new("VNID", "x", "no"));
+        let cases = [
+            (invalid, 400),
+            (sdn::Error::NotFound { what: "pod".into() }, 404),
+            (sdn::Error::NotSetUp, 409),
+            (
+                sdn::Error::Policy {
+                    message: "m".into(),
+                    applied: true,
+                },
+                422,
+            ),
+            (crate::openflow::Error::Disconnected.into(), 502),
+            (sdn::Error::Replication { reason: "r".into() }, 502),
+            (sdn::Error::Shutdown, 503),
+            (
+                sdn::Error::Standby {
+                    id: 2,
+                    active: None,
+                },
+                503,
+            ),
+            (
+                sdn::Error::Flow {
+                    flow: "f".into(),
+                    reason: "r".into(),
+                },
+                500,
+            ),
+        ];
+        for (err, status) in cases {
+            assert_eq!(status_of(&err).as_u16(), status, "{err}");
+        }
     }
 }

@@ -1,15 +1,69 @@
-//! The JSON bodies of the control API, shared by the server and the CLI client.
+//! The control API's routes and JSON bodies, written once for the server, the CLI and the CNI
+//! plugin.
 //!
-//! Requests that the node takes as they are (setup, pod add, host subnet, service) are the node's
-//! own request types; the rest are small envelopes defined here.
+//! Bodies the node takes as they are (setup, pod add, host subnet, service) are the node's own
+//! input types, re-exported here; the rest are small envelopes defined here.
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdn::types::{Cidr, EgressNetworkPolicy, IfName, SandboxId, Vnid};
+pub use crate::cluster::ClusterStatus;
+pub use crate::sdn::{
+    EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
+};
+use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
-pub const PREFIX: &str = "/v1";
+/// The paths of the API (all under `/v1` but the metrics).
+pub mod route {
+    /// POST [`super::SetupRequest`] → [`super::SetupReply`].
+    pub const SETUP: &str = "/v1/setup";
+    /// GET → [`super::StatusReply`].
+    pub const STATUS: &str = "/v1/status";
+    /// POST [`super::PodAdd`] → [`super::PodAdded`]; DELETE [`super::PodDel`];
+    /// GET `?sandbox=` ([`super::PodQuery`]) → [`super::PodStatus`].
+    pub const PODS: &str = "/v1/pods";
+    /// POST [`super::PodUpdate`].
+    pub const POD_UPDATE: &str = "/v1/pods/update";
+    /// POST [`super::PodBandwidth`].
+    pub const POD_BANDWIDTH: &str = "/v1/pods/bandwidth";
+    /// POST [`super::HostSubnet`]; DELETE [`super::HostSubnetDel`].
+    pub const HOST_SUBNETS: &str = "/v1/hostsubnets";
+    /// POST [`super::Service`]; DELETE [`super::ServiceDel`].
+    pub const SERVICES: &str = "/v1/services";
+    /// POST [`super::MulticastLocal`].
+    pub const MULTICAST_LOCAL: &str = "/v1/multicast/local";
+    /// POST [`super::MulticastVxlan`].
+    pub const MULTICAST_VXLAN: &str = "/v1/multicast/vxlan";
+    /// POST [`super::EgressSet`].
+    pub const EGRESS: &str = "/v1/egress";
+    /// GET → [`super::UnusedVnids`].
+    pub const UNUSED_VNIDS: &str = "/v1/vnids/unused";
+    /// GET `?table=N` ([`super::FlowsQuery`]) → [`super::Flows`].
+    pub const FLOWS: &str = "/v1/flows";
+    /// GET → Prometheus text.
+    pub const METRICS: &str = "/metrics";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetupReply {
+    pub outcome: SetupOutcome,
+}
+
+/// The node's status, with the cluster view when the node is a member of one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReply {
+    #[serde(flatten)]
+    pub node: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodQuery {
+    pub sandbox: SandboxId,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +131,12 @@ pub struct EgressSet {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PodAdded {
     pub ofport: u16,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowsQuery {
+    pub table: Option<u8>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::error::ClusterError;
-use crate::sdn::{Cidr, MacAddr, Mode};
+use crate::sdn::Mode;
+use crate::value::{Cidr, MacAddr};
 
 /// `[cluster]`: this node takes its pod subnet from a lease in etcd and routes every other
 /// node's leased subnet.

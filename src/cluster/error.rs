@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::sdn::Cidr;
+use crate::value::Cidr;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {

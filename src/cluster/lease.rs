@@ -23,7 +23,7 @@ pub const RETRY: Duration = Duration::from_millis(500);
 /// A subnet this node holds, and the etcd lease that holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acquired {
-    pub subnet: crate::sdn::Cidr,
+    pub subnet: crate::value::Cidr,
     pub lease_id: i64,
 }
 
@@ -34,7 +34,7 @@ pub async fn acquire(
     client: &mut Client,
     settings: &ClusterSettings,
     me: &Holder,
-    remembered: Option<crate::sdn::Cidr>,
+    remembered: Option<crate::value::Cidr>,
 ) -> Result<Acquired, ClusterError> {
     let lease_id = timed(client.lease_grant(ttl_secs(settings), None))
         .await?
@@ -59,9 +59,9 @@ async fn claim(
     client: &mut Client,
     settings: &ClusterSettings,
     me: &Holder,
-    remembered: Option<crate::sdn::Cidr>,
+    remembered: Option<crate::value::Cidr>,
     lease_id: i64,
-) -> Result<crate::sdn::Cidr, ClusterError> {
+) -> Result<crate::value::Cidr, ClusterError> {
     let (network, len) = (settings.network, settings.subnet_prefix_len);
     for _ in 0..ATTEMPTS {
         let (_, entries) = list(client, &settings.prefix).await?;
@@ -149,7 +149,7 @@ pub fn remembered_path(state_dir: &Path) -> PathBuf {
 }
 
 /// The subnet a previous run held, if the file says one.
-pub fn read_remembered(path: &Path) -> Option<crate::sdn::Cidr> {
+pub fn read_remembered(path: &Path) -> Option<crate::value::Cidr> {
     let text = std::fs::read_to_string(path).ok()?;
     match text.trim().parse() {
         Ok(subnet) => Some(subnet),
@@ -161,7 +161,7 @@ pub fn read_remembered(path: &Path) -> Option<crate::sdn::Cidr> {
 }
 
 /// Writes the subnet durably (write, fsync, rename).
-pub fn remember(path: &Path, subnet: crate::sdn::Cidr) -> Result<(), ClusterError> {
+pub fn remember(path: &Path, subnet: crate::value::Cidr) -> Result<(), ClusterError> {
     let persist = |source| ClusterError::Persist {
         path: path.to_path_buf(),
         source,

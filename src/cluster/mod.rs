@@ -29,7 +29,8 @@ use lease::{acquire, keep_alive, read_remembered, remember, remembered_path, Acq
 use registry::{timed, Holder};
 use view::View;
 
-use crate::sdn::{Cidr, Node, SetupRequest};
+use crate::sdn::{Node, SetupRequest};
+use crate::value::Cidr;
 
 /// A node that is a member of the cluster. Its tasks stop when it is dropped.
 pub struct Membership {
@@ -55,10 +56,7 @@ impl Membership {
         let me = Holder {
             node: settings.node_name(),
             host_ip: settings.public_ip,
-            vtep_mac: settings.vtep_mac.or_else(|| {
-                let mac = node.status().vxlan?.mac?;
-                Some(crate::sdn::MacAddr(mac.octets()))
-            }),
+            vtep_mac: settings.vtep_mac.or_else(|| node.status().vxlan?.mac),
         };
         let path = remembered_path(state_dir);
         let acquired = first_lease(&mut client, &settings, &me, read_remembered(&path)).await?;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::ClusterError;
-use crate::sdn::{Cidr, HostSubnet, MacAddr};
+use crate::sdn::HostSubnet;
+use crate::value::{Cidr, MacAddr};
 
 /// The value of a subnet key: who holds the subnet and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

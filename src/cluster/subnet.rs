@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use ipnet::Ipv4Net;
 
 use super::error::ClusterError;
-use crate::sdn::Cidr;
+use crate::value::Cidr;
 
 /// The subnet this node should try to lease, given the subnets other nodes hold.
 pub fn choose(
@@ -32,10 +32,10 @@ pub fn first_free(network: Cidr, len: u8, taken: &BTreeSet<Cidr>) -> Result<Cidr
         len,
         total: subnet_count(network, len),
     };
-    let net = Ipv4Net::new(network.addr(), network.prefix()).map_err(|_| exhausted())?;
+    let net = Ipv4Net::from(network);
     let subnets = net.subnets(len).map_err(|_| exhausted())?;
     subnets
-        .filter_map(|s| Cidr::new(s.network(), s.prefix_len()).ok())
+        .map(Cidr::containing)
         .find(|s| !taken.contains(s))
         .ok_or_else(exhausted)
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lease::Acquired;
 use super::registry::Entry;
-use crate::sdn::{Cidr, MacAddr};
+use crate::value::{Cidr, MacAddr};
 
 /// Shared between the lease keeper, the watcher and the status handler.
 #[derive(Debug)]

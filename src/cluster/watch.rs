@@ -17,7 +17,8 @@ use super::error::ClusterError;
 use super::lease::RETRY;
 use super::registry::{list, parse_entry, parse_key, subnets_prefix, timed, Entry};
 use super::view::View;
-use crate::sdn::{Cidr, HostSubnet, Node};
+use crate::sdn::{HostSubnet, Node};
+use crate::value::Cidr;
 
 /// Host subnets by subnet: what the node routes, or what etcd says it should.
 pub type Routes = BTreeMap<Cidr, HostSubnet>;

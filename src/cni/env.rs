@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::error::CniError;
-use crate::sdn::{IfName, SandboxId, Vnid};
+use crate::value::{IfName, SandboxId, Vnid};
 
 /// The CNI_ARGS key that carries the pod's VNID (its namespace's NetID); it overrides the
 /// network configuration's `vnid`.

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use ipnet::{IpNet, Ipv4Net};
 
 use super::env::CniEnv;
@@ -12,9 +12,9 @@ use super::error::CniError;
 use super::ipam::Ipam;
 use super::spec::{Bandwidth, CniResult, Interface, IpConfig, NetConf, Route};
 use crate::api::client::{Client, ClientError};
-use crate::api::wire;
+use crate::api::wire::{self, PodAdd, PodStatus};
 use crate::netlink::{self, Handle, VethPair};
-use crate::sdn::{IfName, MacAddr, PodAdd, PodStatus, SandboxId, Vnid};
+use crate::value::{IfName, MacAddr, SandboxId, Vnid};
 
 /// One call's inputs: the environment, the parsed configuration and its raw bytes (what the
 /// IPAM plugin gets on stdin).
@@ -116,7 +116,7 @@ impl Call<'_> {
             peer: self.env.ifname.as_str(),
             peer_netns: netns,
             mtu: self.conf.mtu,
-            peer_mac: Some(netlink::MacAddr(mac.0)),
+            peer_mac: Some(mac),
         })
         .await?;
         done.push(Done::Veth(veth.clone()));
@@ -170,7 +170,7 @@ impl Call<'_> {
             sandbox: self.env.container_id,
             vnid,
         };
-        let _: wire::PodAdded = client.send(Method::POST, "/v1/pods", &request).await?;
+        client.pod_add(&request).await?;
         if let Some(Bandwidth {
             ingress_rate,
             egress_rate,
@@ -181,9 +181,7 @@ impl Call<'_> {
                 ingress_bps: ingress_rate,
                 egress_bps: egress_rate,
             };
-            let _: wire::Ok = client
-                .send(Method::POST, "/v1/pods/bandwidth", &request)
-                .await?;
+            client.pod_bandwidth(&request).await?;
         }
         Ok(())
     }
@@ -251,17 +249,13 @@ impl Call<'_> {
             veth: veth.clone(),
             ip,
         };
-        let _: wire::Ok = self
-            .client()
-            .send(Method::DELETE, "/v1/pods", &request)
-            .await?;
+        self.client().pod_del(&request).await?;
         Ok(())
     }
 
     /// The daemon's record of this container's pod; None when it has none.
     async fn pod_status(&self) -> Result<Option<PodStatus>, CniError> {
-        let path = format!("/v1/pods?sandbox={}", self.env.container_id);
-        match self.client().get::<PodStatus>(&path).await {
+        match self.client().pod_status(&self.env.container_id).await {
             Ok(status) => Ok(Some(status)),
             Err(ClientError::Api { status, .. }) if status == StatusCode::NOT_FOUND => Ok(None),
             Err(err) => Err(err.into()),

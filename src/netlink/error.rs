@@ -47,10 +47,11 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("MAC address {text:?} is invalid: {reason}")]
-    BadMac { text: String, reason: String },
-    #[error("a MAC address has 6 bytes, this one has {len}")]
-    MacLength { len: usize },
+    /// A value given as text did not parse (a MAC address, say).
+    #[error(transparent)]
+    Invalid(#[from] crate::value::InvalidInput),
+    #[error(transparent)]
+    MacLength(#[from] crate::value::MacLength),
     #[error("{what} {addr} is not IPv4: the VXLAN device and its tables carry IPv4 only")]
     NotIpv4 { what: &'static str, addr: IpAddr },
     #[error("{what} {text:?} is not a valid address: {reason}")]
@@ -62,7 +63,7 @@ pub enum Error {
     #[error("interface name {name:?} is {len} bytes; Linux allows at most 15")]
     NameTooLong { name: String, len: usize },
     #[error("interface name {name:?} is invalid: {reason}")]
-    BadName { name: String, reason: &'static str },
+    BadName { name: String, reason: String },
     #[error("ethtool on {ifname:?}: {source}")]
     Ethtool {
         ifname: String,

@@ -88,15 +88,15 @@ pub const REPAIR_INTERVAL: Duration = Duration::from_secs(30);
 #[serde(deny_unknown_fields)]
 pub struct VxlanSettings {
     /// The device name; `ofnode.<vni>` when absent.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "interface_name")]
     pub name: Option<String>,
-    #[serde(default = "default_vni")]
+    #[serde(default = "default_vni", deserialize_with = "vni")]
     pub vni: u32,
     /// This node's overlay address with the cluster prefix length (see
     /// [`VxlanManagerOptions::address`]).
     pub address: Ipv4Net,
     /// The underlay device the tunnel sends through.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "interface_name")]
     pub vtep_device: Option<String>,
     /// This node's underlay address (the VTEP).
     #[serde(default)]
@@ -127,6 +127,25 @@ pub struct VxlanSettings {
 
 fn default_vni() -> u32 {
     1
+}
+
+/// A configured interface name, checked when the configuration is read (so that a bad one is
+/// refused before the daemon starts anything).
+fn interface_name<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    let name = <Option<String> as serde::Deserialize>::deserialize(d)?;
+    if let Some(name) = &name {
+        super::types::validate_ifname(name).map_err(serde::de::Error::custom)?;
+    }
+    Ok(name)
+}
+
+/// A configured VNI, checked when the configuration is read.
+fn vni<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+    let vni = <u32 as serde::Deserialize>::deserialize(d)?;
+    super::types::validate_vni(vni).map_err(serde::de::Error::custom)?;
+    Ok(vni)
 }
 
 fn yes() -> bool {
@@ -683,7 +702,7 @@ mod tests {
             "{err}"
         );
         let err = KnownHost::parse("192.0.2.2", "10.128.2.0/23", "02:00:00:00:02").unwrap_err();
-        assert!(matches!(err, Error::BadMac { .. }), "{err}");
+        assert!(matches!(err, Error::Invalid(_)), "{err}");
         let err = KnownHost::parse("192.0.2.2", "fd00::/64", "02:00:00:00:00:02").unwrap_err();
         assert!(
             matches!(
@@ -876,6 +895,19 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("unknown field `mdoe`"), "{err}");
+        // Names and the VNI are checked when the settings are read, before anything starts.
+        for (bad, named) in [
+            (
+                r#""name": "a-name-longer-than-15""#,
+                "a-name-longer-than-15",
+            ),
+            (r#""vtep_device": "eth/0""#, "eth/0"),
+            (r#""vni": 16777216"#, "16777216"),
+        ] {
+            let text = format!(r#"{{"address": "10.128.0.1/14", {bad}}}"#);
+            let err = serde_json::from_str::<VxlanSettings>(&text).unwrap_err();
+            assert!(err.to_string().contains(named), "{bad}: {err}");
+        }
         let max = VxlanSettings {
             vni: crate::netlink::MAX_VNI,
             ..settings

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ofnode_proto::{BundleFlags, OFPCML_NO_BUFFER, OFPC_FRAG_NORMAL};
 
 use super::codec::MAX_FRAME_LEN;
-use super::target::{Target, TargetError};
+use crate::stream::{Target, TargetError};
 use crate::tls::TlsConfig;
 
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ofnode_proto::{DecodeError, EncodeError, ErrorMsg};
 
 use super::codec::FrameError;
-use super::target::TargetError;
+use crate::stream::TargetError;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

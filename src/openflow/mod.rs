@@ -14,7 +14,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 pub mod codec;
 mod config;
 mod driver;
@@ -25,15 +24,14 @@ mod monitor;
 mod routes;
 mod supervisor;
 mod switch;
-pub mod target;
 mod transaction;
 mod transport;
 mod writeq;
 mod xid;
 
+pub use crate::stream::{target, Target, TargetError};
 pub use config::SwitchConfig;
 pub use error::{Error, IoError, Result};
 pub use event::SwitchEvent;
 pub use switch::Switch;
-pub use target::{Target, TargetError};
 pub use transaction::Transaction;

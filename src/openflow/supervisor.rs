@@ -7,7 +7,6 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tracing::Instrument;
 
-use super::backoff::Backoff;
 use super::config::SwitchConfig;
 use super::driver::{Driver, Ended, Submit};
 use super::error::Error;
@@ -15,6 +14,7 @@ use super::event::{EventSink, SwitchEvent};
 use super::handshake::{handshake, Established};
 use super::transport::{connect, Accepted, Listener, Stream};
 use super::xid::XidAllocator;
+use crate::stream::Backoff;
 
 /// What every `Switch` handle reads about the current session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,8 +18,9 @@ use super::event::{EventSink, SwitchEvent};
 use super::routes::Route;
 use super::supervisor::{LinkState, Supervisor};
 use super::transaction::Transaction;
-use super::transport::{no_tls, Listener};
+use super::transport::Listener;
 use super::xid::XidAllocator;
+use crate::stream::no_tls;
 
 /// A handle on the OpenFlow connection to one switch. Clone it freely: all clones share one
 /// connection, whose requests are pipelined and whose replies are matched by xid. The
@@ -296,7 +297,7 @@ impl Switch {
 
 /// Waits for the Passive listener; keeps retrying (with backoff) when the address is taken.
 async fn bind_with_retry(supervisor: &Supervisor) -> Option<Listener> {
-    let mut backoff = super::backoff::Backoff::new(
+    let mut backoff = crate::stream::Backoff::new(
         supervisor.cfg.reconnect_backoff_min,
         supervisor.cfg.reconnect_backoff_max,
     );

@@ -1,87 +1,16 @@
-//! Byte streams to and from the switch: dial an active target, or listen on a passive one;
-//! `ssl:`/`pssl:` targets run the TLS handshake (`crate::tls`) on the TCP socket first.
+//! Listening for the switch on a passive target; `pssl:` targets run the TLS handshake
+//! (`crate::tls`) on each accepted TCP socket first. Dialling is `crate::stream`'s.
 
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 
-use super::target::Target;
+pub(crate) use crate::stream::{connect, ReadHalf, Stream, WriteHalf};
+use crate::stream::{no_tls, Target};
 use crate::tls::TlsConfig;
-
-pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
-pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// One OpenFlow byte stream, whatever carries it.
-#[derive(Debug)]
-pub(crate) enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    /// Owned halves (no lock between reader and writer, unlike `tokio::io::split`).
-    pub(crate) fn into_split(self) -> (ReadHalf, WriteHalf) {
-        match self {
-            Stream::Tcp(stream) => {
-                let (read, write) = stream.into_split();
-                (Box::new(read), Box::new(write))
-            }
-            Stream::Unix(stream) => {
-                let (read, write) = stream.into_split();
-                (Box::new(read), Box::new(write))
-            }
-            // One TLS session state serves both directions, so these halves share a lock.
-            Stream::TlsClient(stream) => {
-                let (read, write) = tokio::io::split(*stream);
-                (Box::new(read), Box::new(write))
-            }
-            Stream::TlsServer(stream) => {
-                let (read, write) = tokio::io::split(*stream);
-                (Box::new(read), Box::new(write))
-            }
-        }
-    }
-}
-
-/// The error for an `ssl:`/`pssl:` target without TLS files.
-pub(crate) fn no_tls(target: &Target) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{target} needs TLS files: give --private-key, --certificate and --ca-cert"),
-    )
-}
-
-async fn dial_tcp(host: &str, port: u16) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect((host, port)).await?;
-    // Small requests must leave at once: OpenFlow is latency-bound request/reply.
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
-/// Dials an active target (`tls` is required for `ssl:`).
-pub(crate) async fn connect(target: &Target, tls: Option<&TlsConfig>) -> io::Result<Stream> {
-    match target {
-        Target::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
-        Target::Tcp { host, port } => Ok(Stream::Tcp(dial_tcp(host, *port).await?)),
-        Target::Ssl { host, port } => {
-            let tls = tls.ok_or_else(|| no_tls(target))?;
-            let tcp = dial_tcp(host, *port).await?;
-            Ok(Stream::TlsClient(Box::new(tls.connect(host, tcp).await?)))
-        }
-        Target::PassiveUnix(_) | Target::PassiveTcp(_) | Target::PassiveSsl(_) => {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{target} is a passive target: listen on it, don't dial it"),
-            ))
-        }
-    }
-}
 
 /// A listening socket for a passive target. A unix socket file is removed when dropped.
 #[derive(Debug)]

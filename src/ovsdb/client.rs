@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::codec::DEFAULT_MAX_MESSAGE;
 use super::error::{Error, Result};
 use super::monitor::{table_spec, Cache};
-use super::rpc::{self, Call, Shared, Status, Target};
+use super::rpc::{self, parse_target, Call, Shared, Status, Target};
 use super::schema::Schema;
 use super::txn::{parse_results, Condition, Mutation, Mutator, OpError, OpResult, Operation};
 use super::types::{Datum, Row, Uuid};
@@ -90,7 +90,7 @@ impl Client {
     /// Connects to `target` (`unix:PATH` or `tcp:HOST:PORT`) and loads the cache. Fails if the
     /// first connection fails; after that, the client reconnects by itself.
     pub async fn connect(target: &str, opts: ClientOptions) -> Result<Client> {
-        let target = Target::parse(target)?;
+        let target = parse_target(target)?;
         let shared = Arc::new(Shared::new());
         let (calls, calls_rx) = mpsc::channel(256);
         let (first_tx, first_rx) = oneshot::channel();

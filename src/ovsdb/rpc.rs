@@ -9,15 +9,12 @@
 //! cache already holds the transaction's effect.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
-use rand::Rng;
 use serde_json::{json, Value};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::codec::Framed;
@@ -27,95 +24,26 @@ use super::codec::{CodecError, Decoder, Message};
 use super::error::{Error, Result};
 use super::monitor::{monitor_params, parse_table_updates, Cache};
 use super::schema::Schema;
-use crate::tls::TlsConfig;
+use crate::stream::{self, Backoff, Stream};
 
-/// Where ovsdb-server listens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Unix(PathBuf),
-    Tcp {
-        host: String,
-        port: u16,
-    },
-    /// `ssl:HOST:PORT`: TCP with TLS (`ClientOptions::tls` must be set).
-    Ssl {
-        host: String,
-        port: u16,
-    },
-}
+/// Where ovsdb-server listens: `unix:PATH`, `tcp:HOST:PORT` or `ssl:HOST:PORT` (the stream
+/// target syntax, active targets only, the port always named).
+pub type Target = crate::stream::Target;
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target> {
-        let bad = |reason: &str| Error::Target {
-            target: text.to_string(),
-            reason: reason.to_string(),
-        };
-        if let Some(path) = text.strip_prefix("unix:") {
-            if path.is_empty() {
-                return Err(bad("empty socket path"));
-            }
-            return Ok(Target::Unix(PathBuf::from(path)));
-        }
-        let host_port = |rest: &str| -> Result<(String, u16)> {
-            let (host, port) = rest.rsplit_once(':').ok_or_else(|| bad("missing :PORT"))?;
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            if host.is_empty() {
-                return Err(bad("empty host"));
-            }
-            let port = port
-                .parse()
-                .map_err(|_| bad("port is not a number 0-65535"))?;
-            Ok((host.to_string(), port))
-        };
-        if let Some(rest) = text.strip_prefix("tcp:") {
-            let (host, port) = host_port(rest)?;
-            return Ok(Target::Tcp { host, port });
-        }
-        if let Some(rest) = text.strip_prefix("ssl:") {
-            let (host, port) = host_port(rest)?;
-            return Ok(Target::Ssl { host, port });
-        }
-        Err(bad("unknown scheme"))
+/// Parses an OVSDB target.
+pub fn parse_target(text: &str) -> Result<Target> {
+    let bad = |reason: String| Error::Target {
+        target: text.to_string(),
+        reason,
+    };
+    let target = Target::parse(text, None).map_err(|e| bad(e.reason))?;
+    if target.is_passive() {
+        return Err(bad(
+            "ofnode connects to ovsdb-server: use unix:, tcp: or ssl:".into(),
+        ));
     }
-
-    async fn connect(&self, tls: Option<&TlsConfig>) -> std::io::Result<Box<dyn Transport>> {
-        Ok(match self {
-            Target::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-            Target::Tcp { host, port } => Box::new(dial_tcp(host, *port).await?),
-            Target::Ssl { host, port } => {
-                let tls = tls.ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        format!("{self} needs TLS files: give --private-key, --certificate and --ca-cert"),
-                    )
-                })?;
-                Box::new(tls.connect(host, dial_tcp(host, *port).await?).await?)
-            }
-        })
-    }
+    Ok(target)
 }
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::Unix(path) => write!(f, "unix:{}", path.display()),
-            Target::Tcp { host, port } if host.contains(':') => write!(f, "tcp:[{host}]:{port}"),
-            Target::Tcp { host, port } => write!(f, "tcp:{host}:{port}"),
-            Target::Ssl { host, port } if host.contains(':') => write!(f, "ssl:[{host}]:{port}"),
-            Target::Ssl { host, port } => write!(f, "ssl:{host}:{port}"),
-        }
-    }
-}
-
-async fn dial_tcp(host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
-    let stream = tokio::net::TcpStream::connect((host, port)).await?;
-    // Requests are small and latency-bound.
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
-trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
 
 /// What every `Client` clone sees of the connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -233,34 +161,6 @@ async fn refuse_calls_for(delay: Duration, calls: &mut mpsc::Receiver<Call>, rea
     }
 }
 
-/// Exponential backoff with jitter: each delay is drawn from [d/2, d], d doubling up to `max`.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max: max.max(min),
-            next: min,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let ceiling = self.next;
-        self.next = (self.next * 2).min(self.max);
-        let jitter = rand::rng().random_range(0.5..=1.0);
-        ceiling.mul_f64(jitter)
-    }
-}
-
 enum Ended {
     Shutdown,
     Failed(Error),
@@ -301,7 +201,7 @@ impl tokio_util::codec::Encoder<Message> for RpcCodec {
     }
 }
 
-type Conn = Framed<Box<dyn Transport>, RpcCodec>;
+type Conn = Framed<Stream, RpcCodec>;
 
 /// Ids of the requests a session starts with; callers' requests have numeric ids.
 const SCHEMA_REQUEST_ID: &str = "ofnode-schema";
@@ -369,7 +269,7 @@ impl<'a> Session<'a> {
     ) -> Result<()> {
         let stream = timeout(
             self.opts.request_timeout,
-            self.target.connect(self.opts.tls.as_ref()),
+            stream::connect(self.target, self.opts.tls.as_ref()),
         )
         .await
         .map_err(|_| Error::Timeout {
@@ -630,30 +530,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn targets_parse() {
+    fn targets_parse_with_the_port_named_and_active_only() {
         assert_eq!(
-            Target::parse("unix:/run/db.sock").unwrap(),
+            parse_target("unix:/run/db.sock").unwrap(),
             Target::Unix("/run/db.sock".into())
         );
         assert_eq!(
-            Target::parse("tcp:127.0.0.1:6640").unwrap(),
-            Target::Tcp {
-                host: "127.0.0.1".into(),
-                port: 6640
-            }
-        );
-        let v6 = Target::parse("tcp:[::1]:6640").unwrap();
-        assert_eq!(v6.to_string(), "tcp:[::1]:6640");
-        assert_eq!(
-            Target::parse("ssl:192.0.2.1:6640").unwrap(),
-            Target::Ssl {
-                host: "192.0.2.1".into(),
-                port: 6640
-            }
-        );
-        assert_eq!(
-            Target::parse("ssl:[::1]:6640").unwrap().to_string(),
-            "ssl:[::1]:6640"
+            parse_target("tcp:[::1]:6640").unwrap().to_string(),
+            "tcp:[::1]:6640"
         );
         for bad in [
             "",
@@ -663,28 +547,13 @@ mod tests {
             "tcp:h:99999",
             "ssl:h",
             "tls:h:1",
+            "ptcp:6640",
         ] {
             assert!(
-                matches!(Target::parse(bad), Err(Error::Target { .. })),
+                matches!(parse_target(bad), Err(Error::Target { .. })),
                 "{bad:?} accepted"
             );
         }
-    }
-
-    #[test]
-    fn backoff_grows_with_jitter_and_resets() {
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(400));
-        let delays: Vec<Duration> = (0..5).map(|_| backoff.next_delay()).collect();
-        let ceilings = [100, 200, 400, 400, 400];
-        for (delay, ceiling) in delays.iter().zip(ceilings) {
-            let ceiling = Duration::from_millis(ceiling);
-            assert!(
-                *delay <= ceiling && *delay >= ceiling / 2,
-                "{delay:?} vs {ceiling:?}"
-            );
-        }
-        backoff.reset();
-        assert!(backoff.next_delay() <= Duration::from_millis(100));
     }
 
     #[test]

@@ -3,10 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::dns::DnsConfig;
-use super::types::{Mode, SetupRequest};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -88,52 +85,4 @@ pub fn detect_datapath_type() -> &'static str {
     } else {
         "netdev"
     }
-}
-
-/// What `setup` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SetupOutcome {
-    /// Set up with these parameters already: nothing changed.
-    AlreadySetUp,
-    /// Bridge, ports and the whole table installed (keeping any pods of the same setup).
-    Built,
-    /// Set up with other parameters before: the table was rebuilt from scratch and everything
-    /// attached to the old setup (pods, subnets, services, policies) was dropped.
-    Rebuilt,
-}
-
-/// A snapshot of the node for `ofnode status`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Status {
-    pub switch_connected: bool,
-    pub ovsdb_connected: bool,
-    /// Setup has been done (its version note is in the desired table).
-    pub set_up: bool,
-    /// The version note the node writes in table 253 (`"00.03"`), once set up.
-    pub version_note: Option<String>,
-    pub mode: Option<Mode>,
-    pub setup: Option<SetupRequest>,
-    /// The switch's table was last found (or made) equal to the desired table, and the
-    /// session has not dropped since.
-    pub in_sync: bool,
-    pub datapath_id: Option<String>,
-    pub datapath_type: String,
-    pub bridge: String,
-    pub pods: usize,
-    pub host_subnets: usize,
-    pub services: usize,
-    pub multicast_vnids: usize,
-    pub egress_vnids: usize,
-    /// Flows in the desired table.
-    pub flows: usize,
-    /// The VXLAN device, when one is configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vxlan: Option<crate::netlink::VxlanStatus>,
-    /// How flow table drift is detected, and the repairs so far.
-    #[serde(default)]
-    pub drift: super::drift::DriftStatus,
-    /// High availability, when configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ha: Option<super::ha::HaStatus>,
 }

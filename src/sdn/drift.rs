@@ -9,154 +9,26 @@
 //! the switch refuses the monitor does the watcher fall back to comparing periodically.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ofnode_proto::{FlowChange, FlowMonitorRequest};
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+use super::core::{PerTable, Repaired};
 use super::metrics::Metrics;
-use super::table::{Diff, Flow};
-use super::writer::{Op, Request};
+pub use super::report::{Detection, DriftReport, DriftStatus};
+use super::request::{self, Envelope, Request};
 use crate::openflow::{Switch, SwitchEvent};
 
 /// The id of ofnode's one flow monitor per session.
 const MONITOR_ID: u32 = 1;
 
-/// How drift is being detected right now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Detection {
-    /// No session with the switch (the reconnect resync covers what happens meanwhile).
-    #[default]
-    Down,
-    /// The switch reports every flow change as it happens.
-    FlowMonitor,
-    /// The switch refused the flow monitor: the table is compared periodically.
-    Polling,
-    /// Drift repair is switched off (`DriftTiming::repair`).
-    Off,
-}
-
-/// One repair of drift, for `ofnode status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DriftReport {
-    /// When it was repaired (seconds since the Unix epoch).
-    pub at_unix: u64,
-    /// What the switch reported, e.g. `"40 deleted (table 0: 3, table 10: 37)"`.
-    pub seen: String,
-    /// What the repair changed, e.g. `"restored 40 flows (table 0: 3, table 10: 37)"`.
-    pub repaired: String,
-}
-
-/// Drift detection and repair, as `ofnode status` shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DriftStatus {
-    pub detection: Detection,
-    /// Repairs that changed the switch's table (also `ofnode_drift_repairs_total`).
-    pub repairs: u64,
-    pub last: Option<DriftReport>,
-}
-
 pub type SharedDriftStatus = Arc<Mutex<DriftStatus>>;
 
 fn lock(status: &SharedDriftStatus) -> std::sync::MutexGuard<'_, DriftStatus> {
     status.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Counts per table, printed as `table 0: 3, table 10: 37`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PerTable(BTreeMap<u8, usize>);
-
-impl PerTable {
-    fn add(&mut self, table: u8) {
-        *self.0.entry(table).or_default() += 1;
-    }
-
-    pub fn total(&self) -> usize {
-        self.0.values().sum()
-    }
-
-    pub fn tables(&self) -> impl Iterator<Item = (u8, usize)> + '_ {
-        self.0.iter().map(|(t, n)| (*t, *n))
-    }
-
-    fn of_flows(flows: &[Flow]) -> PerTable {
-        let mut counts = PerTable::default();
-        flows.iter().for_each(|f| counts.add(f.table()));
-        counts
-    }
-}
-
-impl fmt::Display for PerTable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|(table, n)| format!("table {table}: {n}"))
-            .collect();
-        write!(f, "{}", parts.join(", "))
-    }
-}
-
-/// What a comparison of the switch's table with the desired one changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Repaired {
-    /// The tables were equal.
-    Nothing,
-    /// The version note was gone (everything deleted, or ovs-vswitchd restarted): the whole
-    /// table was installed again in one bundle.
-    Reinstalled { flows: usize },
-    /// Foreign flows removed; missing or altered flows restored.
-    Patched {
-        removed: PerTable,
-        restored: PerTable,
-    },
-}
-
-impl Repaired {
-    pub fn from_diff(diff: &Diff) -> Repaired {
-        if diff.is_empty() {
-            return Repaired::Nothing;
-        }
-        Repaired::Patched {
-            removed: PerTable::of_flows(&diff.deletes),
-            restored: PerTable::of_flows(&diff.adds),
-        }
-    }
-}
-
-impl fmt::Display for Repaired {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Repaired::Nothing => write!(f, "nothing"),
-            Repaired::Reinstalled { flows } => {
-                write!(
-                    f,
-                    "re-installed the whole table ({flows} flows): its version note was gone"
-                )
-            }
-            Repaired::Patched { removed, restored } => {
-                let mut parts = Vec::new();
-                if removed.total() > 0 {
-                    parts.push(format!(
-                        "removed {} foreign flows ({removed})",
-                        removed.total()
-                    ));
-                }
-                if restored.total() > 0 {
-                    parts.push(format!(
-                        "restored {} missing or altered flows ({restored})",
-                        restored.total()
-                    ));
-                }
-                write!(f, "{}", parts.join("; "))
-            }
-        }
-    }
 }
 
 /// Records a repair that changed the switch's table: counter, per-table metrics, status, log.
@@ -165,13 +37,12 @@ pub fn record_repair(
     metrics: &Metrics,
     seen: &str,
     repaired: &Repaired,
+    now: SystemTime,
 ) {
     Metrics::inc(&metrics.drift_repairs);
     metrics.count_drift(repaired);
     let report = DriftReport {
-        at_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        at_unix: now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         seen: seen.to_string(),
         repaired: repaired.to_string(),
     };
@@ -225,11 +96,19 @@ pub struct DriftTiming {
     pub poll_interval: Duration,
 }
 
+/// What the switch's events call for.
+enum Due {
+    /// A session came up: make its table the desired one.
+    Resync,
+    /// Foreign changes (described) were reported: compare and repair.
+    Repair(String),
+}
+
 /// Reacts to the switch's events: a resync at every (re)connect, after (re)subscribing to
 /// its flow changes; a drift repair shortly after foreign changes.
 pub(crate) struct Watcher {
     pub(crate) events: mpsc::Receiver<SwitchEvent>,
-    pub(crate) requests: mpsc::WeakSender<Request>,
+    pub(crate) requests: mpsc::WeakSender<Envelope>,
     pub(crate) switch: Switch,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) status: SharedDriftStatus,
@@ -245,7 +124,7 @@ impl Watcher {
         let mut repair_at: Option<Instant> = None;
         let mut poll: Option<Interval> = None;
         loop {
-            let op = tokio::select! {
+            let due = tokio::select! {
                 event = self.events.recv() => {
                     let Some(event) = event else { return };
                     self.on_event(event, &mut seen, &mut repair_at, &mut poll).await
@@ -253,14 +132,14 @@ impl Watcher {
                 () = sleep_until(repair_at) => {
                     repair_at = None;
                     let seen = std::mem::take(&mut seen).describe();
-                    Some(Op::RepairDrift { seen })
+                    Some(Due::Repair(seen))
                 }
-                () = tick(&mut poll) => Some(Op::RepairDrift {
-                    seen: "periodic comparison (no flow monitor)".into(),
-                }),
+                () = tick(&mut poll) => Some(Due::Repair(
+                    "periodic comparison (no flow monitor)".into(),
+                )),
             };
-            if let Some(op) = op {
-                if !self.send(op).await {
+            if let Some(due) = due {
+                if !self.send(due).await {
                     return;
                 }
             }
@@ -274,7 +153,7 @@ impl Watcher {
         seen: &mut Seen,
         repair_at: &mut Option<Instant>,
         poll: &mut Option<Interval>,
-    ) -> Option<Op> {
+    ) -> Option<Due> {
         match event {
             SwitchEvent::Connected { datapath_id } => {
                 Metrics::inc(&self.metrics.switch_connects);
@@ -294,7 +173,7 @@ impl Watcher {
                 };
                 *seen = Seen::default();
                 *repair_at = None;
-                Some(Op::Resync { force: false })
+                Some(Due::Resync)
             }
             SwitchEvent::Disconnected { reason } => {
                 tracing::warn!(%reason, "switch disconnected");
@@ -366,13 +245,17 @@ impl Watcher {
         }
     }
 
-    /// False when the writer has gone (the node shut down).
-    async fn send(&self, op: Op) -> bool {
-        let Some(requests) = self.requests.upgrade() else {
-            return false;
-        };
-        let (request, _) = Request::new(op);
-        requests.send(request).await.is_ok()
+    /// False when the writer has gone (the node shut down). Nobody waits for the answer: a
+    /// failure is logged by the writer, and the next event tries again.
+    async fn send(&self, due: Due) -> bool {
+        let sent = request::send_weak(&self.requests, |reply| match due {
+            Due::Resync => Request::Resync {
+                force: false,
+                reply,
+            },
+            Due::Repair(seen) => Request::RepairDrift { seen, reply },
+        });
+        sent.await.is_some()
     }
 }
 
@@ -424,24 +307,5 @@ mod tests {
             seen.describe(),
             "1 added (table 30: 1); 3 deleted (table 0: 1, table 10: 2)"
         );
-    }
-
-    #[test]
-    fn a_repair_names_tables_and_counts() {
-        let flow = |text: &str| super::super::table::parse_flow(text).unwrap();
-        let diff = Diff {
-            deletes: vec![flow("table=30, priority=5, ip, actions=drop")],
-            adds: vec![
-                flow("table=0, priority=100, arp, actions=drop"),
-                flow("table=10, priority=100, arp, actions=drop"),
-                flow("table=10, priority=50, arp, actions=drop"),
-            ],
-        };
-        assert_eq!(
-            Repaired::from_diff(&diff).to_string(),
-            "removed 1 foreign flows (table 30: 1); \
-             restored 3 missing or altered flows (table 0: 1, table 10: 2)"
-        );
-        assert_eq!(Repaired::from_diff(&Diff::default()), Repaired::Nothing);
     }
 }

@@ -105,18 +105,20 @@ fn destination(policy: &EgressNetworkPolicy, selector: Cidr) -> Option<Cidr> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn policy(namespace: &str, name: &str, rules: &str) -> EgressNetworkPolicy {
+    /// One policy of `rules` (JSON rule objects, comma-separated).
+    pub(crate) fn policy(namespace: &str, name: &str, rules: &str) -> EgressNetworkPolicy {
         let text = format!(
             r#"{{"namespace":"{namespace}","name":"{name}","spec":{{"egress":[{rules}]}}}}"#
         );
         serde_json::from_str(&text).unwrap()
     }
 
-    fn entry(namespaces: &[&str], policies: Vec<EgressNetworkPolicy>) -> EgressState {
+    /// A VNID's stored policy input, without DNS answers.
+    pub(crate) fn entry(namespaces: &[&str], policies: Vec<EgressNetworkPolicy>) -> EgressState {
         EgressState {
             namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
             policies,

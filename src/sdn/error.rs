@@ -1,4 +1,4 @@
-//! What a node operation can fail with, and the HTTP status the API answers each with.
+//! What a node operation can fail with (the API's HTTP status for each is `api::server`'s).
 
 use std::sync::Arc;
 
@@ -44,22 +44,6 @@ pub enum Error {
     /// The node's task stopped (the daemon is shutting down).
     #[error("the node controller is shutting down")]
     Shutdown,
-}
-
-impl Error {
-    /// The HTTP status the control API answers this error with.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            Error::Invalid(_) => 400,
-            Error::NotFound { .. } => 404,
-            Error::NotSetUp => 409,
-            Error::Policy { .. } => 422,
-            Error::Switch(_) | Error::Ovsdb(_) => 502,
-            Error::Shutdown | Error::Standby { .. } => 503,
-            Error::Replication { .. } => 502,
-            Error::Netlink(_) | Error::State(_) | Error::Flow { .. } => 500,
-        }
-    }
 }
 
 impl From<crate::openflow::Error> for Error {

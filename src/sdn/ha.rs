@@ -41,8 +41,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::error::Error;
+use super::request::{self, Envelope, Request};
 use super::state::NodeState;
-use super::writer::{Op, Request};
 use crate::openflow::Switch;
 use crate::ovsdb::txn::{Condition, Function, Mutation, Mutator, Operation};
 use crate::ovsdb::{self, Datum};
@@ -365,7 +365,7 @@ pub(crate) struct Agent {
     pub(crate) cfg: HaConfig,
     pub(crate) switch: Switch,
     pub(crate) shared: Arc<HaShared>,
-    pub(crate) requests: mpsc::WeakSender<Request>,
+    pub(crate) requests: mpsc::WeakSender<Envelope>,
     /// Set by the switch watcher at every connect: the new session needs SET_ASYNC and a role.
     pub(crate) new_session: Arc<tokio::sync::Notify>,
 }
@@ -550,9 +550,7 @@ impl Agent {
             return Err(Error::Shutdown);
         };
         let generation = self.shared.status().generation;
-        let (request, reply) = Request::new(Op::TakeOver { generation });
-        requests.send(request).await.map_err(|_| Error::Shutdown)?;
-        reply.await.map_err(|_| Error::Shutdown)?.map(|_| ())
+        request::call(&requests, |reply| Request::TakeOver { generation, reply }).await
     }
 }
 

@@ -6,22 +6,16 @@
 
 use std::time::Duration;
 
-use crate::netlink::{Handle, Ipv4Net, Route};
+use crate::netlink::{Handle, Route};
 
 use super::types::{Cidr, SetupRequest};
 
-/// The gateway port's name (the seed's TUN).
-pub const TUN: &str = "tun0";
+use super::layout::TUN_PORT as TUN;
 
 /// The local-subnet route appears asynchronously once tun0 is up with its address; the seed
 /// polls for it for about a second.
 const ROUTE_POLL: Duration = Duration::from_millis(100);
 const ROUTE_POLLS: u32 = 10;
-
-fn net(cidr: Cidr) -> Ipv4Net {
-    // A Cidr's prefix is at most 32, which is all Ipv4Net checks.
-    Ipv4Net::new(cidr.addr(), cidr.prefix()).unwrap_or_default()
-}
 
 /// Configures tun0, routes and forwarding for `setup` in the handle's namespace.
 pub async fn setup_host_network(
@@ -30,16 +24,16 @@ pub async fn setup_host_network(
     mtu: u32,
 ) -> Result<(), crate::netlink::Error> {
     let tun = handle.link_index(TUN).await?;
-    let gateway = Ipv4Net::new(setup.gateway, setup.local_subnet.prefix()).unwrap_or_default();
+    let gateway = setup.local_subnet.interface_address(setup.gateway);
     let had_address = handle.ipv4_addrs(tun).await?.contains(&gateway);
     handle.replace_ipv4_addrs(tun, gateway).await?;
     handle.set_mtu(tun, mtu).await?;
     handle.set_link_up(tun).await?;
     handle
-        .add_route(&Route::link_scope(net(setup.cluster_network), tun))
+        .add_route(&Route::link_scope(setup.cluster_network.into(), tun))
         .await?;
     handle
-        .add_route(&Route::link_scope(net(setup.service_network), tun))
+        .add_route(&Route::link_scope(setup.service_network.into(), tun))
         .await?;
     delete_local_subnet_route(handle, setup.local_subnet, tun, !had_address).await?;
     handle.set_ipv4_forwarding(true)?;
@@ -55,7 +49,7 @@ async fn delete_local_subnet_route(
     tun: u32,
     wait_for_it: bool,
 ) -> Result<(), crate::netlink::Error> {
-    let route = Route::link_scope(net(local_subnet), tun);
+    let route = Route::link_scope(local_subnet.into(), tun);
     let polls = if wait_for_it { ROUTE_POLLS } else { 1 };
     for attempt in 1..=polls {
         if handle.delete_route(&route).await? {

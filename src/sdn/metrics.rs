@@ -108,15 +108,15 @@ impl Metrics {
     }
 
     /// Adds a drift repair's flows to the per-table counters.
-    pub(crate) fn count_drift(&self, repaired: &super::drift::Repaired) {
+    pub(crate) fn count_drift(&self, repaired: &super::core::Repaired) {
         let mut flows = self.drift_flows.lock().unwrap_or_else(|e| e.into_inner());
         match repaired {
-            super::drift::Repaired::Nothing => {}
-            super::drift::Repaired::Reinstalled { flows: n } => {
+            super::core::Repaired::Nothing => {}
+            super::core::Repaired::Reinstalled { flows: n } => {
                 // Which tables lost what is unknown: everything was installed again.
                 *flows.entry((None, "reinstalled")).or_default() += *n as u64;
             }
-            super::drift::Repaired::Patched { removed, restored } => {
+            super::core::Repaired::Patched { removed, restored } => {
                 for (kind, per_table) in [("removed", removed), ("restored", restored)] {
                     for (table, n) in per_table.tables() {
                         *flows.entry((Some(table), kind)).or_default() += n as u64;
@@ -141,7 +141,7 @@ impl Metrics {
     }
 
     /// The metrics (and the gauges of `status`) in Prometheus text exposition format.
-    pub fn render(&self, status: &super::Status) -> String {
+    pub fn render(&self, status: &super::report::Status) -> String {
         let mut out = String::new();
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         counter(

@@ -1,14 +1,19 @@
 //! The node controller: every operation of the seed's ovsController (../shared/seeds/
 //! ovscontroller.go.txt), each one atomic, over native OpenFlow, OVSDB and rtnetlink.
 //!
-//! - [`types`]: validated inputs; [`flows`]: the seed's flows as text; [`egress`]: the egress
-//!   policy branches; [`desired`]: which flows each part of the state wants.
-//! - [`state`] and [`store`]: the desired state and its journal on disk.
-//! - [`table`]: the desired flow table and its diffs; `writer`: the one task that changes them.
-//! - [`Node`]: the operations; [`dns`]: egress DNS names; [`host`]: tun0, routes, forwarding.
+//! - [`types`]: validated inputs; [`layout`]: tables, ports and registers named once;
+//!   [`flows`]: the seed's flows as text; [`policy`]: the policy modes (the seed's osdnPolicy);
+//!   [`egress`]: the egress policy branches; [`readback`]: flows read back into values.
+//! - [`state`] and [`store`]: the desired state and its journal on disk; [`table`]: the
+//!   desired flow table and its diffs.
+//! - [`core`]: the pure node core (operations on the state and table, and their effects).
+//! - `request`: what the node asks of the writer; `writer`: the shell that owns the core and
+//!   carries its effects out; [`drift`], [`ha`]: drift repair and high availability.
+//! - [`Node`] (`node/`): the operations' async front; [`dns`]: egress DNS names; [`host`]:
+//!   tun0, routes, forwarding; [`report`]: what the node reports.
 
 mod config;
-pub mod desired;
+pub mod core;
 pub mod dns;
 pub mod drift;
 pub mod egress;
@@ -16,25 +21,31 @@ mod error;
 pub mod flows;
 pub mod ha;
 pub mod host;
+pub mod layout;
 mod metrics;
 mod node;
+pub mod policy;
+pub mod readback;
+pub mod report;
+mod request;
 pub mod state;
 pub mod store;
 pub mod table;
 pub mod types;
 mod writer;
 
-pub use config::{detect_datapath_type, NodeConfig, SetupOutcome, Status};
+pub use self::core::SetupOutcome;
+pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
+pub use config::{detect_datapath_type, NodeConfig};
 pub use dns::DnsConfig;
-pub use drift::{Detection, DriftReport, DriftStatus, DriftTiming};
+pub use drift::DriftTiming;
 pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
+pub use report::{Detection, DriftReport, DriftStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 pub use types::{
-    Cidr, EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, EgressSet, HostSubnet,
-    HostSubnetDel, IfName, InvalidInput, MacAddr, Mode, MulticastLocalSet, MulticastVxlanSet,
-    PodAdd, PodBandwidth, PodDel, PodUpdate, Protocol, SandboxId, Service, ServiceDel, ServicePort,
-    SetupRequest, Vnid,
+    EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, PodAdd,
+    Protocol, Service, ServicePort, SetupRequest,
 };

@@ -316,6 +316,35 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A journal as ofnode wrote it before the node core existed loads unchanged, and the
+    /// same changes are written byte for byte as then: the format did not move.
+    #[test]
+    fn the_journal_format_is_the_one_written_before() {
+        let sandbox = "ab".repeat(32);
+        let record = format!(
+            r#"{{"seq":1,"changes":[{{"kind":"pod","ip":"10.128.0.5","pod":{{"veth":"veth5","ip":"10.128.0.5","mac":"0a:58:0a:80:00:05","sandbox":"{sandbox}","vnid":0,"ofport":5}}}},{{"kind":"host_subnet","subnet":"10.128.2.0/23","host_subnet":{{"host_ip":"192.0.2.2","subnet":"10.128.2.0/23","fixed_vnid":7,"vtep_mac":"02:00:00:00:00:02"}}}}]}}"#
+        );
+        let old = tempdir();
+        std::fs::write(old.join(JOURNAL), format!("{record}\n")).unwrap();
+        let (_, state) = Store::open(&old).unwrap();
+        assert_eq!((state.pods.len(), state.host_subnets.len()), (1, 1));
+        let hs = state.host_subnets.values().next().copied();
+        let changes = [
+            pod_change(5),
+            Change::HostSubnet {
+                subnet: "10.128.2.0/23".parse().unwrap(),
+                host_subnet: hs,
+            },
+        ];
+        let new = tempdir();
+        let (mut store, _) = Store::open(&new).unwrap();
+        store.append(&changes).unwrap();
+        let written = std::fs::read_to_string(new.join(JOURNAL)).unwrap();
+        assert_eq!(written, format!("{record}\n"));
+        std::fs::remove_dir_all(&old).unwrap();
+        std::fs::remove_dir_all(&new).unwrap();
+    }
+
     #[test]
     fn damage_in_the_middle_is_an_error() {
         let dir = tempdir();

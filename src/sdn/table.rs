@@ -17,10 +17,11 @@ use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, DecodeError, FlowMod, FlowModCommand, FlowStats, Message, OFPTT_ALL, OFP_HEADER_LEN,
+    text, BundleAdd, BundleFlags, DecodeError, FlowMod, FlowModCommand, FlowStats, Message,
+    OFPTT_ALL, OFP_HEADER_LEN,
 };
 
-use super::flows::VERSION_TABLE;
+use super::layout::VERSION_NOTE;
 
 /// Where the identifying fields sit in an encoded OFPT_FLOW_MOD (`struct ofp_flow_mod`):
 /// the 8-byte header, cookie and cookie mask, then the table id; the priority after the
@@ -116,6 +117,26 @@ impl Flow {
         })
     }
 
+    /// The flow as a switch reports it once installed (for tests of what reads flows back).
+    #[cfg(test)]
+    pub fn as_stats(&self) -> FlowStats {
+        let fm = self.to_add().expect("a stored flow decodes");
+        FlowStats {
+            table_id: fm.table_id,
+            duration_sec: 0,
+            duration_nsec: 0,
+            priority: fm.priority,
+            idle_timeout: fm.idle_timeout,
+            hard_timeout: fm.hard_timeout,
+            flags: fm.flags,
+            cookie: fm.cookie,
+            packet_count: 0,
+            byte_count: 0,
+            match_: fm.match_,
+            instructions: fm.instructions,
+        }
+    }
+
     /// The flow in `ovs-ofctl` syntax, for logs and errors.
     pub fn describe(&self) -> String {
         self.to_add()
@@ -156,6 +177,36 @@ pub fn parse_flow(flow: &str) -> Result<Flow, text::ParseError> {
     )?))
 }
 
+/// The bytes a bundle add message puts around the message it carries.
+fn bundle_add_overhead() -> usize {
+    let inner = Message::BarrierRequest;
+    let mut alone = BytesMut::new();
+    inner.encode(0, &mut alone);
+    let mut added = BytesMut::new();
+    BundleAdd::encode_borrowed(0, BundleFlags::ATOMIC, &inner, 0, &mut added);
+    added.len().saturating_sub(alone.len())
+}
+
+/// The largest `n` for which the flow `flow(n)` still fits in one bundle add message (whose
+/// length is a u16), for a flow that grows by the same bytes with each step of `n` (one more
+/// output port, one more VXLAN remote). The sizes come from the encoder itself.
+pub fn max_repeats(flow: impl Fn(usize) -> String) -> Result<usize, (String, text::ParseError)> {
+    let size = |n: usize| {
+        let text = flow(n);
+        match parse_flow(&text) {
+            Ok(parsed) => Ok(parsed.encoded().len()),
+            Err(e) => Err((text, e)),
+        }
+    };
+    let (one, two) = (size(1)?, size(2)?);
+    let step = two.saturating_sub(one).max(1);
+    let limit = usize::from(u16::MAX).saturating_sub(bundle_add_overhead());
+    Ok(match limit.checked_sub(one) {
+        Some(room) => 1 + room / step,
+        None => 0,
+    })
+}
+
 /// The flow_mod that deletes every flow of every table.
 pub fn delete_all() -> FlowMod {
     FlowMod {
@@ -166,7 +217,7 @@ pub fn delete_all() -> FlowMod {
 
 /// The flow mods that take the switch from one table to another: strict deletes first, then
 /// adds (never an add before a delete of the same flow: OVS bundles can miss such a delete).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Diff {
     pub deletes: Vec<Flow>,
     pub adds: Vec<Flow>,
@@ -179,18 +230,6 @@ impl Diff {
 
     pub fn len(&self) -> usize {
         self.deletes.len() + self.adds.len()
-    }
-
-    /// The flow mods in bundle order.
-    /// Adds the diff to `tx`: deletes first, then adds (sent as they are stored).
-    pub fn push_to(&self, tx: &mut crate::openflow::Transaction) -> Result<(), DecodeError> {
-        for flow in &self.deletes {
-            tx.push(flow.to_delete_strict()?);
-        }
-        for flow in &self.adds {
-            tx.push_encoded(flow.encoded())?;
-        }
-        Ok(())
     }
 }
 
@@ -336,7 +375,7 @@ impl FlowTable {
 /// Table, then priority from high to low, with the version table last.
 fn order_key(flow: &Flow) -> (bool, u8, u16) {
     let table = flow.table();
-    (table == VERSION_TABLE, table, u16::MAX - flow.priority())
+    (table == VERSION_NOTE, table, u16::MAX - flow.priority())
 }
 
 fn order_adds(adds: &mut [Flow]) {
@@ -428,6 +467,25 @@ mod tests {
         assert!(diff.deletes.is_empty());
         assert_eq!(diff.adds.len(), 1);
         assert!(diff.adds[0].same(&new));
+    }
+
+    #[test]
+    fn max_repeats_is_the_last_count_whose_bundle_add_fits_a_u16_length() {
+        let flow = |n: usize| {
+            let outputs = vec!["output:65279"; n].join(",");
+            format!("table=120, priority=100, reg0=16777215, actions={outputs}")
+        };
+        let max = max_repeats(flow).unwrap();
+        let bundle_add_len = |n: usize| {
+            let fm = parse_flow(&flow(n)).unwrap().to_add().unwrap();
+            let mut out = BytesMut::new();
+            BundleAdd::encode_borrowed(1, BundleFlags::ATOMIC, &Message::FlowMod(fm), 7, &mut out);
+            out.len()
+        };
+        assert!(bundle_add_len(max) <= usize::from(u16::MAX), "{max}");
+        assert!(bundle_add_len(max + 1) > usize::from(u16::MAX), "{max}");
+        assert!((4000..4100).contains(&max), "{max}");
+        assert!(max_repeats(|_| "table=300, actions=drop".into()).is_err());
     }
 
     #[test]

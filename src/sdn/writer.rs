@@ -1,103 +1,37 @@
-//! The one writer of the desired state and the desired flow table.
+//! The shell around the node core: the one task that owns the core (the desired state and
+//! table) and carries out what it decides.
 //!
-//! Operations reach it as requests on a channel. It takes whatever requests are waiting (up to
-//! a bound) as one batch: each request's plan is applied to the state and the table in turn,
-//! then the batch's net flow changes go to the switch as ONE bundle and its state changes to
-//! the journal with ONE sync, and only then are the requests answered. If the bundle or the
-//! journal fails, every change of the batch is undone, so an operation either happened — on
-//! the switch and on disk — or did not. Operations never share more than a bundle: each is
-//! whole inside it.
+//! Requests reach it on a channel (`request.rs`). It takes the edits waiting (up to a bound) as
+//! one batch: each edit is applied to the core in turn, then the batch's net flow changes go to
+//! the switch as ONE bundle and its journal record to disk with ONE sync, and only then are the
+//! requests answered. If the bundle or the journal fails, the core rolls the batch back, so an
+//! edit either happened — on the switch and on disk — or did not. Edits never share more than a
+//! bundle: each is whole inside it.
 //!
-//! Setup and resync (after a reconnect) run alone and install the whole table in one bundle.
+//! Setup, resync (after a reconnect), drift repair and HA take-over run alone; they plan
+//! through the same core (`core/sync.rs`) and install the whole table in one bundle when the
+//! switch lacks it.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use ofnode_proto::{Action, Field, FlowStatsRequest, Instruction};
-use tokio::sync::{mpsc, oneshot};
+use ofnode_proto::FlowStatsRequest;
+use tokio::sync::{mpsc, watch};
 
-use super::config::SetupOutcome;
-use super::desired::{all_entities, entity_flows};
-use super::drift::{record_repair, Repaired, SharedDriftStatus};
+use super::config::NodeConfig;
+use super::core::{Core, Effects, Reconcile, Repaired, SetupOutcome, SetupPlan};
+use super::dns::Dns;
+use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
-use super::flows::{version_note, VERSION_TABLE};
 use super::ha::HaShared;
 use super::metrics::Metrics;
-use super::state::{Change, Entity, NodeState, Pod};
+use super::request::{Edit, Envelope, Read, Reply, Request, SetupDone};
+use super::state::{Change, NodeState};
 use super::store::Store;
-use super::table::{self, Diff, Flow, FlowTable};
+use super::table::{self, Diff, FlowTable};
 use super::types::{HostSubnet, SetupRequest};
-use crate::openflow::Switch;
-
-/// What a plan decided: the changes to make and what to answer once they are made.
-#[derive(Debug, Default)]
-pub struct Planned {
-    pub changes: Vec<Change>,
-    pub output: Output,
-}
-
-impl Planned {
-    pub fn changes(changes: Vec<Change>) -> Planned {
-        Planned {
-            changes,
-            output: Output::None,
-        }
-    }
-}
-
-/// A request's answer.
-#[derive(Debug, Default)]
-pub enum Output {
-    #[default]
-    None,
-    Setup(SetupOutcome, Vec<Pod>),
-    /// Applied, but with the seed's input error (egress policy that drops all traffic).
-    PolicyError(String),
-    State(Box<NodeState>),
-    /// Whether the plan found what it looked for.
-    Found(bool),
-    /// The pod a lookup found, if any.
-    Pod(Option<Box<Pod>>),
-    /// The host subnets of the state (what the VXLAN device is reconciled to).
-    HostSubnets(Vec<HostSubnet>),
-}
-
-pub type Plan = Box<dyn FnOnce(&NodeState) -> Result<Planned, Error> + Send>;
-
-pub enum Op {
-    /// Changes computed from the current state.
-    Plan(Plan),
-    /// Install `setup` (building or rebuilding the table) in one bundle.
-    Setup(SetupRequest),
-    /// Make the switch's table equal to the desired one; `force` re-installs it whole.
-    Resync { force: bool },
-    /// The same as a resync without force, after the switch reported foreign changes
-    /// (`seen` says which); a repair that changes anything is recorded as drift.
-    RepairDrift { seen: String },
-    /// High availability: this daemon just became master; adopt the state the previous
-    /// active daemon replicated and reconcile the switch with it.
-    TakeOver { generation: u64 },
-    /// Stop after answering (what is queued behind it fails with `Error::Shutdown`).
-    Shutdown,
-}
-
-pub struct Request {
-    pub op: Op,
-    pub reply: oneshot::Sender<Result<Output, Error>>,
-    pub started: Instant,
-}
-
-impl Request {
-    pub fn new(op: Op) -> (Request, oneshot::Receiver<Result<Output, Error>>) {
-        let (reply, rx) = oneshot::channel();
-        let request = Request {
-            op,
-            reply,
-            started: Instant::now(),
-        };
-        (request, rx)
-    }
-}
+use crate::openflow::{Switch, Transaction};
 
 /// What the writer publishes for `Node::status` after every batch.
 #[derive(Debug, Clone, Default)]
@@ -112,82 +46,77 @@ pub struct Published {
     pub in_sync: bool,
 }
 
+/// An edit's answer, held until its batch is on the switch and on disk (or failed). Called
+/// with the batch's failure, if any; returns whether the edit succeeded.
+type Deferred = Box<dyn FnOnce(Option<&Error>) -> bool + Send>;
+
+fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferred {
+    Box::new(move |batch_failed| {
+        let result = match (result, batch_failed) {
+            (Ok(_), Some(e)) => Err(e.clone()),
+            (result, _) => result,
+        };
+        let ok = result.is_ok();
+        if let Err(e) = &result {
+            tracing::debug!(error = %e, "node operation failed");
+        }
+        // The caller may have given up waiting; the outcome stands either way.
+        let _ = reply.send(result);
+        ok
+    })
+}
+
 pub struct Writer {
-    pub state: NodeState,
-    pub table: FlowTable,
-    pub store: Arc<Mutex<Store>>,
-    pub switch: Switch,
-    pub metrics: Arc<Metrics>,
+    core: Core,
+    store: Arc<Mutex<Store>>,
+    switch: Switch,
+    metrics: Arc<Metrics>,
     pub published: Arc<Mutex<Published>>,
     /// Drift detection and repairs, shared with the switch watcher.
     pub drift: SharedDriftStatus,
+    /// The host subnets the VXLAN device is kept in line with, as last committed.
+    pub vxlan_hosts: watch::Sender<Arc<Vec<HostSubnet>>>,
+    /// Egress DNS names no policy uses any more are forgotten here.
+    dns: Arc<Dns>,
     /// High availability, when configured: while standby, operations are refused and the
     /// switch is left alone; while active, every batch is replicated to OVSDB.
     pub ha: Option<Arc<HaShared>>,
-    pub requests: mpsc::Receiver<Request>,
-    pub max_batch: usize,
+    requests: mpsc::Receiver<Envelope>,
+    max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
     /// started, or the switch reconnecting) before the operation fails.
-    pub connect_timeout: Duration,
+    connect_timeout: Duration,
     /// The switch's table is known to equal the desired one.
-    pub in_sync: bool,
-    pending: Option<Request>,
-}
-
-fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
-    Error::Flow {
-        flow: flow.to_string(),
-        reason: e.to_string(),
-    }
-}
-
-fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
-    flows
-        .iter()
-        .map(|f| table::parse_flow(f).map_err(|e| flow_error(f, e)))
-        .collect()
-}
-
-/// The desired table of `state`, built entity by entity (never all flow texts at once).
-pub fn build_table(state: &NodeState) -> Result<FlowTable, Error> {
-    let mut flows = Vec::new();
-    for entity in all_entities(state) {
-        flows.extend(parse_all(&entity_flows(state, entity))?);
-    }
-    Ok(FlowTable::from_flows(flows))
-}
-
-fn decode_error(e: ofnode_proto::DecodeError) -> Error {
-    Error::Flow {
-        flow: "<stored flow>".into(),
-        reason: e.to_string(),
-    }
+    in_sync: bool,
+    pending: Option<Envelope>,
 }
 
 impl Writer {
-    /// A writer whose table is derived from `state`.
+    /// A writer around the core of `state`, batching and waiting for the switch as `cfg` says.
     pub fn new(
         state: NodeState,
         store: Store,
         switch: Switch,
         metrics: Arc<Metrics>,
-        requests: mpsc::Receiver<Request>,
-        max_batch: usize,
-        connect_timeout: Duration,
+        dns: Arc<Dns>,
+        requests: mpsc::Receiver<Envelope>,
+        cfg: &NodeConfig,
     ) -> Result<Writer, Error> {
-        let table = build_table(&state)?;
+        let core = Core::new(state)?;
+        let hosts = core.state().host_subnets.values().copied().collect();
         let writer = Writer {
-            state,
-            table,
+            core,
             store: Arc::new(Mutex::new(store)),
             switch,
             metrics,
             published: Arc::default(),
             drift: Arc::default(),
+            vxlan_hosts: watch::Sender::new(Arc::new(hosts)),
+            dns,
             ha: None,
             requests,
-            max_batch: max_batch.max(1),
-            connect_timeout,
+            max_batch: cfg.max_batch.max(1),
+            connect_timeout: cfg.connect_timeout,
             in_sync: false,
             pending: None,
         };
@@ -198,41 +127,35 @@ impl Writer {
 
     pub async fn run(mut self) {
         while let Some(first) = self.next_request().await {
-            if let Some(ha) = self.ha.as_ref().filter(|ha| !ha.is_active()) {
-                let refused = match first.op {
-                    Op::Plan(_) | Op::Setup(_) => Some(Err(ha.standby_error())),
-                    // The switch belongs to the active daemon.
-                    Op::Resync { .. } | Op::RepairDrift { .. } => Some(Ok(Output::None)),
-                    Op::TakeOver { .. } | Op::Shutdown => None,
-                };
-                if let Some(result) = refused {
-                    let _ = first.reply.send(result);
-                    continue;
-                }
-            }
-            match first.op {
-                Op::Plan(_) => {
-                    let batch = self.gather(first);
+            let Envelope { request, started } = first;
+            let request = match self.refused_while_standby(request) {
+                Some(request) => request,
+                None => continue,
+            };
+            match request {
+                Request::Edit(edit) => {
+                    let batch = self.gather(edit, started);
                     self.run_batch(batch).await;
                 }
-                Op::Setup(setup) => {
+                Request::Read(read) => self.read(read),
+                Request::Setup(setup, reply) => {
                     let result = self.run_setup(setup).await;
-                    self.answer(first.reply, first.started, result);
+                    self.answer(reply, started, result);
                 }
-                Op::Resync { force } => {
-                    let result = self.resync(force).await.map(|()| Output::None);
-                    self.answer(first.reply, first.started, result);
+                Request::Resync { force, reply } => {
+                    let result = self.reconcile(force).await.map(|_| ());
+                    self.answer(reply, started, result);
                 }
-                Op::TakeOver { generation } => {
-                    let result = self.take_over(generation).await.map(|()| Output::None);
-                    self.answer(first.reply, first.started, result);
+                Request::RepairDrift { seen, reply } => {
+                    let result = self.repair_drift(&seen).await;
+                    self.answer(reply, started, result);
                 }
-                Op::RepairDrift { seen } => {
-                    let result = self.repair_drift(&seen).await.map(|()| Output::None);
-                    self.answer(first.reply, first.started, result);
+                Request::TakeOver { generation, reply } => {
+                    let result = self.take_over(generation).await;
+                    self.answer(reply, started, result);
                 }
-                Op::Shutdown => {
-                    let _ = first.reply.send(Ok(Output::None));
+                Request::Shutdown(reply) => {
+                    let _ = reply.send(Ok(()));
                     break;
                 }
             }
@@ -241,21 +164,42 @@ impl Writer {
         tracing::debug!("node writer stopped");
     }
 
-    async fn next_request(&mut self) -> Option<Request> {
+    /// A standby refuses edits, reads and setup, and leaves the switch to the active daemon;
+    /// None when the request was answered here.
+    fn refused_while_standby(&self, request: Request) -> Option<Request> {
+        let Some(ha) = self.ha.as_ref().filter(|ha| !ha.is_active()) else {
+            return Some(request);
+        };
+        match request {
+            Request::Edit(edit) => edit.refuse(ha.standby_error()),
+            Request::Read(read) => read.refuse(ha.standby_error()),
+            Request::Setup(_, reply) => drop(reply.send(Err(ha.standby_error()))),
+            Request::Resync { reply, .. } | Request::RepairDrift { reply, .. } => {
+                drop(reply.send(Ok(())))
+            }
+            request @ (Request::TakeOver { .. } | Request::Shutdown(_)) => return Some(request),
+        }
+        None
+    }
+
+    async fn next_request(&mut self) -> Option<Envelope> {
         match self.pending.take() {
             Some(request) => Some(request),
             None => self.requests.recv().await,
         }
     }
 
-    /// `first` and the plan requests already waiting behind it, up to the batch bound.
-    fn gather(&mut self, first: Request) -> Vec<Request> {
-        let mut batch = vec![first];
+    /// `first` and the edits already waiting behind it, up to the batch bound.
+    fn gather(&mut self, first: Edit, started: Instant) -> Vec<(Edit, Instant)> {
+        let mut batch = vec![(first, started)];
         while batch.len() < self.max_batch {
             match self.requests.try_recv() {
-                Ok(request) if matches!(request.op, Op::Plan(_)) => batch.push(request),
-                Ok(request) => {
-                    self.pending = Some(request);
+                Ok(Envelope {
+                    request: Request::Edit(edit),
+                    started,
+                }) => batch.push((edit, started)),
+                Ok(other) => {
+                    self.pending = Some(other);
                     break;
                 }
                 Err(_) => break,
@@ -264,147 +208,148 @@ impl Writer {
         batch
     }
 
-    fn answer(
-        &self,
-        reply: oneshot::Sender<Result<Output, Error>>,
-        started: Instant,
-        result: Result<Output, Error>,
-    ) {
+    fn read(&self, read: Read) {
+        match read {
+            Read::State(reply) => drop(reply.send(Ok(self.core.state().clone()))),
+            Read::PodBySandbox(sandbox, reply) => {
+                let pod = self.core.state().pod_by_sandbox(&sandbox).cloned();
+                drop(reply.send(Ok(pod)));
+            }
+        }
+    }
+
+    /// Applies one edit to the core's open batch; its answer waits for the batch.
+    fn apply(&mut self, edit: Edit) -> Deferred {
+        let core = &mut self.core;
+        match edit {
+            Edit::PodAdd(pod, reply) => defer(reply, core.pod_add(pod)),
+            Edit::PodUpdate {
+                sandbox,
+                vnid,
+                reply,
+            } => defer(reply, core.pod_update(&sandbox, vnid)),
+            Edit::PodAdopt(pod, reply) => defer(reply, core.pod_adopt(pod)),
+            Edit::PodDel(ip, reply) => defer(reply, core.pod_del(ip)),
+            Edit::FollowPorts(ovsdb, reply) => {
+                let result = ovsdb.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)));
+                defer(reply, result)
+            }
+            Edit::HostSubnetAdd(hs, reply) => defer(reply, core.hostsubnet_add(hs)),
+            Edit::HostSubnetDel {
+                host_ip,
+                subnet,
+                reply,
+            } => defer(reply, core.hostsubnet_del(host_ip, subnet)),
+            Edit::ServiceAdd(svc, reply) => defer(reply, core.service_add(svc)),
+            Edit::ServiceDel(ip, reply) => defer(reply, core.service_del(ip)),
+            Edit::MulticastLocal {
+                vnid,
+                multicast,
+                reply,
+            } => defer(reply, core.multicast_local(vnid, multicast)),
+            Edit::MulticastVxlan(remotes, reply) => defer(reply, core.multicast_vxlan(remotes)),
+            Edit::EgressSet {
+                vnid,
+                egress,
+                reply,
+            } => defer(reply, core.egress_set(vnid, egress)),
+            Edit::EgressDnsChanged(changed, reply) => {
+                defer(reply, core.egress_dns_changed(&changed))
+            }
+        }
+    }
+
+    async fn run_batch(&mut self, batch: Vec<(Edit, Instant)>) {
+        let answers: Vec<(Deferred, Instant)> = batch
+            .into_iter()
+            .map(|(edit, started)| (self.apply(edit), started))
+            .collect();
+        let Effects {
+            flows,
+            journal,
+            vxlan_hosts,
+            dns_names,
+        } = self.core.take_effects();
+        let outcome = match self.commit_diff(&flows).await {
+            Ok(()) => self.persist(journal).await,
+            Err(e) => Err(e),
+        };
+        match &outcome {
+            Ok(()) => {
+                self.core.commit();
+                self.carry_out(vxlan_hosts, dns_names);
+            }
+            Err(_) => self.core.rollback(),
+        }
         // A caller's next look (status, the set-up check of its next operation) must already
         // see its own operation.
         self.publish();
-        self.metrics.operation_latency.observe(started.elapsed());
-        match &result {
-            Ok(_) => Metrics::inc(&self.metrics.operations),
-            Err(e) => {
-                Metrics::inc(&self.metrics.operation_errors);
-                tracing::debug!(error = %e, "node operation failed");
-            }
+        for (answer, started) in answers {
+            let ok = answer(outcome.as_ref().err());
+            self.count(started, ok);
         }
-        // The caller may have given up waiting; the outcome stands either way.
+    }
+
+    /// The effects of a committed batch beyond the switch and the journal.
+    fn carry_out(&self, vxlan_hosts: Option<Vec<HostSubnet>>, dns_names: Option<HashSet<String>>) {
+        if let Some(hosts) = vxlan_hosts {
+            self.vxlan_hosts.send_replace(Arc::new(hosts));
+        }
+        if let Some(names) = dns_names {
+            self.dns.retain(&names);
+        }
+    }
+
+    fn answer<T>(&self, reply: Reply<T>, started: Instant, result: Result<T, Error>) {
+        self.publish();
+        if let Err(e) = &result {
+            tracing::debug!(error = %e, "node operation failed");
+        }
+        self.count(started, result.is_ok());
         let _ = reply.send(result);
     }
 
+    fn count(&self, started: Instant, ok: bool) {
+        self.metrics.operation_latency.observe(started.elapsed());
+        Metrics::inc(if ok {
+            &self.metrics.operations
+        } else {
+            &self.metrics.operation_errors
+        });
+    }
+
     fn publish(&self) {
+        let state = self.core.state();
         let published = Published {
-            setup: self.state.setup,
-            pods: self.state.pods.len(),
-            host_subnets: self.state.host_subnets.len(),
-            services: self.state.services.len(),
-            multicast_vnids: self.state.multicast.len(),
-            egress_vnids: self.state.egress.len(),
-            flows: self.table.len(),
+            setup: state.setup,
+            pods: state.pods.len(),
+            host_subnets: state.host_subnets.len(),
+            services: state.services.len(),
+            multicast_vnids: state.multicast.len(),
+            egress_vnids: state.egress.len(),
+            flows: self.core.flows().len(),
             in_sync: self.in_sync,
         };
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = published;
     }
 
-    /// Applies one change to the state and the table, or (on error) to neither. Returns the
-    /// change that undoes it. Whole-state changes go through `run_setup`, which swaps tables.
-    fn apply_change(&mut self, change: Change) -> Result<Change, Error> {
-        let entity = change.entity();
-        if entity == Entity::Everything {
-            return Err(Error::Flow {
-                flow: "<whole state>".into(),
-                reason: "a whole-state change inside a batch".into(),
-            });
-        }
-        let old = parse_all(&entity_flows(&self.state, entity))?;
-        let undo = self.state.apply(change);
-        let new = match parse_all(&entity_flows(&self.state, entity)) {
-            Ok(new) => new,
-            Err(e) => {
-                self.state.apply(undo);
-                return Err(e);
-            }
-        };
-        for flow in &old {
-            self.table.remove(flow);
-        }
-        for flow in new {
-            self.table.insert(flow);
-        }
-        Ok(undo)
-    }
-
-    /// Applies all of a plan's changes, or none of them.
-    fn apply_plan(&mut self, changes: &[Change], undo: &mut Vec<Change>) -> Result<(), Error> {
-        let mark = undo.len();
-        for change in changes {
-            match self.apply_change(change.clone()) {
-                Ok(u) => undo.push(u),
-                Err(e) => {
-                    while undo.len() > mark {
-                        if let Some(u) = undo.pop() {
-                            // Undoing restores flows that parsed a moment ago.
-                            let _ = self.apply_change(u);
-                        }
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn run_batch(&mut self, batch: Vec<Request>) {
-        let mut journal = Vec::new();
-        let mut undo = Vec::new();
-        let mut answers = Vec::with_capacity(batch.len());
-        for request in batch {
-            let Op::Plan(plan) = request.op else {
-                continue;
-            };
-            let result = match plan(&self.state) {
-                Ok(planned) => self.apply_plan(&planned.changes, &mut undo).map(|()| {
-                    journal.extend(planned.changes);
-                    planned.output
-                }),
-                Err(e) => Err(e),
-            };
-            answers.push((request.reply, request.started, result));
-        }
-        let diff = self.table.diff();
-        let outcome = match self.commit_diff(&diff).await {
-            Ok(()) => self.persist(journal).await,
-            Err(e) => Err(e),
-        };
-        match outcome {
-            Ok(()) => self.table.commit_batch(),
-            Err(e) => {
-                self.table.rollback();
-                while let Some(u) = undo.pop() {
-                    self.state.apply(u);
-                }
-                for answer in &mut answers {
-                    if answer.2.is_ok() {
-                        answer.2 = Err(e.clone());
-                    }
-                }
-            }
-        }
-        for (reply, started, result) in answers {
-            self.answer(reply, started, result);
-        }
-    }
-
-    /// Sends `diff` as one bundle.
+    /// Sends `diff` as one bundle: strict deletes first, then adds (as they are stored).
     async fn commit_diff(&mut self, diff: &Diff) -> Result<(), Error> {
         if diff.is_empty() {
             return Ok(());
         }
         let mut tx = self.switch.transaction();
-        diff.push_to(&mut tx).map_err(decode_error)?;
+        for flow in &diff.deletes {
+            tx.push(flow.to_delete_strict().map_err(decode_error)?);
+        }
+        for flow in &diff.adds {
+            tx.push_encoded(flow.encoded()).map_err(decode_error)?;
+        }
         self.commit(tx).await
     }
 
-    /// Deletes every flow and adds the whole desired table, in one bundle, version note last.
-    async fn install_all(&mut self) -> Result<(), Error> {
-        let mut tx = self.switch.transaction();
-        tx.delete(table::delete_all());
-        for flow in self.table.all_flows() {
-            tx.push_encoded(flow.encoded()).map_err(decode_error)?;
-        }
+    /// Installs a whole table (see [`whole_table`]); the switch then holds the desired one.
+    async fn install(&mut self, tx: Transaction) -> Result<(), Error> {
         let committed = self.commit(tx).await;
         release_freed_memory();
         committed?;
@@ -413,7 +358,7 @@ impl Writer {
         Ok(())
     }
 
-    async fn commit(&mut self, tx: crate::openflow::Transaction) -> Result<(), Error> {
+    async fn commit(&mut self, tx: Transaction) -> Result<(), Error> {
         let flow_mods = tx.len() as u64;
         let started = Instant::now();
         let result = match await_session(&self.switch, self.connect_timeout).await {
@@ -442,19 +387,25 @@ impl Writer {
         }
     }
 
-    /// Appends the batch's changes to the journal (one sync), off the async threads.
+    /// Appends the batch's changes to the journal (one sync), off the async threads; with HA,
+    /// replicates the state first.
     async fn persist(&mut self, changes: Vec<Change>) -> Result<(), Error> {
         if changes.is_empty() {
             return Ok(());
         }
         if let Some(ha) = &self.ha {
-            if let Err(e) = ha.replicate(&self.state).await {
+            if let Err(e) = ha.replicate(self.core.state()).await {
                 // The switch already has the batch: have the next resync take it back.
                 self.in_sync = false;
                 self.request_resync();
                 return Err(e);
             }
         }
+        self.persist_locally(changes).await
+    }
+
+    /// The journal part of `persist`, without replication (for state that came from it).
+    async fn persist_locally(&mut self, changes: Vec<Change>) -> Result<(), Error> {
         let store = self.store.clone();
         let appended = tokio::task::spawn_blocking(move || {
             let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
@@ -478,7 +429,7 @@ impl Writer {
         };
         if snapshot_due {
             let store = self.store.clone();
-            let state = self.state.clone();
+            let state = self.core.state().clone();
             let written = tokio::task::spawn_blocking(move || {
                 let mut store = store.lock().unwrap_or_else(|e| e.into_inner());
                 store.snapshot(&state)
@@ -500,94 +451,66 @@ impl Writer {
 
     fn request_resync(&mut self) {
         if self.pending.is_none() {
-            let (request, _) = Request::new(Op::Resync { force: false });
-            self.pending = Some(request);
+            let (reply, _) = tokio::sync::oneshot::channel();
+            self.pending = Some(Envelope::new(Request::Resync {
+                force: false,
+                reply,
+            }));
         }
     }
 
-    /// Installs `setup`: a new state (kept when only the switch lost its table, emptied when
-    /// the parameters changed) and the whole table in one bundle, version note last.
-    async fn run_setup(&mut self, setup: SetupRequest) -> Result<Output, Error> {
-        let (outcome, new_state, dropped) = match &self.state.setup {
-            Some(current) if *current == setup => (SetupOutcome::Built, None, Vec::new()),
-            None => {
-                let mut state = self.state.clone();
-                state.setup = Some(setup);
-                (SetupOutcome::Built, Some(state), Vec::new())
+    /// Installs `setup`: with the parameters the node has, the switch gets what it lacks; else
+    /// a new core (state and table) and its whole table in one bundle, version note last. The
+    /// old core stays until the switch and the journal have the new one.
+    async fn run_setup(&mut self, setup: SetupRequest) -> Result<SetupDone, Error> {
+        let (outcome, dropped, next, record) = match self.core.setup(setup)? {
+            SetupPlan::Reconcile => {
+                // The reconnect may have re-installed the table already.
+                self.reconcile(false).await?;
+                return Ok(SetupDone {
+                    outcome: SetupOutcome::Built,
+                    dropped: Vec::new(),
+                });
             }
-            Some(_) => {
-                let state = NodeState {
-                    setup: Some(setup),
-                    ..NodeState::default()
-                };
-                let dropped = self.state.pods.values().cloned().collect();
-                (SetupOutcome::Rebuilt, Some(state), dropped)
-            }
+            SetupPlan::Replace {
+                outcome,
+                dropped,
+                next,
+                record,
+            } => (outcome, dropped, next, record),
         };
-        let Some(new_state) = new_state else {
-            // Same parameters: the switch only needs what it lacks (the reconnect may have
-            // re-installed the table already).
-            self.resync(false).await?;
-            return Ok(Output::Setup(outcome, dropped));
-        };
-        // The whole state changes: build its table beside the old one, and keep both until the
-        // switch and the journal have the new one.
-        let new_table = build_table(&new_state)?;
-        let old_table = std::mem::replace(&mut self.table, new_table);
-        let old_state = std::mem::replace(&mut self.state, new_state.clone());
-        let journal = vec![Change::Replace {
-            state: Box::new(new_state),
-        }];
-        let result = match self.install_all().await {
-            Ok(()) => self.persist(journal).await,
+        let tx = whole_table(&self.switch, next.flows())?;
+        let old = std::mem::replace(&mut self.core, *next);
+        let result = match self.install(tx).await {
+            Ok(()) => self.persist(vec![record]).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
-            self.table = old_table;
-            self.state = old_state;
+            self.core = old;
             return Err(e);
         }
-        Ok(Output::Setup(outcome, dropped))
+        Ok(SetupDone { outcome, dropped })
     }
 
     /// Takes the fencing token for `generation`, adopts the state the previous active daemon
     /// replicated (when there is one), persists it here too, and reconciles the switch.
     async fn take_over(&mut self, generation: u64) -> Result<(), Error> {
         let Some(ha) = self.ha.clone() else {
-            return self.resync(false).await;
+            return self.reconcile(false).await.map(|_| ());
         };
         if let Some(state) = ha.fence_and_read(generation).await? {
-            if state != self.state {
-                let table = build_table(&state)?;
+            if let Some((core, record)) = self.core.adopt(state)? {
                 tracing::info!(
-                    pods = state.pods.len(),
-                    flows = table.len(),
+                    pods = core.state().pods.len(),
+                    flows = core.flows().len(),
                     "HA: adopting the desired state the previous active daemon replicated"
                 );
-                self.table = table;
-                self.state = state.clone();
-                self.persist_locally(vec![Change::Replace {
-                    state: Box::new(state),
-                }])
-                .await?;
+                self.core = core;
+                self.persist_locally(vec![record]).await?;
             }
         }
         self.in_sync = false;
-        self.resync(false).await
-    }
-
-    /// The journal part of `persist`, without replication (for state that came from it).
-    async fn persist_locally(&mut self, changes: Vec<Change>) -> Result<(), Error> {
-        let ha = self.ha.take();
-        let result = self.persist(changes).await;
-        self.ha = ha;
-        result
-    }
-
-    /// Makes the switch's table equal to the desired one: the whole table when the version
-    /// note is missing (ovs-vswitchd restarted) or `force`, else just the differences.
-    async fn resync(&mut self, force: bool) -> Result<(), Error> {
-        self.reconcile(force).await.map(|_| ())
+        self.reconcile(false).await.map(|_| ())
     }
 
     /// A resync after the switch reported changes it did not get from us. Our own changes
@@ -599,53 +522,78 @@ impl Writer {
             Repaired::Nothing => {
                 tracing::debug!(%seen, "flow changes reported, but the table is as desired");
             }
-            repaired => record_repair(&self.drift, &self.metrics, seen, &repaired),
+            repaired => record_repair(
+                &self.drift,
+                &self.metrics,
+                seen,
+                &repaired,
+                SystemTime::now(),
+            ),
         }
         Ok(())
     }
 
-    /// `resync`, saying what it changed.
+    /// Makes the switch's table equal to the desired one: the whole table when the version
+    /// note is missing (ovs-vswitchd restarted) or `force`, else just the differences. Says
+    /// what it changed.
     async fn reconcile(&mut self, force: bool) -> Result<Repaired, Error> {
-        let Some(setup) = self.state.setup else {
+        if self.core.state().setup.is_none() {
             return Ok(Repaired::Nothing);
-        };
-        let reinstalled = Repaired::Reinstalled {
-            flows: self.table.len(),
-        };
+        }
+        let flows = self.core.flows().len();
         if force {
-            self.install_all().await?;
-            return Ok(reinstalled);
+            let tx = whole_table(&self.switch, self.core.flows())?;
+            self.install(tx).await?;
+            return Ok(Reconcile::InstallAll.repaired(flows));
         }
         await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
-        let note = version_note_bytes(&version_note(setup.mode));
-        let has_note = current
-            .iter()
-            .any(|f| f.table_id == VERSION_TABLE && flow_note_has_prefix(&f.instructions, &note));
-        if !has_note {
-            drop(current);
-            tracing::info!(
-                flows = self.table.len(),
-                "switch lacks the version note: re-installing the whole table in one bundle"
-            );
-            self.install_all().await?;
-            return Ok(reinstalled);
-        }
-        let diff = self.table.reconcile(&current);
+        let plan = self.core.reconcile(&current);
         drop(current);
         release_freed_memory();
-        if !diff.is_empty() {
-            tracing::info!(
-                deletes = diff.deletes.len(),
-                adds = diff.adds.len(),
-                "repairing the switch's flow table"
-            );
-            self.commit_diff(&diff).await?;
-            Metrics::inc(&self.metrics.repairs);
+        let repaired = plan.repaired(flows);
+        match plan {
+            Reconcile::NotSetUp => {}
+            Reconcile::InstallAll => {
+                tracing::info!(
+                    flows,
+                    "switch lacks the version note: re-installing the whole table in one bundle"
+                );
+                let tx = whole_table(&self.switch, self.core.flows())?;
+                self.install(tx).await?;
+            }
+            Reconcile::Patch(diff) => {
+                if !diff.is_empty() {
+                    tracing::info!(
+                        deletes = diff.deletes.len(),
+                        adds = diff.adds.len(),
+                        "repairing the switch's flow table"
+                    );
+                    self.commit_diff(&diff).await?;
+                    Metrics::inc(&self.metrics.repairs);
+                }
+                self.in_sync = true;
+            }
         }
-        self.in_sync = true;
-        Ok(Repaired::from_diff(&diff))
+        Ok(repaired)
     }
+}
+
+fn decode_error(e: ofnode_proto::DecodeError) -> Error {
+    Error::Flow {
+        flow: "<stored flow>".into(),
+        reason: e.to_string(),
+    }
+}
+
+/// A bundle that deletes every flow and adds all of `table`, version note last.
+fn whole_table(switch: &Switch, table: &FlowTable) -> Result<Transaction, Error> {
+    let mut tx = switch.transaction();
+    tx.delete(table::delete_all());
+    for flow in table.all_flows() {
+        tx.push_encoded(flow.encoded()).map_err(decode_error)?;
+    }
+    Ok(tx)
 }
 
 /// Waits for the switch's session when there is none, so that an operation made right after
@@ -665,49 +613,4 @@ fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// The bytes of a version note written as `"00.03"`.
-pub fn version_note_bytes(note: &str) -> Vec<u8> {
-    note.split('.')
-        .filter_map(|pair| u8::from_str_radix(pair, 16).ok())
-        .collect()
-}
-
-/// True when the flow's actions hold a note that starts with `prefix` (the seed's
-/// NoteHasPrefix).
-pub fn flow_note_has_prefix(instructions: &[Instruction], prefix: &[u8]) -> bool {
-    flow_notes(instructions).any(|note| note.starts_with(prefix))
-}
-
-/// The notes among a flow's actions.
-pub fn flow_notes(instructions: &[Instruction]) -> impl Iterator<Item = &[u8]> {
-    instructions
-        .iter()
-        .filter_map(|i| match i {
-            Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => {
-                Some(actions)
-            }
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|a| match a {
-            Action::Note(note) => Some(note.as_bytes()),
-            _ => None,
-        })
-}
-
-/// The value a flow's actions load into `field`, if they load one.
-pub fn loaded_value(instructions: &[Instruction], field: Field) -> Option<u64> {
-    instructions
-        .iter()
-        .filter_map(|i| match i {
-            Instruction::ApplyActions(actions) => Some(actions),
-            _ => None,
-        })
-        .flatten()
-        .find_map(|a| match a {
-            Action::RegLoad { dst, value } if dst.field == field => Some(*value),
-            _ => None,
-        })
 }

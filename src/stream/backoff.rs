@@ -1,4 +1,5 @@
-//! Reconnect delays: exponential backoff with jitter.
+//! Reconnect delays: exponential backoff with jitter (the OpenFlow connection's and the OVSDB
+//! client's).
 //!
 //! Each failed attempt doubles the ceiling, up to `max`; the delay actually slept is drawn
 //! uniformly from the upper half of the ceiling ("equal jitter"), so many nodes that lost the same
@@ -9,14 +10,14 @@ use std::time::Duration;
 use rand::Rng;
 
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     min: Duration,
     max: Duration,
     ceiling: Duration,
 }
 
 impl Backoff {
-    pub(crate) fn new(min: Duration, max: Duration) -> Backoff {
+    pub fn new(min: Duration, max: Duration) -> Backoff {
         let min = min.max(Duration::from_millis(1));
         let max = max.max(min);
         Backoff {
@@ -27,7 +28,7 @@ impl Backoff {
     }
 
     /// The delay before the next attempt; grows the ceiling for the one after.
-    pub(crate) fn next_delay(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let ceiling = self.ceiling;
         self.ceiling = (ceiling * 2).min(self.max);
         let half = ceiling / 2;
@@ -36,7 +37,7 @@ impl Backoff {
     }
 
     /// After a connection that worked: start again from the minimum.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.ceiling = self.min;
     }
 }

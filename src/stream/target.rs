@@ -1,4 +1,6 @@
-//! Where the OpenFlow connection goes: the `ovs-vsctl set-controller` / `ovs-ofctl` target syntax.
+//! Where a connection goes: the target syntax of Open vSwitch's streams (`lib/stream.c`), as
+//! `ovs-vsctl set-controller`, `ovs-ofctl` and `ovs-vsctl --db` take it. One parser serves the
+//! OpenFlow connection and the OVSDB client.
 //!
 //! Active targets (`unix:PATH`, `tcp:HOST[:PORT]`, `ssl:HOST[:PORT]`) are dialled; passive ones
 //! (`punix:PATH`, `ptcp:[PORT][:IP]`, `pssl:[PORT][:IP]`) listen and the switch dials in. Passive
@@ -10,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// The IANA OpenFlow port, OVS's default when a target names none.
+/// The IANA OpenFlow port, OVS's default when an OpenFlow target names none.
 pub const DEFAULT_OPENFLOW_PORT: u16 = 6653;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -66,10 +68,19 @@ impl Target {
     }
 }
 
+/// OpenFlow targets: a TCP or SSL target without a port gets [`DEFAULT_OPENFLOW_PORT`].
 impl FromStr for Target {
     type Err = TargetError;
 
     fn from_str(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text, Some(DEFAULT_OPENFLOW_PORT))
+    }
+}
+
+impl Target {
+    /// Parses `text`; a TCP or SSL target without a port gets `default_port`, or is refused
+    /// when there is none (OVSDB targets name their port).
+    pub fn parse(text: &str, default_port: Option<u16>) -> Result<Target, TargetError> {
         let fail = |reason: &str| TargetError {
             target: text.to_string(),
             reason: reason.to_string(),
@@ -81,18 +92,18 @@ impl FromStr for Target {
             "unix" => Ok(Target::Unix(parse_path(rest).map_err(fail)?)),
             "punix" => Ok(Target::PassiveUnix(parse_path(rest).map_err(fail)?)),
             "tcp" => {
-                let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
+                let (host, port) = parse_host_port(rest, default_port).map_err(|r| fail(&r))?;
                 Ok(Target::Tcp { host, port })
             }
             "ssl" => {
-                let (host, port) = parse_host_port(rest).map_err(|r| fail(&r))?;
+                let (host, port) = parse_host_port(rest, default_port).map_err(|r| fail(&r))?;
                 Ok(Target::Ssl { host, port })
             }
             "ptcp" => Ok(Target::PassiveTcp(
-                parse_listen(rest).map_err(|r| fail(&r))?,
+                parse_listen(rest, default_port).map_err(|r| fail(&r))?,
             )),
             "pssl" => Ok(Target::PassiveSsl(
-                parse_listen(rest).map_err(|r| fail(&r))?,
+                parse_listen(rest, default_port).map_err(|r| fail(&r))?,
             )),
             other => Err(fail(&format!("unknown connection type `{other}`"))),
         }
@@ -112,22 +123,26 @@ fn parse_port(text: &str) -> Result<u16, String> {
         .map_err(|_| format!("bad port `{text}`"))
 }
 
+fn default_or_missing(default_port: Option<u16>) -> Result<u16, String> {
+    default_port.ok_or_else(|| "missing :PORT".to_string())
+}
+
 /// `HOST[:PORT]`, where an IPv6 HOST is written in brackets (`[::1]:6653`).
-fn parse_host_port(rest: &str) -> Result<(String, u16), String> {
+fn parse_host_port(rest: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
     if let Some(bracketed) = rest.strip_prefix('[') {
         let (host, after) = bracketed
             .split_once(']')
             .ok_or_else(|| "unclosed `[` in IPv6 host".to_string())?;
         let port = match after.strip_prefix(':') {
             Some(port) => parse_port(port)?,
-            None if after.is_empty() => DEFAULT_OPENFLOW_PORT,
+            None if after.is_empty() => default_or_missing(default_port)?,
             None => return Err(format!("unexpected `{after}` after IPv6 host")),
         };
         return Ok((host.to_string(), port));
     }
     let (host, port) = match rest.split_once(':') {
         Some((host, port)) => (host, parse_port(port)?),
-        None => (rest, DEFAULT_OPENFLOW_PORT),
+        None => (rest, default_or_missing(default_port)?),
     };
     if host.is_empty() {
         return Err("empty host".into());
@@ -136,13 +151,13 @@ fn parse_host_port(rest: &str) -> Result<(String, u16), String> {
 }
 
 /// `[PORT][:IP]`: both optional, IP defaults to 127.0.0.1 (loopback only).
-fn parse_listen(rest: &str) -> Result<SocketAddr, String> {
+fn parse_listen(rest: &str, default_port: Option<u16>) -> Result<SocketAddr, String> {
     let (port, ip) = match rest.split_once(':') {
         Some((port, ip)) => (port, Some(ip)),
         None => (rest, None),
     };
     let port = if port.is_empty() {
-        DEFAULT_OPENFLOW_PORT
+        default_or_missing(default_port)?
     } else {
         parse_port(port)?
     };
@@ -295,6 +310,29 @@ mod tests {
             assert!(err.to_string().contains(reason), "{text}: {err}");
             assert!(err.to_string().contains(text), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn without_a_default_port_the_port_is_required() {
+        let ovsdb = |text: &str| Target::parse(text, None);
+        assert_eq!(
+            ovsdb("tcp:127.0.0.1:6640").unwrap(),
+            Target::Tcp {
+                host: "127.0.0.1".into(),
+                port: 6640
+            }
+        );
+        assert_eq!(
+            ovsdb("ssl:[::1]:6640").unwrap().to_string(),
+            "ssl:[::1]:6640"
+        );
+        for bad in ["tcp:host", "ssl:h", "tcp:[::1]", "tcp::1", "ptcp:"] {
+            assert!(ovsdb(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(ovsdb("tcp:host")
+            .unwrap_err()
+            .reason
+            .contains("missing :PORT"));
     }
 
     #[test]

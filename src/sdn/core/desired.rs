@@ -1,9 +1,10 @@
 //! Which flows each part of the desired state contributes. The desired table is the sum of
 //! these; a change of one entity swaps that entity's old flows for its new ones.
 
-use super::egress::egress_flows;
-use super::flows;
-use super::state::{Entity, NodeState};
+use crate::sdn::egress::egress_flows;
+use crate::sdn::flows;
+use crate::sdn::policy;
+use crate::sdn::state::{Entity, NodeState};
 
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
 pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
@@ -16,7 +17,7 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&ip)
             .map(|pod| {
                 let mut out = flows::pod_flows(pod);
-                out.extend(flows::vnid_flow(setup.mode, pod.vnid));
+                out.extend(policy::of(setup.mode).vnid_flows(pod.vnid));
                 out
             })
             .unwrap_or_default(),
@@ -30,7 +31,7 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&ip)
             .map(|svc| {
                 let mut out = flows::service_flows(svc);
-                out.extend(flows::vnid_flow(setup.mode, svc.vnid));
+                out.extend(policy::of(setup.mode).vnid_flows(svc.vnid));
                 out
             })
             .unwrap_or_default(),

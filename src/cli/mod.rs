@@ -1,0 +1,441 @@
+//! The `ofnode` command line: `ofnode run` starts the daemon, every other subcommand is a client
+//! of its control socket (`--api PATH`, before or after the subcommand, or `OFNODE_API`).
+//! This file defines the commands and their arguments; `run.rs` carries them out.
+
+mod run;
+
+pub use run::{run, CliError};
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use clap::builder::PossibleValue;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::daemon::RunArgs;
+use crate::sdn::{Mode, ServicePort};
+use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
+
+pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ofnode",
+    version,
+    about = "Native OpenFlow 1.3 node controller for Open vSwitch"
+)]
+pub struct Cli {
+    /// The daemon's control socket [default: /run/ofnode/ofnode.sock; `run`: the config file's `api`].
+    #[arg(long, global = true, env = "OFNODE_API", value_name = "PATH")]
+    pub api: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon.
+    Run(Box<RunArgs>),
+    /// Build br0 and its base flows (the seed's SetupOVS + SetupSDN); a no-op when already set up
+    /// with the same parameters.
+    Setup {
+        /// The whole cluster's pod network.
+        #[arg(long, value_name = "CIDR")]
+        cluster_network: Cidr,
+        /// The services' cluster IP network.
+        #[arg(long, value_name = "CIDR")]
+        service_network: Cidr,
+        /// This node's pod subnet (inside the cluster network).
+        #[arg(long, value_name = "CIDR")]
+        local_subnet: Cidr,
+        /// The gateway address on tun0 (a host of the local subnet).
+        #[arg(long, value_name = "IP", value_parser = ipv4("gateway"))]
+        gateway: Ipv4Addr,
+        /// The network policy mode (the seed's policy plugin).
+        #[arg(long, value_enum, default_value_t = Mode::Subnet)]
+        mode: Mode,
+    },
+    /// Show whether the switch and OVSDB are connected, whether br0 is set up, and counts.
+    Status {
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pods: their OVS port and flows.
+    #[command(subcommand)]
+    Pod(PodCommand),
+    /// Other nodes' subnets (VXLAN destinations).
+    #[command(subcommand)]
+    Hostsubnet(HostSubnetCommand),
+    /// Service IPs and ports.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Multicast delivery.
+    #[command(subcommand)]
+    Multicast(MulticastCommand),
+    /// Egress network policy.
+    #[command(subcommand)]
+    Egress(EgressCommand),
+    /// VNIDs.
+    #[command(subcommand)]
+    Vnids(VnidsCommand),
+    /// Print br0's flows as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` does.
+    DumpFlows {
+        /// Only this table's flows.
+        #[arg(long, value_name = "N")]
+        table: Option<u8>,
+    },
+}
+
+/// `--mode` takes the modes' own names (`Mode`'s `FromStr`/`Display`).
+impl ValueEnum for Mode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Mode::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PodCommand {
+    /// Attach a pod's host veth to br0 and install its flows; prints the OpenFlow port.
+    Add {
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
+        veth: IfName,
+        /// The pod's IPv4 address.
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
+        ip: Ipv4Addr,
+        /// The pod's MAC address.
+        #[arg(long, value_name = "MAC")]
+        mac: MacAddr,
+        /// The sandbox (container) id: 64 hex digits.
+        #[arg(long, value_name = "HEX64")]
+        sandbox: SandboxId,
+        /// The pod's VNID (0: the global network).
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+    },
+    /// Move a pod (found by its sandbox id) to another VNID.
+    Update {
+        /// The sandbox (container) id: 64 hex digits.
+        #[arg(long, value_name = "HEX64")]
+        sandbox: SandboxId,
+        /// The pod's new VNID.
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+    },
+    /// Remove a pod's flows, bandwidth limits and port.
+    Del {
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
+        veth: IfName,
+        /// The pod's IPv4 address.
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
+        ip: Ipv4Addr,
+    },
+    /// Limit a pod's bandwidth (bits per second; k/M/G suffixes are powers of 1000; 0 clears).
+    Bandwidth {
+        /// The host end of the pod's veth.
+        #[arg(long, value_name = "NAME")]
+        veth: IfName,
+        /// What the pod may receive, in bits per second.
+        #[arg(long, value_name = "BPS", value_parser = parse_rate)]
+        ingress: Option<u64>,
+        /// What the pod may send, in bits per second.
+        #[arg(long, value_name = "BPS", value_parser = parse_rate)]
+        egress: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostSubnetCommand {
+    /// Route a remote node's subnet through the VXLAN to its host IP.
+    Add {
+        /// The remote node's underlay IP (its VTEP).
+        #[arg(long, value_name = "IP", value_parser = ipv4("host IP"))]
+        host_ip: Ipv4Addr,
+        /// The remote node's pod subnet.
+        #[arg(long, value_name = "CIDR")]
+        subnet: Cidr,
+        /// Send all traffic to this subnet with a fixed VNID (the fixed-VNID host annotation).
+        #[arg(long, value_name = "N")]
+        fixed_vnid: Option<Vnid>,
+        /// The remote node's VTEP MAC (for the kernel VXLAN device's FDB/neighbour entries).
+        #[arg(long, value_name = "MAC")]
+        vtep_mac: Option<MacAddr>,
+    },
+    /// Forget a remote node's subnet.
+    Del {
+        /// The remote node's underlay IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("host IP"))]
+        host_ip: Ipv4Addr,
+        /// The remote node's pod subnet.
+        #[arg(long, value_name = "CIDR")]
+        subnet: Cidr,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Add a service IP with its ports (PROTO/PORT, tcp or udp).
+    Add {
+        /// The service's cluster IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("service IP"))]
+        ip: Ipv4Addr,
+        /// The service's VNID.
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+        /// A port of the service, e.g. tcp/80 (repeat for more).
+        #[arg(long = "port", required = true, value_name = "PROTO/PORT")]
+        ports: Vec<ServicePort>,
+    },
+    /// Remove a service IP and all its ports.
+    Del {
+        /// The service's cluster IP.
+        #[arg(long, value_name = "IP", value_parser = ipv4("service IP"))]
+        ip: Ipv4Addr,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MulticastCommand {
+    /// Enable or disable multicast for a VNID's local pods.
+    #[command(group(clap::ArgGroup::new("state").required(true).args(["enable", "disable"])))]
+    Local {
+        /// The VNID whose pods' multicast this is.
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+        /// Deliver the VNID's multicast to the given ports.
+        #[arg(long, requires = "ofports")]
+        enable: bool,
+        /// Stop delivering the VNID's multicast.
+        #[arg(long, conflicts_with = "ofports")]
+        disable: bool,
+        /// An OpenFlow port of one of the VNID's local pods (repeat for more).
+        #[arg(long = "ofport", value_name = "N")]
+        ofports: Vec<u16>,
+    },
+    /// Set the remote nodes multicast is sent to over the VXLAN (none: local only).
+    Vxlan {
+        /// A remote node's underlay IP (repeat for more).
+        #[arg(long = "remote", value_name = "IP", value_parser = ipv4("remote IP"))]
+        remotes: Vec<Ipv4Addr>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EgressCommand {
+    /// Replace a VNID's egress policy (no --policy: remove it).
+    Set {
+        /// The VNID the policy applies to.
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+        /// A namespace that has this VNID (repeat for shared namespaces).
+        #[arg(long = "namespace", value_name = "NS", required = true)]
+        namespaces: Vec<String>,
+        /// A JSON file holding one EgressNetworkPolicy (repeat for more).
+        #[arg(long = "policy", value_name = "FILE.json")]
+        policies: Vec<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VnidsCommand {
+    /// VNIDs with table 80 rules but no pod or service left.
+    Unused,
+}
+
+fn ipv4(what: &'static str) -> impl Fn(&str) -> Result<Ipv4Addr, InvalidInput> + Clone {
+    move |text| parse_ipv4(what, text)
+}
+
+/// Parses a rate in bits per second: `1000000`, `10k`, `10M`, `1G` (SI: powers of 1000).
+pub fn parse_rate(text: &str) -> Result<u64, InvalidInput> {
+    let invalid = || {
+        InvalidInput::new(
+            "rate",
+            text,
+            "expected bits per second, e.g. 1000000, 500k, 10M, 1G",
+        )
+    };
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1_000),
+        Some((i, 'M')) => (&text[..i], 1_000_000),
+        Some((i, 'G')) => (&text[..i], 1_000_000_000),
+        _ => (text, 1),
+    };
+    let value: u64 = digits.parse().map_err(|_| invalid())?;
+    value.checked_mul(scale).ok_or_else(invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn api_goes_before_or_after_the_subcommand_or_in_the_environment() {
+        let api = |args: &[&str]| Cli::try_parse_from(args.iter().copied()).unwrap().api;
+        let path = Some(PathBuf::from("/tmp/a.sock"));
+        assert_eq!(api(&["ofnode", "--api", "/tmp/a.sock", "status"]), path);
+        assert_eq!(api(&["ofnode", "status", "--api", "/tmp/a.sock"]), path);
+        assert_eq!(
+            api(&[
+                "ofnode",
+                "pod",
+                "del",
+                "--api",
+                "/tmp/a.sock",
+                "--veth",
+                "v",
+                "--ip",
+                "10.128.0.5"
+            ]),
+            path
+        );
+        // `run` takes it too, as the socket it serves (over the config file's `api`).
+        assert_eq!(api(&["ofnode", "run", "--api", "/tmp/a.sock"]), path);
+        // Only this test sets OFNODE_API; the others never read `api`.
+        std::env::set_var("OFNODE_API", "/tmp/env.sock");
+        let from_env = api(&["ofnode", "status"]);
+        let flag_wins = api(&["ofnode", "status", "--api", "/tmp/a.sock"]);
+        std::env::remove_var("OFNODE_API");
+        assert_eq!(from_env, Some(PathBuf::from("/tmp/env.sock")));
+        assert_eq!(flag_wins, path);
+        assert_eq!(api(&["ofnode", "status"]), None);
+    }
+
+    #[test]
+    fn every_option_has_a_one_line_help() {
+        fn check(cmd: &clap::Command, path: &str) {
+            for arg in cmd.get_arguments() {
+                let name = format!("{path} --{}", arg.get_id());
+                if arg.is_positional() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(!help.is_empty(), "{name} has no help");
+                assert!(!help.contains('\n'), "{name}'s help is more than one line");
+            }
+            for sub in cmd.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        check(&Cli::command(), "ofnode");
+    }
+
+    #[test]
+    fn modes_are_the_nodes_own() {
+        let parse = |mode: &str| {
+            Cli::try_parse_from([
+                "ofnode",
+                "setup",
+                "--cluster-network",
+                "10.128.0.0/14",
+                "--service-network",
+                "172.30.0.0/16",
+                "--local-subnet",
+                "10.128.0.0/23",
+                "--gateway",
+                "10.128.0.1",
+                "--mode",
+                mode,
+            ])
+        };
+        for mode in Mode::ALL {
+            let Command::Setup { mode: parsed, .. } = parse(mode.name()).unwrap().command else {
+                panic!("not setup");
+            };
+            assert_eq!(parsed, mode);
+        }
+        assert!(parse("bridged").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("1000000").unwrap(), 1_000_000);
+        assert_eq!(parse_rate("10M").unwrap(), 10_000_000);
+        assert_eq!(parse_rate("500k").unwrap(), 500_000);
+        assert!(parse_rate("10X").is_err());
+        assert!(parse_rate("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn multicast_local_needs_enable_with_ports_or_disable() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+        assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5"]).is_err());
+        assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5", "--enable"]).is_err());
+        assert!(parse(&[
+            "ofnode",
+            "multicast",
+            "local",
+            "--vnid",
+            "5",
+            "--enable",
+            "--ofport",
+            "3"
+        ])
+        .is_ok());
+        assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5", "--disable"]).is_ok());
+        assert!(parse(&[
+            "ofnode",
+            "multicast",
+            "local",
+            "--vnid",
+            "5",
+            "--disable",
+            "--ofport",
+            "3"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn bad_input_is_refused_by_the_cli() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+        let sandbox = "ab".repeat(32);
+        let good = [
+            "ofnode",
+            "pod",
+            "add",
+            "--veth",
+            "veth1",
+            "--ip",
+            "10.128.0.5",
+            "--mac",
+            "0a:58:0a:80:00:05",
+            "--sandbox",
+            &sandbox,
+            "--vnid",
+            "10",
+        ];
+        assert!(parse(&good).is_ok());
+        let mut bad_ip = good;
+        bad_ip[6] = "fd00::5";
+        let err = parse(&bad_ip).unwrap_err().to_string();
+        assert!(err.contains("IPv6 is not supported"), "{err}");
+        let mut bad_vnid = good;
+        bad_vnid[12] = "16777216";
+        assert!(parse(&bad_vnid).is_err());
+        assert!(parse(&[
+            "ofnode",
+            "service",
+            "add",
+            "--ip",
+            "172.30.0.1",
+            "--vnid",
+            "1",
+            "--port",
+            "sctp/80"
+        ])
+        .is_err());
+    }
+}

@@ -1,0 +1,237 @@
+//! Carrying out a parsed command line: the daemon, or one typed request to it and its result
+//! printed (nothing on success when there is no result, as ovs-vsctl does).
+
+use std::path::{Path, PathBuf};
+
+use super::{
+    Cli, Command, EgressCommand, HostSubnetCommand, MulticastCommand, PodCommand, ServiceCommand,
+    VnidsCommand, DEFAULT_API,
+};
+use crate::api::client::{Client, ClientError};
+use crate::api::wire;
+use crate::sdn::EgressNetworkPolicy;
+use crate::value::InvalidInput;
+
+/// Why a CLI command failed; printed as `ofnode: <message>` with exit status 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Daemon(crate::daemon::DaemonError),
+    #[error("cannot read policy file {path}: {source}")]
+    PolicyRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("policy file {path} is not one EgressNetworkPolicy: {source}")]
+    PolicyParse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("policy file {path}: {source}")]
+    PolicyInvalid { path: PathBuf, source: InvalidInput },
+}
+
+fn read_policy(path: &Path) -> Result<EgressNetworkPolicy, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::PolicyRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let policy: EgressNetworkPolicy =
+        serde_json::from_str(&text).map_err(|source| CliError::PolicyParse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    policy
+        .validate()
+        .map_err(|source| CliError::PolicyInvalid {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(policy)
+}
+
+/// Runs the command line: the daemon for `run`, otherwise one request to it, whose result
+/// is printed.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let Cli { api, command } = cli;
+    let client = &Client::new(api.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_API)));
+    match command {
+        Command::Run(mut args) => {
+            args.api = api;
+            crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
+        }
+        Command::Setup {
+            cluster_network,
+            service_network,
+            local_subnet,
+            gateway,
+            mode,
+        } => {
+            let req = wire::SetupRequest {
+                cluster_network,
+                service_network,
+                local_subnet,
+                gateway,
+                mode,
+            };
+            let outcome = client.setup(&req).await?;
+            // The outcome's name as the API writes it, e.g. `already_set_up`.
+            let name = serde_json::to_value(outcome).unwrap_or_default();
+            println!("{}", name.as_str().unwrap_or("done"));
+        }
+        Command::Status { json } => print_status(&client.status().await?, json),
+        Command::Pod(cmd) => run_pod(client, cmd).await?,
+        Command::Hostsubnet(cmd) => run_hostsubnet(client, cmd).await?,
+        Command::Service(cmd) => run_service(client, cmd).await?,
+        Command::Multicast(cmd) => run_multicast(client, cmd).await?,
+        Command::Egress(EgressCommand::Set {
+            vnid,
+            namespaces,
+            policies,
+        }) => {
+            let policies = policies
+                .iter()
+                .map(|path| read_policy(path))
+                .collect::<Result<Vec<_>, _>>()?;
+            let req = wire::EgressSet {
+                vnid,
+                namespaces,
+                policies,
+            };
+            client.egress_set(&req).await?;
+        }
+        Command::Vnids(VnidsCommand::Unused) => {
+            for vnid in client.unused_vnids().await? {
+                println!("{vnid}");
+            }
+        }
+        Command::DumpFlows { table } => {
+            for flow in client.flows(table).await? {
+                println!("{flow}");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
+    match cmd {
+        PodCommand::Add {
+            veth,
+            ip,
+            mac,
+            sandbox,
+            vnid,
+        } => {
+            let req = wire::PodAdd {
+                veth,
+                ip,
+                mac,
+                sandbox,
+                vnid,
+            };
+            println!("{}", client.pod_add(&req).await?);
+        }
+        PodCommand::Update { sandbox, vnid } => {
+            client
+                .pod_update(&wire::PodUpdate { sandbox, vnid })
+                .await?;
+        }
+        PodCommand::Del { veth, ip } => client.pod_del(&wire::PodDel { veth, ip }).await?,
+        PodCommand::Bandwidth {
+            veth,
+            ingress,
+            egress,
+        } => {
+            let req = wire::PodBandwidth {
+                veth,
+                ingress_bps: ingress,
+                egress_bps: egress,
+            };
+            client.pod_bandwidth(&req).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_hostsubnet(client: &Client, cmd: HostSubnetCommand) -> Result<(), CliError> {
+    match cmd {
+        HostSubnetCommand::Add {
+            host_ip,
+            subnet,
+            fixed_vnid,
+            vtep_mac,
+        } => {
+            let req = wire::HostSubnet {
+                host_ip,
+                subnet,
+                fixed_vnid,
+                vtep_mac,
+            };
+            client.hostsubnet_add(&req).await?;
+        }
+        HostSubnetCommand::Del { host_ip, subnet } => {
+            client
+                .hostsubnet_del(&wire::HostSubnetDel { host_ip, subnet })
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_service(client: &Client, cmd: ServiceCommand) -> Result<(), CliError> {
+    match cmd {
+        ServiceCommand::Add { ip, vnid, ports } => {
+            client
+                .service_add(&wire::Service { ip, vnid, ports })
+                .await?;
+        }
+        ServiceCommand::Del { ip } => client.service_del(&wire::ServiceDel { ip }).await?,
+    }
+    Ok(())
+}
+
+async fn run_multicast(client: &Client, cmd: MulticastCommand) -> Result<(), CliError> {
+    match cmd {
+        MulticastCommand::Local {
+            vnid,
+            enable,
+            disable: _,
+            ofports,
+        } => {
+            let req = wire::MulticastLocal {
+                vnid,
+                enabled: enable,
+                ofports,
+            };
+            client.multicast_local(&req).await?;
+        }
+        MulticastCommand::Vxlan { remotes } => {
+            client
+                .multicast_vxlan(&wire::MulticastVxlan { remotes })
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+fn print_status(status: &wire::StatusReply, json: bool) {
+    let status = serde_json::to_value(status).unwrap_or_default();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&status).unwrap_or_default()
+        );
+        return;
+    }
+    if let Some(fields) = status.as_object() {
+        for (key, value) in fields {
+            match value {
+                serde_json::Value::String(text) => println!("{key}: {text}"),
+                other => println!("{key}: {other}"),
+            }
+        }
+    }
+}

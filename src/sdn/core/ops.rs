@@ -1,0 +1,279 @@
+//! The seed's operations on the core: each checks what it needs of the state, then changes the
+//! state (and so the table) as one all-or-nothing step of the open batch. What an operation
+//! does outside the desired state (OVSDB, DNS, the host network) is the shell's, before or
+//! after it; the checks of the input that need no state are the functions at the end.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use super::Core;
+use crate::sdn::egress::{egress_flows, global_vnid_error};
+use crate::sdn::error::Error;
+use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
+use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod};
+use crate::sdn::table;
+use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
+use crate::value::{Cidr, InvalidInput, SandboxId, Vnid};
+
+fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
+    Error::Invalid(InvalidInput::new(what, value, reason))
+}
+
+impl Core {
+    /// The seed's SetUpPod, once OVSDB gave the pod's veth its port: the pod's four flows (and
+    /// its VNID's rule when it is the first user). A pod of the same IP is replaced.
+    pub fn pod_add(&mut self, pod: Pod) -> Result<(), Error> {
+        self.require_setup()?;
+        if let Some(old) = self
+            .state
+            .pods
+            .get(&pod.ip)
+            .filter(|old| old.sandbox != pod.sandbox)
+        {
+            tracing::warn!(ip = %pod.ip, old = %old.sandbox, new = %pod.sandbox, "pod IP reused before its old pod was deleted; replacing it");
+        }
+        self.apply(vec![Change::Pod {
+            ip: pod.ip,
+            pod: Some(pod),
+        }])
+    }
+
+    /// The seed's UpdatePod for a pod the node knows: false when it knows none with this
+    /// sandbox id (the shell then looks on the switch, see [`Core::pod_adopt`]).
+    pub fn pod_update(&mut self, sandbox: &SandboxId, vnid: Vnid) -> Result<bool, Error> {
+        self.require_setup()?;
+        let Some(pod) = self.state.pod_by_sandbox(sandbox) else {
+            return Ok(false);
+        };
+        let pod = Pod {
+            vnid,
+            ..pod.clone()
+        };
+        self.apply(vec![Change::Pod {
+            ip: pod.ip,
+            pod: Some(pod),
+        }])?;
+        Ok(true)
+    }
+
+    /// Takes over a pod the node did not know, as its flows on the switch describe it (the
+    /// seed's UpdatePod through getPodDetailsByContainerID).
+    pub fn pod_adopt(&mut self, pod: Pod) -> Result<(), Error> {
+        self.apply(vec![Change::Pod {
+            ip: pod.ip,
+            pod: Some(pod),
+        }])
+    }
+
+    /// The seed's TearDownPod's flows: the pod's go (and its VNID's rule with its last user).
+    /// A pod the node does not know is no error (a repeated delete).
+    pub fn pod_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
+        if !self.state.pods.contains_key(&ip) {
+            return Ok(());
+        }
+        self.apply(vec![Change::Pod { ip, pod: None }])
+    }
+
+    /// Moves pods' flows to the OpenFlow port their interface has now: `ofport_of` is OVSDB's
+    /// view of the interface (ovs-vswitchd may give a port another number than ofnode chose).
+    pub fn follow_ports(&mut self, ofport_of: impl Fn(&str) -> Option<i64>) -> Result<(), Error> {
+        let changes: Vec<Change> = self
+            .state
+            .pods
+            .values()
+            .filter_map(|pod| {
+                let veth = pod.veth.as_ref()?;
+                let now = ofport_of(veth.as_str())
+                    .and_then(|port| u16::try_from(port).ok())
+                    .filter(|port| *port > 0 && *port != pod.ofport)?;
+                tracing::info!(ip = %pod.ip, %veth, from = pod.ofport, to = now, "the pod's port has a new OpenFlow number; its flows follow");
+                Some(Change::Pod {
+                    ip: pod.ip,
+                    pod: Some(Pod {
+                        ofport: now,
+                        ..pod.clone()
+                    }),
+                })
+            })
+            .collect();
+        self.apply(changes)
+    }
+
+    /// The seed's AddHostSubnetRules; a subnet that is already routed is replaced.
+    pub fn hostsubnet_add(&mut self, hs: HostSubnet) -> Result<(), Error> {
+        self.require_setup()?;
+        self.apply(vec![Change::HostSubnet {
+            subnet: hs.subnet,
+            host_subnet: Some(hs),
+        }])
+    }
+
+    /// The seed's DeleteHostSubnetRules. Deleting what is not there succeeds; a subnet of
+    /// another host is not this one's to delete.
+    pub fn hostsubnet_del(&mut self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
+        match self.state.host_subnets.get(&subnet) {
+            None => Ok(()),
+            Some(hs) if hs.host_ip == host_ip => self.apply(vec![Change::HostSubnet {
+                subnet,
+                host_subnet: None,
+            }]),
+            Some(hs) => Err(Error::NotFound {
+                what: format!(
+                    "host subnet {subnet} of host {host_ip} (it belongs to host {})",
+                    hs.host_ip
+                ),
+            }),
+        }
+    }
+
+    /// The seed's AddServiceRules; a service of the same IP is replaced.
+    pub fn service_add(&mut self, svc: Service) -> Result<(), Error> {
+        self.require_setup()?;
+        self.apply(vec![Change::Service {
+            ip: svc.ip,
+            service: Some(svc),
+        }])
+    }
+
+    /// The seed's DeleteServiceRules.
+    pub fn service_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
+        if !self.state.services.contains_key(&ip) {
+            return Ok(());
+        }
+        self.apply(vec![Change::Service { ip, service: None }])
+    }
+
+    /// The seed's UpdateLocalMulticastFlows; None disables the VNID's local multicast.
+    pub fn multicast_local(
+        &mut self,
+        vnid: Vnid,
+        multicast: Option<LocalMulticast>,
+    ) -> Result<(), Error> {
+        self.require_setup()?;
+        self.apply(vec![Change::Multicast { vnid, multicast }])
+    }
+
+    /// The seed's UpdateVXLANMulticastFlows.
+    pub fn multicast_vxlan(&mut self, remotes: Vec<Ipv4Addr>) -> Result<(), Error> {
+        self.require_setup()?;
+        self.apply(vec![Change::VxlanMulticast { remotes }])
+    }
+
+    /// The seed's UpdateEgressNetworkPolicyRules for one VNID (None removes its policies).
+    /// Returns the seed's input error when the policy cannot be honoured: the flows then do what
+    /// the message says (drop all of the VNID's traffic).
+    pub fn egress_set(
+        &mut self,
+        vnid: Vnid,
+        egress: Option<EgressState>,
+    ) -> Result<Option<String>, Error> {
+        self.require_setup()?;
+        let policy_error = egress
+            .as_ref()
+            .and_then(|entry| egress_flows(vnid, entry).1);
+        self.apply(vec![Change::Egress { vnid, egress }])?;
+        Ok(policy_error)
+    }
+
+    /// New addresses for egress DNS names: every policy using one of them gets its flows
+    /// recomputed.
+    pub fn egress_dns_changed(
+        &mut self,
+        changed: &BTreeMap<String, Vec<Ipv4Addr>>,
+    ) -> Result<(), Error> {
+        let changes = self
+            .state
+            .egress
+            .iter()
+            .filter(|(_, e)| e.dns.keys().any(|name| changed.contains_key(name)))
+            .map(|(vnid, e)| {
+                let mut entry = e.clone();
+                for (name, ips) in &mut entry.dns {
+                    if let Some(new) = changed.get(name) {
+                        ips.clone_from(new);
+                    }
+                }
+                Change::Egress {
+                    vnid: *vnid,
+                    egress: Some(entry),
+                }
+            })
+            .collect();
+        self.apply(changes)
+    }
+}
+
+/// Checks egress policies before anything is done (resolving their DNS names included): each
+/// policy is valid, none is in the global VNID (the seed ignores those: nothing changes), and
+/// a VNID with policies names its namespaces.
+pub fn check_egress(
+    vnid: Vnid,
+    namespaces: &[String],
+    policies: &[EgressNetworkPolicy],
+) -> Result<(), Error> {
+    for policy in policies {
+        policy.validate()?;
+    }
+    if policies.is_empty() {
+        return Ok(());
+    }
+    if vnid == Vnid::GLOBAL {
+        return Err(Error::Policy {
+            message: global_vnid_error(policies),
+            applied: false,
+        });
+    }
+    if namespaces.is_empty() {
+        return Err(invalid(
+            "egress policy namespaces",
+            "",
+            "the VNID's namespaces are needed (at least one)",
+        ));
+    }
+    Ok(())
+}
+
+/// The most ports one VNID's local multicast can be delivered to: table 120's flow outputs to
+/// each, and it must fit one OpenFlow message inside a bundle add.
+pub fn max_multicast_ports() -> Result<usize, Error> {
+    let vnid = Vnid::new(Vnid::MAX).unwrap_or_default();
+    table::max_repeats(|n| {
+        let ports = vec![u16::MAX; n];
+        local_multicast_flows(vnid, &ports)
+            .pop()
+            .unwrap_or_default()
+    })
+    .map_err(|(flow, e)| super::flow_error(&flow, e))
+}
+
+/// Checks `multicast local`'s ports before anything is done: real OpenFlow port numbers, and
+/// no more than one flow can output to.
+pub fn check_multicast_local(ofports: &[u16]) -> Result<(), Error> {
+    if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > 0xfeff) {
+        return Err(invalid("OpenFlow port", bad.to_string(), "must be 1-65279"));
+    }
+    let max = max_multicast_ports()?;
+    if ofports.len() > max {
+        return Err(invalid(
+            "multicast ports",
+            format!("{} ports", ofports.len()),
+            format!("at most {max} fit in one flow (one OpenFlow message)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `multicast vxlan`'s remotes before anything is done: no more than table 111's one
+/// flow can send to.
+pub fn check_multicast_vxlan(remotes: &[Ipv4Addr]) -> Result<(), Error> {
+    let max = table::max_repeats(|n| vxlan_multicast_flow(&vec![Ipv4Addr::BROADCAST; n]))
+        .map_err(|(flow, e)| super::flow_error(&flow, e))?;
+    if remotes.len() > max {
+        return Err(invalid(
+            "multicast remotes",
+            format!("{} remotes", remotes.len()),
+            format!("at most {max} fit in one flow (one OpenFlow message)"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! Unit tests of the node core: every seed operation's flow diff, the VNID rule lifecycle,
+//! batches, setup, resync and drift repair plans, the OVSDB plans — pure, no switch, no root.
+//!
+//! Expected flows are written as the seed writes them (ovs-ofctl add-flow text, copied from
+//! ../shared/seeds/ovscontroller.go.txt with values filled in), not built with `flows.rs`, so
+//! a test fails when `flows.rs` drifts from the seed. Both sides are compared as ovs-ofctl
+//! prints them.
+
+mod ops;
+mod sync;
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use super::{Core, Effects};
+use crate::sdn::state::{NodeState, Pod};
+use crate::sdn::table::{parse_flow, Diff, Flow};
+use crate::sdn::types::{HostSubnet, Mode, SetupRequest};
+use crate::value::{MacAddr, SandboxId, Vnid};
+
+pub(crate) fn setup_request(mode: Mode) -> SetupRequest {
+    SetupRequest {
+        cluster_network: "10.128.0.0/14".parse().unwrap(),
+        service_network: "172.30.0.0/16".parse().unwrap(),
+        local_subnet: "10.128.0.0/23".parse().unwrap(),
+        gateway: Ipv4Addr::new(10, 128, 0, 1),
+        mode,
+    }
+}
+
+/// A core set up in `mode`, its setup committed.
+pub(super) fn set_up(mode: Mode) -> Core {
+    let state = NodeState {
+        setup: Some(setup_request(mode)),
+        ..NodeState::default()
+    };
+    Core::new(state).unwrap()
+}
+
+pub(super) fn vnid(v: u32) -> Vnid {
+    Vnid::new(v).unwrap()
+}
+
+/// Pod `last` (10.128.0.`last`, port `last`, sandbox of `last` repeated) in `vnid`.
+pub(super) fn pod(last: u8, v: u32) -> Pod {
+    Pod {
+        veth: Some(format!("veth{last}").parse().unwrap()),
+        ip: Ipv4Addr::new(10, 128, 0, last),
+        mac: MacAddr([0x0a, 0x58, 0x0a, 0x80, 0x00, last]),
+        sandbox: format!("{last:02x}")
+            .repeat(32)
+            .parse::<SandboxId>()
+            .unwrap(),
+        vnid: vnid(v),
+        ofport: u16::from(last),
+    }
+}
+
+pub(super) fn host_subnet(host: u8, subnet: &str, fixed: Option<u32>) -> HostSubnet {
+    HostSubnet {
+        host_ip: Ipv4Addr::new(192, 0, 2, host),
+        subnet: subnet.parse().unwrap(),
+        fixed_vnid: fixed.map(vnid),
+        vtep_mac: None,
+    }
+}
+
+/// Runs `op` as a batch of its own and commits it; the batch's effects.
+pub(super) fn run<T>(core: &mut Core, op: impl FnOnce(&mut Core) -> T) -> (T, Effects) {
+    let result = op(core);
+    let effects = core.take_effects();
+    core.commit();
+    (result, effects)
+}
+
+/// Flows as ovs-ofctl prints them.
+pub(super) fn printed(flows: &[Flow]) -> BTreeSet<String> {
+    flows.iter().map(Flow::describe).collect()
+}
+
+/// The seed's flow text, as ovs-ofctl prints it once installed.
+pub(super) fn seed(texts: &[&str]) -> BTreeSet<String> {
+    texts
+        .iter()
+        .map(|t| {
+            parse_flow(t)
+                .unwrap_or_else(|e| panic!("{t}: {e}"))
+                .describe()
+        })
+        .collect()
+}
+
+/// The diff as (deletes, adds), each as ovs-ofctl prints the flows.
+pub(super) fn diff(d: &Diff) -> (BTreeSet<String>, BTreeSet<String>) {
+    (printed(&d.deletes), printed(&d.adds))
+}
+
+pub(super) fn none() -> BTreeSet<String> {
+    BTreeSet::new()
+}

@@ -1,0 +1,296 @@
+//! Setup, adoption, the resync and drift repair plans, and the OVSDB plans.
+
+use ofnode_proto::FlowStats;
+
+use super::*;
+use crate::ovsdb::PortSpec;
+use crate::sdn::core::ovsdb::{controllers, pod_port, setup_steps, Bandwidth, OvsdbStep};
+use crate::sdn::core::{Reconcile, Repaired, SetupOutcome, SetupPlan};
+use crate::sdn::state::Change;
+
+/// The switch holding exactly the core's table.
+fn switch_of(core: &Core) -> Vec<FlowStats> {
+    core.flows().iter().map(Flow::as_stats).collect()
+}
+
+fn stats_of(text: &str) -> FlowStats {
+    parse_flow(text).unwrap().as_stats()
+}
+
+/// The seed's SetupOVS flows for `setup_request`, and its plugin's table 80 flows.
+const SEED_SETUP_OVS: &[&str] = &[
+    "table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, nw_dst=10.128.0.0/23, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "table=0, priority=200, in_port=1, ip, nw_src=10.128.0.0/14, nw_dst=10.128.0.0/23, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "table=0, priority=200, in_port=1, ip, nw_src=10.128.0.0/14, nw_dst=224.0.0.0/4, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10",
+    "table=0, priority=150, in_port=1, actions=drop",
+    "table=0, priority=250, in_port=2, ip, nw_dst=224.0.0.0/4, actions=drop",
+    "table=0, priority=200, in_port=2, arp, nw_src=10.128.0.1, nw_dst=10.128.0.0/14, actions=goto_table:30",
+    "table=0, priority=200, in_port=2, ip, actions=goto_table:30",
+    "table=0, priority=150, in_port=2, actions=drop",
+    "table=0, priority=100, arp, actions=goto_table:20",
+    "table=0, priority=100, ip, actions=goto_table:20",
+    "table=0, priority=0, actions=drop",
+    "table=10, priority=0, actions=drop",
+    "table=20, priority=0, actions=drop",
+    "table=21, priority=0, actions=goto_table:30",
+    "table=30, priority=300, arp, nw_dst=10.128.0.1, actions=output:2",
+    "table=30, priority=200, arp, nw_dst=10.128.0.0/23, actions=goto_table:40",
+    "table=30, priority=100, arp, nw_dst=10.128.0.0/14, actions=goto_table:50",
+    "table=30, priority=300, ip, nw_dst=10.128.0.1, actions=output:2",
+    "table=30, priority=100, ip, nw_dst=172.30.0.0/16, actions=goto_table:60",
+    "table=30, priority=200, ip, nw_dst=10.128.0.0/23, actions=goto_table:70",
+    "table=30, priority=100, ip, nw_dst=10.128.0.0/14, actions=goto_table:90",
+    "table=30, priority=50, in_port=1, ip, nw_dst=224.0.0.0/4, actions=goto_table:120",
+    "table=30, priority=25, ip, nw_dst=224.0.0.0/4, actions=goto_table:110",
+    "table=30, priority=0, ip, actions=goto_table:100",
+    "table=30, priority=0, arp, actions=drop",
+    "table=40, priority=0, actions=drop",
+    "table=50, priority=0, actions=drop",
+    "table=60, priority=200, reg0=0, actions=output:2",
+    "table=60, priority=0, actions=drop",
+    "table=70, priority=0, actions=drop",
+    "table=80, priority=300, ip, nw_src=10.128.0.1/32, actions=output:NXM_NX_REG2[]",
+    "table=80, priority=0, actions=drop",
+    "table=90, priority=0, actions=drop",
+    "table=100, priority=0, actions=output:2",
+    "table=110, priority=0, actions=drop",
+    "table=111, priority=100, actions=goto_table:120",
+    "table=120, priority=0, actions=drop",
+];
+
+#[test]
+fn setup_is_the_seeds_setup_ovs_with_the_modes_flows_and_note() {
+    for (mode, mode_flows, note) in [
+        (
+            Mode::Subnet,
+            vec!["table=80, priority=200, actions=output:NXM_NX_REG2[]"],
+            "table=253, actions=note:00.03",
+        ),
+        (
+            Mode::Multitenant,
+            vec![
+                "table=80, priority=200, reg0=0, actions=output:NXM_NX_REG2[]",
+                "table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]",
+            ],
+            "table=253, actions=note:01.03",
+        ),
+    ] {
+        let core = Core::new(NodeState::default()).unwrap();
+        let Ok(SetupPlan::Replace {
+            outcome,
+            dropped,
+            next,
+            record,
+        }) = core.setup(setup_request(mode))
+        else {
+            panic!("a fresh node is built");
+        };
+        assert_eq!((outcome, dropped.len()), (SetupOutcome::Built, 0));
+        let mut wanted: Vec<&str> = SEED_SETUP_OVS.to_vec();
+        wanted.extend(mode_flows);
+        wanted.push(note);
+        let all: Vec<Flow> = next.flows().all_flows().into_iter().cloned().collect();
+        assert_eq!(printed(&all), seed(&wanted), "{mode}");
+        assert_eq!(
+            all.last().map(Flow::table),
+            Some(253),
+            "the version note last"
+        );
+        assert_eq!(
+            record,
+            Change::Replace {
+                state: Box::new(next.state().clone())
+            }
+        );
+    }
+}
+
+#[test]
+fn setup_again_reconciles_and_other_parameters_rebuild_from_scratch() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| {
+        c.pod_add(pod(3, 10)).unwrap();
+        c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", None))
+            .unwrap();
+    });
+    assert!(matches!(
+        core.setup(setup_request(Mode::Multitenant)),
+        Ok(SetupPlan::Reconcile)
+    ));
+    let Ok(SetupPlan::Replace {
+        outcome,
+        dropped,
+        next,
+        ..
+    }) = core.setup(setup_request(Mode::Subnet))
+    else {
+        panic!("other parameters rebuild");
+    };
+    assert_eq!(outcome, SetupOutcome::Rebuilt);
+    assert_eq!(dropped, vec![pod(3, 10)], "their ports go too");
+    assert!(next.state().pods.is_empty() && next.state().host_subnets.is_empty());
+    assert_eq!(next.flows().len(), SEED_SETUP_OVS.len() + 2);
+    // The old core is untouched until the shell swaps them.
+    assert_eq!(core.state().pods.len(), 1);
+}
+
+#[test]
+fn an_empty_switch_or_one_without_the_note_gets_the_whole_table() {
+    let core = set_up(Mode::Subnet);
+    assert_eq!(core.reconcile(&[]), Reconcile::InstallAll);
+    // Another mode's note is not this node's setup.
+    let mut other = switch_of(&core);
+    other.retain(|f| f.table_id != 253);
+    other.push(stats_of("table=253, actions=note:01.03"));
+    assert_eq!(core.reconcile(&other), Reconcile::InstallAll);
+    assert_eq!(
+        Reconcile::InstallAll.repaired(core.flows().len()),
+        Repaired::Reinstalled {
+            flows: core.flows().len()
+        }
+    );
+    let unset = Core::new(NodeState::default()).unwrap();
+    assert_eq!(unset.reconcile(&[]), Reconcile::NotSetUp);
+}
+
+#[test]
+fn a_switch_equal_to_the_table_needs_nothing() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
+    let Reconcile::Patch(patch) = core.reconcile(&switch_of(&core)) else {
+        panic!("the note is there");
+    };
+    assert!(patch.is_empty());
+    assert_eq!(Reconcile::Patch(patch).repaired(0), Repaired::Nothing);
+}
+
+#[test]
+fn drift_repair_removes_foreign_flows_and_restores_missing_and_altered_ones() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
+    let arp = "table=40, priority=100, arp, nw_dst=10.128.0.3, actions=output:3";
+    let foreign = "table=30, priority=5, ip, actions=drop";
+    let mut switch: Vec<FlowStats> = switch_of(&core)
+        .into_iter()
+        // Someone deleted the pod's ARP flow ...
+        .filter(|f| !(f.table_id == 40 && f.priority == 100))
+        .collect();
+    // ... added a flow of their own, and changed table 100's default.
+    switch.push(stats_of(foreign));
+    for flow in &mut switch {
+        if flow.table_id == 100 && flow.priority == 0 {
+            *flow = stats_of("table=100, priority=0, actions=drop");
+        }
+    }
+    let plan = core.reconcile(&switch);
+    let Reconcile::Patch(patch) = &plan else {
+        panic!("the note is there: {plan:?}");
+    };
+    assert_eq!(
+        diff(patch),
+        (
+            seed(&[foreign]),
+            seed(&[arp, "table=100, priority=0, actions=output:2"])
+        )
+    );
+    assert_eq!(
+        plan.repaired(core.flows().len()).to_string(),
+        "removed 1 foreign flows (table 30: 1); restored 2 missing or altered flows (table 40: 1, table 100: 1)"
+    );
+}
+
+#[test]
+fn adopting_another_daemons_state_is_a_new_core_unless_it_is_the_same() {
+    let mut core = set_up(Mode::Multitenant);
+    assert!(core.adopt(core.state().clone()).unwrap().is_none());
+    let mut theirs = set_up(Mode::Multitenant);
+    run(&mut theirs, |c| c.pod_add(pod(3, 10)).unwrap());
+    let (adopted, record) = core.adopt(theirs.state().clone()).unwrap().unwrap();
+    assert_eq!(adopted.flows().len(), theirs.flows().len());
+    assert!(matches!(record, Change::Replace { .. }));
+    core = adopted;
+    assert_eq!(core.state().pods.len(), 1);
+}
+
+#[test]
+fn the_ovsdb_plan_of_setup_is_the_seeds_bridge_and_ports() {
+    let steps = setup_steps("br0", "netdev", Some(vec!["tcp:127.0.0.1:6653".into()]));
+    let [OvsdbStep::EnsureBridge(bridge), OvsdbStep::SetController { targets, .. }, OvsdbStep::ReplacePort(vxlan), OvsdbStep::ReplacePort(tun)] =
+        steps.as_slice()
+    else {
+        panic!("{steps:?}");
+    };
+    assert_eq!(bridge.fail_mode.as_deref(), Some("secure"));
+    assert_eq!(bridge.protocols, vec!["OpenFlow13".to_string()]);
+    assert_eq!(bridge.datapath_type.as_deref(), Some("netdev"));
+    assert_eq!(targets, &vec!["tcp:127.0.0.1:6653".to_string()]);
+    assert_eq!(
+        (
+            vxlan.name.as_str(),
+            vxlan.iface_type.as_deref(),
+            vxlan.ofport_request
+        ),
+        ("vxlan0", Some("vxlan"), Some(1))
+    );
+    assert_eq!(
+        vxlan.options.get("remote_ip").map(String::as_str),
+        Some("flow")
+    );
+    assert_eq!(vxlan.options.get("key").map(String::as_str), Some("flow"));
+    assert_eq!(
+        (
+            tun.name.as_str(),
+            tun.iface_type.as_deref(),
+            tun.ofport_request
+        ),
+        ("tun0", Some("internal"), Some(2))
+    );
+    // Without controllers to set (ofnode dials the switch) there is no such step.
+    assert_eq!(setup_steps("br0", "system", None).len(), 3);
+}
+
+#[test]
+fn the_bridge_dials_this_daemon_or_every_ha_peer() {
+    assert_eq!(
+        controllers("ptcp:6653:127.0.0.1", None),
+        Some(vec!["tcp:127.0.0.1:6653".to_string()])
+    );
+    assert_eq!(
+        controllers("punix:/run/ofnode/of.sock", None),
+        Some(vec!["unix:/run/ofnode/of.sock".to_string()])
+    );
+    assert_eq!(controllers("unix:/run/openvswitch/br0.mgmt", None), None);
+    let peers = [
+        "tcp:192.0.2.1:6653".to_string(),
+        "tcp:192.0.2.2:6653".to_string(),
+    ];
+    assert_eq!(controllers("ptcp:6653", Some(&peers)), Some(peers.to_vec()));
+}
+
+#[test]
+fn pod_ports_and_bandwidth_as_ovsdb_holds_them() {
+    assert_eq!(
+        pod_port("br0", "veth3"),
+        PortSpec {
+            bridge: "br0".into(),
+            name: "veth3".into(),
+            ..PortSpec::default()
+        }
+    );
+    assert_eq!(
+        Bandwidth::of(Some(10_000_000), Some(2_048_000)),
+        Bandwidth {
+            qos_max_rate: Some(10_000_000),
+            ingress_policing_kbps: 2000
+        }
+    );
+    assert_eq!(
+        Bandwidth::of(Some(0), None),
+        Bandwidth {
+            qos_max_rate: None,
+            ingress_policing_kbps: 0
+        }
+    );
+    let huge = Bandwidth::of(None, Some(u64::MAX));
+    assert_eq!(huge.ingress_policing_kbps, u32::MAX);
+}

@@ -1,0 +1,80 @@
+//! The bridge's layout, each number named once: which table does what (the seed's SetupOVS
+//! comments), the fixed OpenFlow ports, and what the registers carry. `flows.rs` writes flows
+//! with these names, `readback.rs` reads flows back by them.
+
+use ofnode_proto::Field;
+
+/// Table 0: dispatch by where a packet came from (VXLAN, tun0, a pod).
+pub const CLASSIFY: u8 = 0;
+/// Table 10: VXLAN ingress filtering: only from known nodes (host subnets).
+pub const VXLAN_INGRESS: u8 = 10;
+/// Table 20: from a pod: its IP and MAC checked, its VNID loaded (pods).
+pub const FROM_POD: u8 = 20;
+/// Table 21: from a pod, before routing: left to the policy mode (networkpolicy's conntrack).
+pub const POLICY_CONNTRACK: u8 = 21;
+/// Table 30: general routing.
+pub const ROUTING: u8 = 30;
+/// Table 40: ARP to a local pod (pods).
+pub const ARP_TO_LOCAL: u8 = 40;
+/// Table 50: ARP to a remote pod, over VXLAN (host subnets).
+pub const ARP_TO_REMOTE: u8 = 50;
+/// Table 60: IP to a service (services).
+pub const TO_SERVICE: u8 = 60;
+/// Table 70: IP to a local pod: its VNID and port loaded (pods).
+pub const TO_LOCAL: u8 = 70;
+/// Table 80: IP policy enforcement, owned by the policy mode.
+pub const POLICY: u8 = 80;
+/// Table 90: IP to a remote pod, over VXLAN (host subnets).
+pub const TO_REMOTE: u8 = 90;
+/// Table 100: egress network policy (egress policies).
+pub const EGRESS_POLICY: u8 = 100;
+/// Table 110: outbound multicast filtering (local multicast).
+pub const MULTICAST_OUT: u8 = 110;
+/// Table 111: multicast from local pods to the other nodes (VXLAN multicast).
+pub const MULTICAST_TO_VXLAN: u8 = 111;
+/// Table 120: multicast to local pods (local multicast).
+pub const MULTICAST_TO_LOCAL: u8 = 120;
+/// Table 253: the rule-version note.
+pub const VERSION_NOTE: u8 = 253;
+
+/// Every table with its name, in order.
+pub const TABLES: [(u8, &str); 16] = [
+    (CLASSIFY, "classify"),
+    (VXLAN_INGRESS, "VXLAN ingress"),
+    (FROM_POD, "from pod"),
+    (POLICY_CONNTRACK, "policy conntrack"),
+    (ROUTING, "routing"),
+    (ARP_TO_LOCAL, "ARP to local pod"),
+    (ARP_TO_REMOTE, "ARP to remote pod"),
+    (TO_SERVICE, "to service"),
+    (TO_LOCAL, "to local pod"),
+    (POLICY, "policy"),
+    (TO_REMOTE, "to remote pod"),
+    (EGRESS_POLICY, "egress policy"),
+    (MULTICAST_OUT, "multicast out"),
+    (MULTICAST_TO_VXLAN, "multicast to VXLAN"),
+    (MULTICAST_TO_LOCAL, "multicast to local pods"),
+    (VERSION_NOTE, "version note"),
+];
+
+/// The name of table `table`, if it is one of the layout's.
+pub fn table_name(table: u8) -> Option<&'static str> {
+    TABLES
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map(|(_, name)| *name)
+}
+
+/// The VXLAN port (the seed's `vxlan0`) and its OpenFlow number.
+pub const VXLAN_PORT: &str = "vxlan0";
+pub const VXLAN_OFPORT: u16 = 1;
+/// The node's gateway port (the seed's `tun0`) and its OpenFlow number.
+pub const TUN_PORT: &str = "tun0";
+pub const TUN_OFPORT: u16 = 2;
+
+/// reg0: the VNID a packet comes from (a pod's, or the tunnel id of VXLAN traffic).
+pub const REG_SOURCE_VNID: Field = Field::Reg(0);
+/// reg1: the VNID of the pod or service a packet goes to.
+pub const REG_DESTINATION_VNID: Field = Field::Reg(1);
+/// reg2: the OpenFlow port a packet leaves by (table 80's `output:NXM_NX_REG2[]`).
+pub const REG_OUTPUT_PORT: Field = Field::Reg(2);

@@ -1,0 +1,31 @@
+//! The policy modes: the seed's `osdnPolicy` implementations, one file per mode. A mode owns
+//! table 80 (and 81, and table 21 in front of routing) beyond the base flows, and the rules a
+//! VNID needs while pods or services use it. Adding a mode is adding a file here, a [`Mode`]
+//! variant (`types.rs`) and its arm in [`of`].
+
+mod multitenant;
+mod subnet;
+
+use super::types::{Mode, SetupRequest};
+use crate::value::Vnid;
+
+pub trait Policy: Sync {
+    /// The seed's pluginId, the first byte of the version note (`"00.03"`).
+    fn plugin_id(&self) -> u8;
+
+    /// The mode's flows at setup (the seed's policy plugins' Start), after the base flows.
+    fn base_flows(&self, setup: &SetupRequest) -> Vec<String>;
+
+    /// The rules `vnid` needs while a pod or service uses it (the seed's EnsureVNIDRules). Every
+    /// user wants them; the desired table counts the users, so they leave with the last one
+    /// (the seed's SyncVNIDRules).
+    fn vnid_flows(&self, vnid: Vnid) -> Vec<String>;
+}
+
+/// The policy of `mode`.
+pub fn of(mode: Mode) -> &'static dyn Policy {
+    match mode {
+        Mode::Subnet => &subnet::Subnet,
+        Mode::Multitenant => &multitenant::Multitenant,
+    }
+}

@@ -1,0 +1,76 @@
+//! What the node reports about itself: `ofnode status` and the drift part of it. Plain data,
+//! so that the metrics, the drift watcher and the node's handles can all use it.
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{Mode, SetupRequest};
+
+/// A snapshot of the node for `ofnode status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub switch_connected: bool,
+    pub ovsdb_connected: bool,
+    /// Setup has been done (its version note is in the desired table).
+    pub set_up: bool,
+    /// The version note the node writes in table 253 (`"00.03"`), once set up.
+    pub version_note: Option<String>,
+    pub mode: Option<Mode>,
+    pub setup: Option<SetupRequest>,
+    /// The switch's table was last found (or made) equal to the desired table, and the
+    /// session has not dropped since.
+    pub in_sync: bool,
+    pub datapath_id: Option<String>,
+    pub datapath_type: String,
+    pub bridge: String,
+    pub pods: usize,
+    pub host_subnets: usize,
+    pub services: usize,
+    pub multicast_vnids: usize,
+    pub egress_vnids: usize,
+    /// Flows in the desired table.
+    pub flows: usize,
+    /// The VXLAN device, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vxlan: Option<crate::netlink::VxlanStatus>,
+    /// How flow table drift is detected, and the repairs so far.
+    #[serde(default)]
+    pub drift: DriftStatus,
+    /// High availability, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<super::ha::HaStatus>,
+}
+
+/// How drift is being detected right now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detection {
+    /// No session with the switch (the reconnect resync covers what happens meanwhile).
+    #[default]
+    Down,
+    /// The switch reports every flow change as it happens.
+    FlowMonitor,
+    /// The switch refused the flow monitor: the table is compared periodically.
+    Polling,
+    /// Drift repair is switched off (`DriftTiming::repair`).
+    Off,
+}
+
+/// One repair of drift, for `ofnode status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftReport {
+    /// When it was repaired (seconds since the Unix epoch).
+    pub at_unix: u64,
+    /// What the switch reported, e.g. `"40 deleted (table 0: 3, table 10: 37)"`.
+    pub seen: String,
+    /// What the repair changed, e.g. `"restored 40 flows (table 0: 3, table 10: 37)"`.
+    pub repaired: String,
+}
+
+/// Drift detection and repair, as `ofnode status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftStatus {
+    pub detection: Detection,
+    /// Repairs that changed the switch's table (also `ofnode_drift_repairs_total`).
+    pub repairs: u64,
+    pub last: Option<DriftReport>,
+}

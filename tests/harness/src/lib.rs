@@ -10,6 +10,7 @@ pub mod cpu;
 mod daemon;
 mod etcd;
 mod netns;
+pub mod ofproxy;
 mod ovs;
 mod pki;
 mod process;
@@ -21,6 +22,7 @@ pub use cluster::{
 pub use daemon::{Daemon, ONE_NODE_SETUP};
 pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
+pub use ofproxy::OfProxy;
 pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
 pub use pki::{PeerFiles, Pki};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

@@ -32,7 +32,7 @@ mod writeq;
 mod xid;
 
 pub use config::SwitchConfig;
-pub use error::{Error, IoError, Result};
+pub use error::{Error, IoError, Result, Unanswered};
 pub use event::SwitchEvent;
 pub use switch::Switch;
 pub use target::{Target, TargetError};

@@ -28,6 +28,7 @@ mod frame;
 mod traffic;
 
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -59,6 +60,9 @@ pub type Matcher = Box<dyn Fn(&Frame) -> bool + Send>;
 pub struct OfProxy {
     path: PathBuf,
     shared: Arc<Shared>,
+    /// A clone of the listening socket, to wake the acceptor when dropped (its path may be
+    /// gone by then).
+    listener: UnixListener,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -141,6 +145,7 @@ impl OfProxy {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
+        let wake = listener.try_clone()?;
         let acceptor = {
             let shared = shared.clone();
             std::thread::spawn(move || accept_loop(&listener, &shared))
@@ -148,6 +153,7 @@ impl OfProxy {
         Ok(OfProxy {
             path: listen.to_path_buf(),
             shared,
+            listener: wake,
             acceptor: Some(acceptor),
         })
     }
@@ -352,8 +358,12 @@ impl Drop for OfProxy {
                 .collect::<Vec<_>>()
         };
         self.shared.changed.notify_all();
-        // Wakes the acceptor, which sees `stopping`.
-        let _ = UnixStream::connect(&self.path);
+        // Wakes the acceptor (Linux fails a blocked accept on a listener shut down for
+        // reading), which then sees `stopping`.
+        // SAFETY: shutdown(2) on a socket descriptor this proxy owns; no memory is involved.
+        unsafe {
+            libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RD);
+        }
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
@@ -414,7 +424,11 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
         if shared.lock().stopping {
             return;
         }
-        let Ok(controller) = controller else { continue };
+        let Ok(controller) = controller else {
+            // Not a stop: e.g. out of descriptors. Do not spin.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
         // A controller whose switch cannot be reached sees its connection closed at once,
         // as it would dialling the switch itself.
         let Ok(switch) = UnixStream::connect(&shared.switch) else {

@@ -31,14 +31,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => {
             init_logging();
-            runtime
+            let result = runtime
                 .block_on(daemon::run(*args))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string());
+            // The daemon has stopped in order; a background task still blocked (a netlink
+            // read, say) must not hold the exit up.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            return exit_code(result);
         }
         command => runtime
             .block_on(cli::run_client(command))
             .map_err(|e| e.to_string()),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: Result<(), String>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -106,4 +106,3 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     let ports = ovs.vsctl(&["list-ports", "br0"]).unwrap();
     assert!(!ports.lines().any(|p| p == "veth0"), "{ports}");
 }
-

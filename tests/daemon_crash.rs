@@ -93,4 +93,3 @@ fn daemon_killed_mid_stream_loses_no_acknowledged_pod() {
     let ours: Vec<String> = daemon.dump_flows().unwrap();
     assert_eq!(ours, flows);
 }
-

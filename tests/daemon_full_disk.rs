@@ -91,4 +91,3 @@ fn a_full_state_disk_refuses_new_work_and_loses_nothing_acknowledged() {
     drop(daemon);
     drop(disk);
 }
-

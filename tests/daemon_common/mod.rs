@@ -81,4 +81,3 @@ pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
-

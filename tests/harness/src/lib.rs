@@ -5,6 +5,7 @@
 //! every run first reaps what dead runs left (`reap_stale`): their state directories live under
 //! [`STATE_ROOT`] and carry the owner's PID in their name.
 
+mod apifault;
 pub mod cluster;
 pub mod cpu;
 mod daemon;
@@ -16,6 +17,7 @@ mod pki;
 mod process;
 mod tmpfs;
 
+pub use apifault::ApiFault;
 pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
 };

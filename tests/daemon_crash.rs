@@ -61,20 +61,12 @@ fn daemon_killed_mid_stream_loses_no_acknowledged_pod() {
     let known = status["pods"].as_u64().unwrap() as usize;
     assert!(known >= acknowledged.len(), "{status}");
     wait_for("the reconciled table", Duration::from_secs(10), || {
-        let flows = ovs.dump_flows("br0").unwrap();
-        let pods_on_switch = flows
-            .iter()
-            .filter(|f| f.contains("table=70, priority=100"))
-            .count();
-        pods_on_switch == known
+        pods_on_switch(&ovs.dump_flows("br0").unwrap()) == known
     });
     let flows = ovs.dump_flows("br0").unwrap();
     for n in &acknowledged {
-        let ip = format!("nw_dst=10.128.0.{}", n + 10);
         assert!(
-            flows
-                .iter()
-                .any(|f| f.contains("table=70") && f.contains(&ip)),
+            has_pod_flow(&flows, *n),
             "acknowledged pod {n} lost:\n{flows:#?}"
         );
     }

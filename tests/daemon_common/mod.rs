@@ -81,3 +81,19 @@ pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether `flows` (ovs-ofctl lines) hold pod `n`'s table 70 flow (`pod_add_args(n)`'s address).
+pub fn has_pod_flow(flows: &[String], n: u32) -> bool {
+    let ip = format!("nw_dst=10.128.0.{}", n + 10);
+    flows
+        .iter()
+        .any(|f| f.contains("table=70") && f.contains(&ip))
+}
+
+/// Pods whose table 70 flow is in `flows`.
+pub fn pods_on_switch(flows: &[String]) -> usize {
+    flows
+        .iter()
+        .filter(|f| f.contains("table=70, priority=100"))
+        .count()
+}

@@ -12,7 +12,7 @@ trap 'rm -f "$body"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 run() {
-  echo "== $*" >&2
+  echo "== $*"
   {
     echo
     echo "## \`$*\`"
@@ -21,7 +21,7 @@ run() {
   } >> "$body"
   local started=$SECONDS
   "$@" 2>&1 | grep -v -E '^(\s*Compiling|\s*Finished|\s*Running|Gnuplot|WARNING: HTML)' \
-    | tee /dev/stderr >> "$body"
+    | tee -a "$body"
   {
     echo '```'
     echo
@@ -62,4 +62,4 @@ cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
   echo "- run time: $((SECONDS / 60)) min"
   cat "$body"
 } > "$report"
-echo "report: $report" >&2
+echo "report: $report"

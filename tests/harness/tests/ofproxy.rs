@@ -111,6 +111,17 @@ fn holds_replies_until_released_and_cuts_connections() {
         (msg_type::ECHO_REPLY, &7u32.to_be_bytes()[..])
     );
 
+    // A delayed reply arrives, late (a lower bound only: the proxy sleeps before delivering).
+    proxy.delay(
+        |f: &Frame| f.msg_type() == msg_type::ECHO_REPLY,
+        Duration::from_millis(300),
+    );
+    let sent = std::time::Instant::now();
+    client.write_all(&bare(msg_type::ECHO_REQUEST, 10)).unwrap();
+    let reply = read_one(&mut client).expect("the delayed echo reply");
+    assert_eq!(&reply[4..8], &10u32.to_be_bytes()[..]);
+    assert!(sent.elapsed() >= Duration::from_millis(300), "not delayed");
+
     // Cut before a barrier: the client sees the end of its connection and the switch never
     // got the barrier.
     proxy.cut_before(Frame::is_barrier_request);

@@ -3,7 +3,10 @@
 //!    `ovs-vsctl get … ofport`, `ovs-ofctl bundle` of the 4 flows);
 //! 2. 1,000 pods added by 16 concurrent clients (pods/s);
 //! 3. 10,000 pods: whole-table install at setup, and re-install after ovs-vswitchd is killed
-//!    and restarted (seconds), and the process RSS holding them.
+//!    and restarted (seconds), and the process RSS holding them;
+//! 4. the cost of high availability at 10,000 pods: a pod add through the daemon's API with
+//!    `[ha]` (which replicates the whole desired state to OVSDB with every batch) against the
+//!    same daemon without it, on the same 10,000-pod state.
 
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -360,13 +363,99 @@ async fn ten_thousand_pods() {
     node.shutdown().await;
 }
 
+/// Pod adds timed in each variant of the HA comparison.
+const HA_PODS: usize = 40;
+
+/// One `POST /v1/pods` on the daemon's API socket; the HTTP status.
+fn api_pod_add(api: &std::path::Path, pod: &PodAdd) -> u16 {
+    use std::io::{Read, Write as _};
+    let body = serde_json::json!({
+        "veth": pod.veth.to_string(), "ip": pod.ip.to_string(), "mac": pod.mac.to_string(),
+        "sandbox": pod.sandbox.to_string(), "vnid": 0,
+    })
+    .to_string();
+    let mut stream = std::os::unix::net::UnixStream::connect(api).expect("API socket");
+    let request = format!(
+        "POST /v1/pods HTTP/1.1\r\nHost: ofnode\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("reply");
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Median and p90 of `HA_PODS` pod adds through an `ofnode run` daemon holding 10,000 pods,
+/// with the `[ha]` section `ha` (a single peer, which becomes active) or without.
+fn daemon_pod_adds_at_ten_thousand(ha: Option<&str>) -> (Duration, Duration) {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_ofnode"));
+    let ovs = Ovs::start().expect("OVS");
+    ovs.add_bridge("br0").expect("br0");
+    let name = if ha.is_some() { "ha" } else { "plain" };
+    let state_dir = ovs.dir().join(name).join("state");
+    std::fs::create_dir_all(&state_dir).expect("state dir");
+    big_state(&state_dir);
+    let mut extra = vec!["--no-host-network".to_string()];
+    if let Some(section) = ha {
+        let path = ovs.dir().join("ha.toml");
+        std::fs::write(&path, section).expect("config");
+        extra.extend(["--config".into(), path.display().to_string()]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let daemon =
+        ofnode_harness::Daemon::start_named(&ovs, binary, name, "ptcp:6653:127.0.0.1", &extra)
+            .expect("ofnode run");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let status = daemon.status_json().expect("status");
+        let active = ha.is_none() || status["ha"]["role"] == "active";
+        if active && status["in_sync"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in sync: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    make_veths(&ovs, "hp", 0..HA_PODS);
+    let mut times: Vec<Duration> = (0..HA_PODS)
+        .map(|i| {
+            // Address, MAC and sandbox past the 10,000 pods of the state.
+            let mut pod = pod_add("x", BIG_PODS as usize + i);
+            pod.veth = format!("hp{i}").parse().expect("veth name");
+            let started = Instant::now();
+            let status = api_pod_add(&daemon.api, &pod);
+            assert_eq!(status, 200, "pod add: {}", daemon.log_tail(10));
+            started.elapsed()
+        })
+        .collect();
+    (percentile(&mut times, 0.5), percentile(&mut times, 0.9))
+}
+
+fn ha_cost_at_ten_thousand_pods() {
+    let (plain50, plain90) = daemon_pod_adds_at_ten_thousand(None);
+    let ha = "[ha]\nid = 1\ncontrollers = [\"tcp:127.0.0.1:6653\"]\n";
+    let (ha50, ha90) = daemon_pod_adds_at_ten_thousand(Some(ha));
+    let ratio = ha50.as_secs_f64() / plain50.as_secs_f64();
+    println!(
+        "sdn HA cost at {BIG_PODS} pods: pod add through the daemon API ({HA_PODS} each) with [ha] median {:.1} ms p90 {:.1} ms; without median {:.1} ms p90 {:.1} ms; ratio {ratio:.1}x (the issue's bound: 2x){}",
+        ms(ha50),
+        ms(ha90),
+        ms(plain50),
+        ms(plain90),
+        if ratio > 2.0 { ": OVER" } else { "" }
+    );
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    // SDN_BENCH=single|concurrent|big runs one part only.
+    // SDN_BENCH=single|concurrent|big|ha runs one part only.
     let only = std::env::var("SDN_BENCH").ok();
     let run = |part: &str| only.as_deref().is_none_or(|o| o == part);
     runtime.block_on(async {
@@ -381,4 +470,7 @@ fn main() {
             ten_thousand_pods().await;
         }
     });
+    if run("ha") {
+        ha_cost_at_ten_thousand_pods();
+    }
 }

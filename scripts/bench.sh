@@ -1,26 +1,65 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark, side by side with the seed's way (ovs-ofctl / ovs-vsctl exec) on
-# the same private Open vSwitch, in one run. The report is also written to target/bench-report.txt.
+# `make bench`: every benchmark in benches/ (and the codec's in proto/benches/), side by side
+# with the seed's way (ovs-ofctl / ovs-vsctl exec) and other peers on the same private Open
+# vSwitch, in one run. Writes ONE report, docs/bench-report.md (committed: the README's numbers
+# come from it), with the machine it ran on. OFNODE_BENCH_REPORT=PATH writes it elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p target
-report=target/bench-report.txt
-: > "$report"
+report=${OFNODE_BENCH_REPORT:-docs/bench-report.md}
+body=$(mktemp)
+trap 'rm -f "$body"' EXIT
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 run() {
-  echo "== $*" | tee -a "$report"
-  "$@" 2>&1 | grep -v -E '^(\s*Compiling|\s*Finished|\s*Running|Gnuplot|WARNING: HTML)' | tee -a "$report"
+  echo "== $*"
+  {
+    echo
+    echo "## \`$*\`"
+    echo
+    echo '```text'
+  } >> "$body"
+  local started=$SECONDS
+  "$@" 2>&1 | grep -v -E '^(\s*Compiling|\s*Finished|\s*Running|Gnuplot|WARNING: HTML)' \
+    | tee -a "$body"
+  {
+    echo '```'
+    echo
+    echo "($((SECONDS - started)) s; load average after: $(load))"
+  } >> "$body"
 }
 
-# Sans-IO codec (criterion).
+load_start=$(load)
+started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD 2>/dev/null || commit="$commit (with local changes)"
 run cargo bench -q -p ofnode-proto --bench codec -- --noplot
-# Against a private OVS: OpenFlow transactions, OVSDB ports, the node controller end to end,
-# the CNI plugin as a runtime runs it, cluster membership through a real etcd, the VXLAN
-# device's entries over rtnetlink (in namespaces of its own), and a two-node cluster's ping
-# recovering after ovs-vswitchd restarts (issue 7's 2 s target).
+# Against private OVS instances: OpenFlow transactions, OVSDB ports, the node controller (with
+# HA at 10,000 pods), the CNI plugin as a runtime runs it, cluster membership through a real
+# etcd, the VXLAN device over rtnetlink, and a two-node cluster's ping through restarts.
 for bench in openflow ovsdb sdn cni cluster netlink e2e; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi
 done
+
+cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+{
+  echo "# ofnode benchmark report"
+  echo
+  echo "Written by \`make bench\` (scripts/bench.sh) on ${started_at}, at commit ${commit}."
+  echo "Every number below is printed by the benchmark named in its section, in this one run."
+  echo
+  echo "## Machine"
+  echo
+  echo "- CPU: ${cpu:-unknown}, $(nproc) cores online"
+  echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+  echo "- load average (1/5/15 min): ${load_start} at the start, $(load) at the end" \
+    "(the benchmarks' own ovs-vswitchd and ofnode included; other work on the machine inflates every time)"
+  echo "- kernel: $(uname -sr)"
+  echo "- Open vSwitch: $(ovs-vswitchd --version | head -1) (userspace netdev datapath)"
+  echo "- Rust: $(rustc --version)"
+  echo "- run time: $((SECONDS / 60)) min"
+  cat "$body"
+} > "$report"
 echo "report: $report"

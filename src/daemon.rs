@@ -1,10 +1,13 @@
 //! `ofnode run`: configuration, logging, the node controller and its control socket.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
-use tracing::{error, info};
+use tokio::sync::Notify;
+use tracing::{error, info, warn};
 
 use crate::api::server::{self, ApiOptions};
 use crate::cluster::{ClusterSettings, Membership};
@@ -227,7 +230,17 @@ fn refuse_tls_targets_without_files(targets: &[&str]) -> Result<(), DaemonError>
     }
 }
 
-/// Runs the daemon until SIGINT or SIGTERM.
+/// How long requests in flight at SIGTERM may take to finish. An operation waits at most
+/// `connect_timeout` (10 s) for the switch, so this is reached only by a request that hangs;
+/// its client then sees its connection closed without an answer.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs the daemon until SIGINT or SIGTERM, then stops in order: the API socket is removed
+/// (a new client is told no daemon runs), requests in flight finish (up to
+/// [`SHUTDOWN_GRACE`]), the node finishes what is queued (each batch is journaled with fsync
+/// before it is answered, so the journal is complete when the node has stopped), and `run`
+/// returns `Ok`: exit status 0. The switch keeps every flow (a secure-mode bridge does not
+/// flush them when its controller goes away), and the next start changes nothing on it.
 pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     let settings = Settings::resolve(args)?;
     info!(
@@ -247,13 +260,51 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
         None => None,
     };
     info!(api = %settings.api.socket.display(), "control API listening");
-    let result = server::serve(listener, node, membership, &settings.api, shutdown_signal()).await;
-    let _ = std::fs::remove_file(&settings.api.socket);
+    let signalled = Arc::new(Notify::new());
+    let stop_serving = {
+        let (signalled, socket) = (signalled.clone(), settings.api.socket.clone());
+        async move {
+            shutdown_signal().await;
+            remove_socket(&socket);
+            info!("not taking new requests; finishing those in flight");
+            signalled.notify_one();
+        }
+    };
+    let serving = server::serve(
+        listener,
+        node.clone(),
+        membership,
+        &settings.api,
+        stop_serving,
+    );
+    let result = tokio::select! {
+        result = serving => result,
+        () = grace_after(&signalled) => {
+            warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight after the grace period: abandoning them");
+            Ok(())
+        }
+    };
+    remove_socket(&settings.api.socket);
+    node.shutdown().await;
     if let Err(err) = &result {
         error!("{err}");
     }
     info!("ofnode stopped");
     result.map_err(DaemonError::from)
+}
+
+/// Resolves `SHUTDOWN_GRACE` after the stop signal.
+async fn grace_after(signalled: &Notify) {
+    signalled.notified().await;
+    tokio::time::sleep(SHUTDOWN_GRACE).await;
+}
+
+fn remove_socket(socket: &Path) {
+    match std::fs::remove_file(socket) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => warn!(socket = %socket.display(), error = %e, "cannot remove the API socket"),
+    }
 }
 
 async fn shutdown_signal() {

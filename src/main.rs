@@ -27,10 +27,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if matches!(cli.command, Command::Run(_)) {
+    let is_daemon = matches!(cli.command, Command::Run(_));
+    if is_daemon {
         init_logging();
     }
     let result = runtime.block_on(cli::run(cli)).map_err(|e| e.to_string());
+    if is_daemon {
+        // The daemon has stopped in order; a background task still blocked (a netlink
+        // read, say) must not hold the exit up.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use ofnode::cni::{CniResult, ErrorObject, VersionInfo};
 use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Endpoint, Mode, Node};
-use ofnode_harness::Netns;
+use ofnode_harness::{ApiFault, Netns};
 use serde_json::{json, Value};
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
@@ -473,6 +473,44 @@ fn failed_adds_give_a_cni_error_and_leave_nothing_behind() {
 
     // The same pod then adds fine: nothing stale is in the way.
     let result = fx.add(&pod, &good);
+    assert!(result.ipv4().is_some());
+}
+
+/// The daemon accepts the pod (port and flows made), then the next request of the ADD (the
+/// pod's bandwidth) fails: the plugin undoes everything, the daemon's pod included. The failure
+/// is injected by the harness's API proxy between the plugin and the real daemon.
+#[test]
+fn an_add_failing_after_the_daemon_accepted_the_pod_leaves_nothing_behind() {
+    let fx = Fixture::start();
+    let pod = CniPod::new(5);
+    let fault = ApiFault::start(
+        &fx.data_dir.path().join("api-fault.sock"),
+        &fx.api(),
+        "/v1/pods/bandwidth",
+    )
+    .unwrap();
+    let mut conf = fx.config();
+    conf["api"] = json!(fault.path());
+    conf["runtimeConfig"] =
+        json!({"bandwidth": {"ingressRate": 2_000_000, "egressRate": 1_024_000}});
+    let run = fx.cni("ADD", &pod.id, &pod.netns.path(), &bytes(&conf), "");
+    let error = run.error();
+    assert!(error.msg.contains("injected fault"), "{error:?}");
+    // The daemon had the pod: its add went through, then the plugin took it back.
+    let requests = fault.requests();
+    let relayed = |line: &str| requests.iter().any(|(l, r)| l.starts_with(line) && *r);
+    assert!(relayed("POST /v1/pods "), "{requests:?}");
+    assert!(
+        relayed("DELETE /v1/pods "),
+        "the undo never reached the daemon: {requests:?}"
+    );
+    assert!(!pod.netns.exec_status(&["ip", "link", "show", "eth0"]));
+    fx.assert_nothing_left("a failure after the daemon accepted the pod");
+    let status = fx.node().status().unwrap();
+    assert_eq!(status["pods"], 0, "{status}");
+
+    // The same pod then adds fine straight to the daemon: nothing stale is in the way.
+    let result = fx.add(&pod, &fx.config());
     assert!(result.ipv4().is_some());
 }
 

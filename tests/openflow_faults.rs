@@ -1,213 +1,329 @@
-//! Fault injection with a scripted switch (`FakePeer` from openflow_common): it answers with
-//! errors, answers late, drops the connection in the middle of a bundle, interleaves multipart
-//! parts with other replies, sends unsolicited messages of every type, and leaves requests
-//! unanswered. ofnode returns typed errors, never hangs, and keeps the session wherever the
-//! protocol allows. Most tests run on a paused clock: "nothing more happened" is decided when
-//! every task is blocked, not after a wall-clock delay.
+//! Faults on the OpenFlow session, shown against a REAL ovs-vswitchd behind the harness's
+//! fault-injecting proxy (`ofnode_harness::OfProxy`): the switch refuses a flow, the connection
+//! drops in the middle of a bundle or right after its COMMIT, a reply is held past the request
+//! timeout, multipart parts are interleaved with other replies, unsolicited messages of every
+//! type are injected into the live session, replies are held so requests pile up. ofnode returns
+//! typed errors (and says when the switch may have applied a transaction), never hangs, and keeps
+//! the session wherever the protocol allows. What reached the switch is counted by the proxy;
+//! what the switch holds is read with ovs-ofctl.
 
 mod openflow_common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ofnode::openflow::{Error, Switch, SwitchConfig, SwitchEvent};
+use ofnode::openflow::{Error, Switch, SwitchEvent, Unanswered};
+use ofnode_harness::ofproxy::{msg_type, BundleCtrl, BundleEnd, Frame};
 use ofnode_proto::{
-    BundleControl, BundleCtrlType, BundleFlags, ErrorKind, ErrorMsg, Match, Message,
-    MultipartReply, MultipartReplyBody, MultipartRequest, PacketIn, Port, PortStatus, Role,
-    RoleMsg, SwitchFeatures,
+    BundleControl, BundleCtrlType, BundleFlags, ErrorKind, ErrorMsg, Field, FlowStatsRequest,
+    Instruction, Match, Message, MultipartReply, MultipartReplyBody, PacketIn, Port, PortStatus,
+    Role, RoleMsg, SwitchFeatures,
 };
 use openflow_common::*;
-use tokio::net::UnixListener;
-use tokio::sync::mpsc;
 
 /// A request must end (with a result or an error) within this; longer means it hung.
 const HANG_GUARD: Duration = Duration::from_secs(60);
-const DPID: u64 = 0x0f;
+/// `request_timeout` of the tests that wait for one to pass.
+const SHORT_TIMEOUT: Duration = Duration::from_secs(2);
 
-struct Bench {
-    switch: Switch,
-    events: mpsc::Receiver<SwitchEvent>,
-    peer: FakePeer,
-    listener: UnixListener,
-    _dir: tempfile::TempDir,
-}
-
-/// A `Switch` dialling a fake switch that has answered its handshake. No keepalive probes
-/// (they would interleave with the scripted exchange).
-async fn bench(tune: impl FnOnce(&mut SwitchConfig)) -> Bench {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fake.mgmt");
-    let listener = UnixListener::bind(&path).unwrap();
-    let mut cfg = config(&format!("unix:{}", path.display()));
-    cfg.echo_interval = Duration::from_secs(24 * 3600);
-    tune(&mut cfg);
-    let (switch, events) = Switch::start(cfg);
-    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
-    peer.act_as_switch(DPID).await;
-    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
-    Bench {
-        switch,
-        events,
-        peer,
-        listener,
-        _dir: dir,
-    }
-}
-
-fn spawn_barrier(switch: &Switch) -> tokio::task::JoinHandle<Result<(), Error>> {
-    let switch = switch.clone();
-    tokio::spawn(async move { switch.barrier().await })
-}
-
-fn spawn_commit(switch: &Switch, flows: u64) -> tokio::task::JoinHandle<Result<(), Error>> {
-    let mut tx = switch.transaction();
-    for n in 0..flows {
-        tx.add(reg_flow(0, 100, n, 0, 1));
-    }
-    tokio::spawn(tx.commit())
-}
-
-async fn finish<T>(task: tokio::task::JoinHandle<T>) -> T {
-    tokio::time::timeout(HANG_GUARD, task)
+async fn finish<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG_GUARD, future)
         .await
         .expect("the request hung")
-        .expect("task")
 }
 
-fn control(bundle: &BundleControl, ctrl_type: BundleCtrlType) -> Message {
-    Message::BundleControl(BundleControl {
-        ctrl_type,
-        ..bundle.clone()
-    })
-}
-
-/// Reads one bundle (open, adds, barrier) and returns the open request, the add xids and the
-/// barrier xid.
-async fn read_bundle(peer: &mut FakePeer) -> ((u32, BundleControl), Vec<u32>, u32) {
-    let (open_xid, open) = peer.recv().await.expect("bundle open");
-    let Message::BundleControl(open) = open else {
-        panic!("expected a bundle open, got {open:?}")
-    };
-    assert_eq!(open.ctrl_type, BundleCtrlType::OpenRequest);
-    let mut adds = Vec::new();
-    loop {
-        match peer.recv().await.expect("bundle message") {
-            (xid, Message::BundleAdd(_)) => adds.push(xid),
-            (xid, Message::BarrierRequest) => return ((open_xid, open), adds, xid),
-            (_, other) => panic!("unexpected {other:?} in a bundle"),
-        }
+/// A transaction of `n` flows `reg_flow(0, 100, base + i, 0, 1)`.
+async fn commit_flows(switch: &Switch, base: u64, n: u64) -> Result<(), Error> {
+    let mut tx = switch.transaction();
+    for i in 0..n {
+        tx.add(reg_flow(0, 100, base + i, 0, 1));
     }
+    finish(tx.commit()).await
 }
 
-/// Plays OVS for a bundle that goes through: open reply, barrier reply, commit reply.
-async fn answer_bundle_cleanly(peer: &mut FakePeer) {
-    let ((open_xid, open), _, barrier) = read_bundle(peer).await;
-    peer.send(open_xid, &control(&open, BundleCtrlType::OpenReply))
-        .await;
-    peer.send(barrier, &Message::BarrierReply).await;
-    let (commit_xid, commit) = peer.recv().await.expect("commit");
-    assert_eq!(commit, control(&open, BundleCtrlType::CommitRequest));
-    peer.send(commit_xid, &control(&open, BundleCtrlType::CommitReply))
-        .await;
+fn flows_line(base: u64, n: u64) -> Vec<String> {
+    sorted(
+        (0..n)
+            .map(|i| reg_flow_line(0, 100, base + i, 0, 1))
+            .collect(),
+    )
 }
 
-/// Answers the next request, which must be a barrier.
-async fn answer_barrier(peer: &mut FakePeer) {
-    let (xid, msg) = peer.recv().await.expect("barrier");
-    assert_eq!(msg, Message::BarrierRequest);
-    peer.send(xid, &Message::BarrierReply).await;
+fn is_commit_reply(frame: &Frame) -> bool {
+    frame.is_bundle_ctrl(BundleCtrl::CommitReply)
 }
 
-#[tokio::test(start_paused = true)]
+/// Matches the `n`-th bundle add (1-based) the controller sends after this is made.
+fn nth_bundle_add(n: usize) -> impl Fn(&Frame) -> bool + Send + 'static {
+    let seen = AtomicUsize::new(0);
+    move |frame| frame.bundle_add().is_some() && seen.fetch_add(1, Ordering::SeqCst) + 1 == n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transaction_is_one_bundle_at_the_switch() {
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|_| {}).await;
+    for n in [1, 4, 300] {
+        let mark = proxy.mark();
+        commit_flows(&switch, 1000 * n, n).await.unwrap();
+        let traffic = proxy.traffic_since(mark);
+        let bundles = traffic.bundles();
+        assert_eq!(bundles.len(), 1, "{}", traffic.describe());
+        assert_eq!(bundles[0].flow_mods, n as usize);
+        assert_eq!(bundles[0].end, BundleEnd::Committed);
+        assert!(bundles[0].commit_replied);
+        assert_eq!(traffic.loose_flow_mods(), 0);
+    }
+    assert_eq!(oracle_flows(&ovs).len(), 305);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_refused_in_a_bundle_fails_the_commit_typed_and_the_bundle_is_discarded() {
-    let Bench {
-        switch, mut peer, ..
-    } = bench(|_| {}).await;
-    let commit = spawn_commit(&switch, 3);
-    let ((open_xid, open), adds, barrier) = read_bundle(&mut peer).await;
-    peer.send(open_xid, &control(&open, BundleCtrlType::OpenReply))
-        .await;
-    // OFPET_BAD_MATCH / OFPBMC_BAD_FIELD for the second flow.
-    let refused = ErrorMsg {
-        kind: ErrorKind::Standard {
-            err_type: 4,
-            code: 6,
-        },
-        data: Bytes::new(),
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|_| {}).await;
+    let mark = proxy.mark();
+    // The second flow jumps backwards: OVS refuses it when it is added (OFPBIC_BAD_TABLE_ID).
+    let mut backwards = reg_flow(3, 99, 0x63, 0x63, 1);
+    backwards.instructions = vec![Instruction::GotoTable(2)];
+    let mut tx = switch.transaction();
+    tx.add(reg_flow(0, 50, 1, 1, 1));
+    tx.add(backwards);
+    tx.add(reg_flow(0, 51, 2, 2, 2));
+    let err = finish(tx.commit()).await.unwrap_err();
+    let Error::Switch {
+        flow: Some(flow),
+        error,
+    } = &err
+    else {
+        panic!("expected the switch's error naming the flow, got {err:?}")
     };
-    peer.send(adds[1], &Message::Error(refused.clone())).await;
-    peer.send(barrier, &Message::BarrierReply).await;
-    let (discard_xid, discard) = peer.recv().await.expect("discard");
-    assert_eq!(discard, control(&open, BundleCtrlType::DiscardRequest));
-    peer.send(discard_xid, &control(&open, BundleCtrlType::DiscardReply))
-        .await;
-    match finish(commit).await {
-        Err(Error::Switch {
-            flow: Some(flow),
-            error,
-        }) => {
-            assert_eq!(error, refused);
-            assert!(flow.contains("reg0=0x1"), "names the second flow: {flow}");
-        }
-        other => panic!("expected the switch's error, got {other:?}"),
-    }
+    assert_eq!(error.kind.name(), "OFPBIC_BAD_TABLE_ID", "{err}");
+    assert!(
+        flow.contains("goto_table:2"),
+        "names the second flow: {flow}"
+    );
+    assert!(!err.may_have_applied(), "{err}");
+    // At the switch: one bundle, discarded, never committed; nothing of it applied.
+    let traffic = proxy.traffic_since(mark);
+    let bundles = traffic.bundles();
+    assert_eq!(bundles.len(), 1, "{}", traffic.describe());
+    assert_eq!(
+        (bundles[0].flow_mods, bundles[0].end),
+        (3, BundleEnd::Discarded)
+    );
+    assert!(oracle_flows(&ovs).is_empty());
     // The session is intact.
-    let barrier = spawn_barrier(&switch);
-    answer_barrier(&mut peer).await;
-    finish(barrier).await.unwrap();
-    assert!(switch.is_connected());
+    finish(switch.barrier()).await.unwrap();
+    assert_eq!(proxy.connections(), 1);
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_dropped_mid_bundle_fails_the_commit_and_the_next_one_succeeds() {
-    // `_dir` holds the socket path ofnode redials.
-    let Bench {
+    let Proxied {
         switch,
-        peer,
-        listener,
-        _dir,
-        ..
-    } = bench(|_| {}).await;
-    let commit = spawn_commit(&switch, 2);
-    let mut peer = peer;
-    let ((open_xid, open), _, _) = read_bundle(&mut peer).await;
-    peer.send(open_xid, &control(&open, BundleCtrlType::OpenReply))
-        .await;
-    drop(peer);
-    let outcome = finish(commit).await;
-    assert!(matches!(outcome, Err(Error::Disconnected)), "{outcome:?}");
+        proxy,
+        ovs,
+        mut events,
+    } = proxied_br0(|_| {}).await;
+    let mark = proxy.mark();
+    // The switch gets the OPEN and the first add, then the connection is gone.
+    proxy.cut_before(nth_bundle_add(2));
+    let err = commit_flows(&switch, 0, 3).await.unwrap_err();
+    assert!(matches!(err, Error::Disconnected), "{err:?}");
+    assert!(
+        !err.may_have_applied(),
+        "an unfinished bundle dies with its connection"
+    );
+    let traffic = proxy.traffic_since(mark);
+    let bundles = traffic.bundles();
+    assert_eq!(bundles.len(), 1, "{}", traffic.describe());
+    assert_eq!(
+        (bundles[0].flow_mods, bundles[0].end),
+        (1, BundleEnd::Unfinished)
+    );
+    assert!(oracle_flows(&ovs).is_empty(), "nothing of it applied");
 
-    // ofnode dials again; the next transaction goes through on the new session.
-    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
-    peer.act_as_switch(DPID).await;
+    // ofnode dials again (through the proxy) by itself; the next transaction goes through.
+    next_event(&mut events, "Connected again", |e| {
+        matches!(e, SwitchEvent::Connected { .. })
+    })
+    .await;
     switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
-    let commit = spawn_commit(&switch, 2);
-    answer_bundle_cleanly(&mut peer).await;
-    finish(commit).await.unwrap();
+    commit_flows(&switch, 10, 3).await.unwrap();
+    assert_eq!(oracle_flows(&ovs), flows_line(10, 3));
+    assert_eq!(proxy.connections(), 2);
 }
 
-#[tokio::test(start_paused = true)]
+/// The commit reply is held past the request timeout: the caller learns that the switch may
+/// have applied the transaction, and here it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_reply_never_comes_is_an_unknown_outcome_not_a_failure() {
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|cfg| cfg.request_timeout = SHORT_TIMEOUT).await;
+    proxy.hold(is_commit_reply);
+    let err = commit_flows(&switch, 0, 4).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutcomeUnknown {
+                cause: Unanswered::Timeout(after)
+            } if after == SHORT_TIMEOUT
+        ),
+        "{err:?}"
+    );
+    assert!(err.may_have_applied());
+    assert!(err.to_string().contains("may have applied"), "{err}");
+    assert_eq!(
+        oracle_flows(&ovs),
+        flows_line(0, 4),
+        "the switch applied it"
+    );
+    // The reply arriving now is ignored; the session carries on.
+    assert_eq!(proxy.release_held(), 1);
+    commit_flows(&switch, 100, 1).await.unwrap();
+    finish(switch.barrier()).await.unwrap();
+    assert_eq!(proxy.connections(), 1);
+}
+
+/// The connection drops right after the COMMIT reached the switch: unknown outcome too; the
+/// switch holds all of the transaction or none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_dropped_after_the_commit_is_an_unknown_outcome() {
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|_| {}).await;
+    proxy.cut_after(|f: &Frame| f.is_bundle_ctrl(BundleCtrl::CommitRequest));
+    let err = commit_flows(&switch, 0, 4).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutcomeUnknown {
+                cause: Unanswered::Disconnected
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.may_have_applied());
+    let flows = oracle_flows(&ovs);
+    assert!(
+        flows.is_empty() || flows == flows_line(0, 4),
+        "all or nothing: {flows:#?}"
+    );
+    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+    commit_flows(&switch, 100, 1).await.unwrap();
+}
+
+/// The barrier that precedes the COMMIT is answered too late: the caller's timeout says
+/// "not applied", and the bundle is indeed discarded when the late barrier reply comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_whose_barrier_reply_is_late_is_discarded_not_committed() {
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|cfg| cfg.request_timeout = SHORT_TIMEOUT).await;
+    let mark = proxy.mark();
+    proxy.hold(Frame::is_barrier_reply);
+    let err = commit_flows(&switch, 0, 3).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(!err.may_have_applied(), "{err}");
+    proxy.release_held();
+    eventually("the DISCARD at the switch", || {
+        proxy
+            .traffic_since(mark)
+            .bundles()
+            .first()
+            .is_some_and(|b| b.end == BundleEnd::Discarded)
+    })
+    .await;
+    finish(switch.barrier()).await.unwrap();
+    assert!(oracle_flows(&ovs).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_later_than_the_request_timeout_is_a_timeout_and_the_session_stays() {
-    let Bench {
-        switch, mut peer, ..
-    } = bench(|cfg| cfg.request_timeout = Duration::from_secs(5)).await;
-    let late = spawn_barrier(&switch);
-    let (late_xid, msg) = peer.recv().await.expect("barrier");
-    assert_eq!(msg, Message::BarrierRequest);
-    // No answer: the caller gets a typed timeout (the paused clock runs ahead).
-    match finish(late).await {
+    let Proxied {
+        switch,
+        proxy,
+        ovs: _ovs,
+        ..
+    } = proxied_br0(|cfg| cfg.request_timeout = SHORT_TIMEOUT).await;
+    proxy.hold_once(Frame::is_barrier_reply);
+    match finish(switch.barrier()).await {
         Err(Error::Timeout { what, after }) => {
-            assert_eq!(after, Duration::from_secs(5));
+            assert_eq!(after, SHORT_TIMEOUT);
             assert!(!what.is_empty());
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
     // The reply arriving now is ignored; the next request is answered normally.
-    peer.send(late_xid, &Message::BarrierReply).await;
-    let next = spawn_barrier(&switch);
-    answer_barrier(&mut peer).await;
-    finish(next).await.unwrap();
+    assert_eq!(proxy.release_held(), 1);
+    finish(switch.barrier()).await.unwrap();
     assert!(switch.is_connected());
+    assert_eq!(proxy.connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_parts_interleaved_with_other_replies_are_reassembled() {
+    const FLOWS: u64 = 3000;
+    let Proxied {
+        switch, proxy, ovs, ..
+    } = proxied_br0(|_| {}).await;
+    commit_flows(&switch, 0, FLOWS).await.unwrap();
+    // The switch's flow stats reply comes in parts; every part after the first is held until
+    // the reply to a barrier sent after the request has overtaken it.
+    let parts = Arc::new(AtomicUsize::new(0));
+    let counted = parts.clone();
+    proxy.reorder(
+        move |f: &Frame| {
+            f.multipart_more().is_some() && counted.fetch_add(1, Ordering::SeqCst) >= 1
+        },
+        Frame::is_barrier_reply,
+    );
+    let mark = proxy.mark();
+    let dump = {
+        let switch = switch.clone();
+        tokio::spawn(async move { switch.dump_flows(FlowStatsRequest::default()).await })
+    };
+    eventually("the dump request at the switch", || {
+        proxy
+            .traffic_since(mark)
+            .count_to_switch(msg_type::MULTIPART_REQUEST)
+            == 1
+    })
+    .await;
+    finish(switch.barrier()).await.unwrap();
+    let flows = finish(dump).await.unwrap().unwrap();
+    assert!(
+        parts.load(Ordering::SeqCst) >= 3,
+        "the dump came in {} parts",
+        parts.load(Ordering::SeqCst)
+    );
+    // The barrier reply really came between the parts.
+    let delivered: Vec<u8> = proxy
+        .traffic_since(mark)
+        .to_controller()
+        .map(Frame::msg_type)
+        .collect();
+    let barrier_at = delivered
+        .iter()
+        .position(|t| *t == msg_type::BARRIER_REPLY)
+        .expect("barrier reply");
+    assert_eq!(delivered[..barrier_at], [msg_type::MULTIPART_REPLY]);
+    let mut keys: Vec<(u64, u64)> = flows
+        .iter()
+        .map(|f| {
+            let reg = |n| f.match_.exact(Field::Reg(n)).expect("register matched");
+            (reg(0), reg(1))
+        })
+        .collect();
+    keys.sort_unstable();
+    let want: Vec<(u64, u64)> = (0..FLOWS).map(|i| (i, 0)).collect();
+    assert_eq!(keys, want, "every flow once, as the switch holds them");
+    assert_eq!(oracle_flows(&ovs).len() as u64, FLOWS);
 }
 
 fn port(port_no: u32) -> Port {
@@ -218,47 +334,8 @@ fn port(port_no: u32) -> Port {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn multipart_parts_interleaved_with_other_replies_are_reassembled() {
-    let Bench {
-        switch, mut peer, ..
-    } = bench(|_| {}).await;
-    let dump = {
-        let switch = switch.clone();
-        tokio::spawn(async move { switch.multipart(MultipartRequest::PortDesc).await })
-    };
-    let (dump_xid, msg) = peer.recv().await.expect("port-desc request");
-    assert!(matches!(msg, Message::MultipartRequest(_)), "{msg:?}");
-    let barrier = spawn_barrier(&switch);
-    let (barrier_xid, msg) = peer.recv().await.expect("barrier");
-    assert_eq!(msg, Message::BarrierRequest);
-    let part = |more: bool, ports: Vec<Port>| {
-        Message::MultipartReply(MultipartReply {
-            flags: u16::from(more),
-            body: MultipartReplyBody::PortDesc(ports),
-        })
-    };
-    // First part, then the barrier's reply, then the last part: out of request order.
-    peer.send(dump_xid, &part(true, vec![port(1), port(2)]))
-        .await;
-    peer.send(barrier_xid, &Message::BarrierReply).await;
-    peer.send(dump_xid, &part(false, vec![port(3)])).await;
-    finish(barrier).await.unwrap();
-    let bodies = finish(dump).await.unwrap();
-    let ports: Vec<u32> = bodies
-        .iter()
-        .flat_map(|body| match body {
-            MultipartReplyBody::PortDesc(ports) => {
-                ports.iter().map(|p| p.port_no).collect::<Vec<u32>>()
-            }
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(ports, vec![1, 2, 3]);
-}
-
 /// Every message OVS 3.1 sent in the captured seeds, as if unsolicited: replies to nothing,
-/// asynchronous messages, requests a switch never sends. Xids are ones ofnode never used.
+/// asynchronous messages, requests a switch never sends, unknown types.
 fn every_message_type() -> Vec<Message> {
     let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/decode_message");
     let mut files: Vec<_> = std::fs::read_dir(&seeds)
@@ -280,6 +357,7 @@ fn every_message_type() -> Vec<Message> {
             },
             data: Bytes::new(),
         }),
+        Message::EchoRequest(Bytes::from_static(b"ping")),
         Message::EchoReply(Bytes::new()),
         Message::FeaturesReply(SwitchFeatures::default()),
         Message::GetConfigReply(ofnode_proto::SwitchConfig {
@@ -330,36 +408,48 @@ fn every_message_type() -> Vec<Message> {
     messages
 }
 
-#[tokio::test(start_paused = true)]
+/// Xids ofnode never uses (its own start at 1): nothing injected can answer a real request.
+const INJECTED_XIDS: u32 = 0x7000_0000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsolicited_messages_of_every_type_leave_the_session_up() {
-    let Bench {
+    let Proxied {
         switch,
-        mut peer,
+        proxy,
+        ovs,
         mut events,
-        ..
-    } = bench(|_| {}).await;
+    } = proxied_br0(|_| {}).await;
     let messages = every_message_type();
     let kinds: std::collections::BTreeSet<u8> = messages.iter().map(Message::msg_type).collect();
     assert!(kinds.len() >= 15, "only types {kinds:?}");
+    let mark = proxy.mark();
+    let mut echo_xids = Vec::new();
     for (n, msg) in messages.iter().enumerate() {
-        let xid = 0x7000_0000 + u32::try_from(n).unwrap();
-        peer.send(xid, msg).await;
-    }
-    // Still one session: a request sent after all of that is answered on it. Echo requests
-    // among the messages were answered; anything else ofnode sends first is read past.
-    let barrier = spawn_barrier(&switch);
-    loop {
-        match peer.recv().await.expect("ofnode closed the session") {
-            (xid, Message::BarrierRequest) => {
-                peer.send(xid, &Message::BarrierReply).await;
-                break;
-            }
-            (_, Message::EchoReply(_)) => {}
-            (_, other) => panic!("ofnode sent {other:?} in answer to unsolicited messages"),
+        let xid = INJECTED_XIDS + u32::try_from(n).unwrap();
+        if matches!(msg, Message::EchoRequest(_)) {
+            echo_xids.push(xid);
         }
+        proxy.inject(&msg.to_bytes(xid)).unwrap();
     }
-    finish(barrier).await.unwrap();
+    // Still one session with the real switch: a transaction and a barrier go through on it.
+    commit_flows(&switch, 0, 2).await.unwrap();
+    finish(switch.barrier()).await.unwrap();
     assert!(switch.is_connected());
+    assert_eq!(proxy.connections(), 1);
+    assert_eq!(oracle_flows(&ovs), flows_line(0, 2));
+    // Injected echo requests were answered (to the switch, which ignores them), with their xid.
+    let answered: Vec<u32> = proxy
+        .traffic_since(mark)
+        .to_switch()
+        .filter(|f| f.msg_type() == msg_type::ECHO_REPLY)
+        .map(Frame::xid)
+        .collect();
+    for xid in &echo_xids {
+        assert!(
+            answered.contains(xid),
+            "echo {xid:#x} unanswered: {answered:x?}"
+        );
+    }
     // Asynchronous messages reached the owner; the connection was never reported lost.
     let mut seen = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -371,33 +461,52 @@ async fn unsolicited_messages_of_every_type_leave_the_session_up() {
     }
 }
 
-#[tokio::test(start_paused = true)]
+/// Replies are held at the proxy, so requests pile up: never more than `max_pending` are
+/// outstanding at the switch, and every one completes once replies flow again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_max_pending_requests_are_in_flight_on_a_connection() {
-    let Bench {
-        switch, mut peer, ..
-    } = bench(|cfg| cfg.max_pending = 3).await;
-    let barriers: Vec<_> = (0..6).map(|_| spawn_barrier(&switch)).collect();
-    let mut xids = Vec::new();
-    for _ in 0..3 {
-        let (xid, msg) = peer.recv().await.expect("barrier");
-        assert_eq!(msg, Message::BarrierRequest);
-        xids.push(xid);
+    const MAX_PENDING: usize = 3;
+    const REQUESTS: usize = 8;
+    let Proxied {
+        switch,
+        proxy,
+        ovs: _ovs,
+        ..
+    } = proxied_br0(|cfg| cfg.max_pending = MAX_PENDING).await;
+    let mark = proxy.mark();
+    proxy.hold(Frame::is_barrier_reply);
+    let barriers: Vec<_> = (0..REQUESTS)
+        .map(|_| {
+            let switch = switch.clone();
+            tokio::spawn(async move { switch.barrier().await })
+        })
+        .collect();
+    let at_switch = |proxy: &ofnode_harness::OfProxy| {
+        proxy
+            .traffic_since(mark)
+            .count_to_switch(msg_type::BARRIER_REQUEST)
+    };
+    eventually("the first barriers at the switch", || {
+        at_switch(&proxy) == MAX_PENDING && proxy.held().len() == MAX_PENDING
+    })
+    .await;
+    // Nothing more goes out while no reply comes back (a short look: more would be a bug
+    // that shows at once, not one that needs time).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(at_switch(&proxy), MAX_PENDING);
+    proxy.release_held();
+    for barrier in barriers {
+        finish(barrier).await.unwrap().unwrap();
     }
-    // Paused clock: the timeout fires only once every task is blocked, i.e. ofnode has sent
-    // all it is going to send.
-    let fourth = tokio::time::timeout(Duration::from_secs(1), peer.recv()).await;
-    assert!(fourth.is_err(), "a 4th request went out: {fourth:?}");
-    // Each reply frees one slot for one more request.
-    while let Some(xid) = xids.pop() {
-        peer.send(xid, &Message::BarrierReply).await;
-        if let Ok(Some((xid, msg))) =
-            tokio::time::timeout(Duration::from_secs(1), peer.recv()).await
-        {
-            assert_eq!(msg, Message::BarrierRequest);
-            xids.insert(0, xid);
+    // Over the whole exchange, at most MAX_PENDING requests were ever unanswered.
+    let mut outstanding = 0usize;
+    for frame in &proxy.traffic_since(mark).frames {
+        if frame.is_barrier_request() {
+            outstanding += 1;
+            assert!(outstanding <= MAX_PENDING, "{outstanding} in flight");
+        } else if frame.is_barrier_reply() {
+            outstanding -= 1;
         }
     }
-    for barrier in barriers {
-        finish(barrier).await.unwrap();
-    }
+    assert_eq!(at_switch(&proxy), REQUESTS);
 }

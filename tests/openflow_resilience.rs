@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ofnode::openflow::{Error, Switch, SwitchEvent};
+use ofnode_harness::ofproxy::{msg_type, Frame};
 use ofnode_proto::{ErrorKind, Hello, Message};
 use openflow_common::*;
 use tokio::io::AsyncWriteExt;
@@ -18,8 +19,13 @@ use tokio::net::UnixListener;
 /// A request must end (with a result or an error) within this; longer means it hung.
 const HANG_GUARD: Duration = Duration::from_secs(20);
 
+/// A transaction cut off by the kill: not applied (`Disconnected`, `NotConnected`), or, when the
+/// COMMIT had gone out, of unknown outcome.
 fn is_connection_loss(error: &Error) -> bool {
-    matches!(error, Error::Disconnected | Error::NotConnected)
+    matches!(
+        error,
+        Error::Disconnected | Error::NotConnected | Error::OutcomeUnknown { .. }
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,36 +190,34 @@ async fn garbage_and_lying_peers_are_dropped_while_the_switch_keeps_serving() {
     }
 }
 
-/// An active connection to a fake switch that breaks the protocol after the handshake; a second
-/// connection to the real switch in the same process is unaffected.
+/// The real switch's session, through the proxy, breaks the protocol: first a length field
+/// larger than the data and the end of the stream, then (on the session ofnode dials next) a
+/// length below the header. Each time the request in flight fails, the session is dropped
+/// with a logged error, and ofnode dials again; the real switch is served on the third session.
 #[tokio::test(flavor = "current_thread")]
-async fn a_switch_sending_garbage_is_dropped_and_redialled_while_others_keep_serving() {
+async fn a_switch_sending_garbage_is_dropped_and_redialled() {
     let (_log_guard, logs) = capture_logs();
-    let ovs = ovs_with_br0();
-    let (real, _real_events) = connect_br0(&ovs).await;
+    let Proxied {
+        switch,
+        mut events,
+        proxy,
+        ovs,
+    } = proxied_br0(|_| {}).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fake.mgmt");
-    let listener = UnixListener::bind(&path).unwrap();
-    let (fake_switch, mut events) = Switch::start(config(&format!("unix:{}", path.display())));
-    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
-    peer.act_as_switch(0x42).await;
-    assert_eq!(
-        fake_switch.wait_connected(CONNECT_TIMEOUT).await.unwrap(),
-        0x42
-    );
-
-    // A request in flight when the peer breaks the protocol fails; it does not hang.
+    // A request in flight when the switch breaks the protocol fails; it does not hang.
+    proxy.hold(|f: &Frame| f.is_barrier_reply());
     let pending = tokio::spawn({
-        let fake_switch = fake_switch.clone();
-        async move { fake_switch.barrier().await }
+        let switch = switch.clone();
+        async move { switch.barrier().await }
     });
-    let (_, barrier) = peer.recv().await.expect("barrier request");
-    assert!(matches!(barrier, Message::BarrierRequest));
-    // A length field larger than the data, then the stream ends.
-    peer.send_raw(&[0x04, 0x15, 0x00, 0x64, 0, 0, 0, 9, 1, 2])
-        .await;
-    drop(peer);
+    eventually("the barrier at the switch", || {
+        proxy.traffic().count_to_switch(msg_type::BARRIER_REQUEST) == 1
+    })
+    .await;
+    proxy
+        .inject(&[0x04, 0x15, 0x00, 0x64, 0, 0, 0, 9, 1, 2])
+        .unwrap();
+    proxy.cut_now();
     let outcome = tokio::time::timeout(HANG_GUARD, pending)
         .await
         .unwrap()
@@ -228,18 +232,22 @@ async fn a_switch_sending_garbage_is_dropped_and_redialled_while_others_keep_ser
     };
     assert!(reason.contains("have 10 of 100 bytes"), "{reason}");
 
-    // It dials again by itself; this time the peer sends a length below 8.
-    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
-    peer.act_as_switch(0x42).await;
-    fake_switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
-    peer.send_raw(&[0x04, 0x02, 0x00, 0x04, 0, 0, 0, 1]).await;
-    peer.expect_closed().await;
+    // It dials again by itself; this time the "switch" sends a length below 8.
+    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+    assert_eq!(proxy.connections(), 2);
+    proxy.inject(&[0x04, 0x02, 0x00, 0x04, 0, 0, 0, 1]).unwrap();
+    next_event(&mut events, "Disconnected", |e| {
+        matches!(e, SwitchEvent::Disconnected { .. })
+    })
+    .await;
 
-    // Meanwhile the real switch is served as usual.
-    let mut tx = real.transaction();
+    // The third session serves the real switch as usual.
+    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+    let mut tx = switch.transaction();
     tx.add(reg_flow(2, 9, 8, 7, 6));
     tx.commit().await.unwrap();
     assert_eq!(oracle_flows(&ovs), vec![reg_flow_line(2, 9, 8, 7, 6)]);
+    assert_eq!(proxy.connections(), 3);
 
     let logged = logged(&logs);
     assert!(
@@ -249,7 +257,11 @@ async fn a_switch_sending_garbage_is_dropped_and_redialled_while_others_keep_ser
     assert!(logged.contains("less than the 8-byte header"), "{logged}");
 }
 
-#[tokio::test(flavor = "current_thread")]
+/// The keepalive protocol, exactly, with a scripted switch on a paused clock (no wall-clock
+/// race on a loaded machine): the switch's echo request is answered at once with its xid and
+/// payload; our probe comes after `echo_interval` of silence; a probe answered keeps the
+/// session, one unanswered for `echo_timeout` drops it.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn echo_requests_are_answered_and_a_silent_peer_is_declared_dead() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fake.mgmt");
@@ -272,14 +284,51 @@ async fn echo_requests_are_answered_and_a_silent_peer_is_declared_dead() {
     );
 
     // Our own probe comes when the link is idle; answering it keeps the session.
+    let quiet = tokio::time::Instant::now();
     let (xid, probe) = peer.recv().await.expect("echo probe");
     assert!(matches!(probe, Message::EchoRequest(_)), "{probe:?}");
+    assert!(
+        quiet.elapsed() >= Duration::from_millis(200),
+        "probed early"
+    );
     peer.send(xid, &Message::EchoReply(Bytes::new())).await;
     let (_, probe) = peer.recv().await.expect("second echo probe");
     assert!(matches!(probe, Message::EchoRequest(_)), "{probe:?}");
     assert!(switch.is_connected());
 
     // Not answering the probe: the peer is declared dead and dropped.
+    let unanswered = tokio::time::Instant::now();
+    let lost = next_event(&mut events, "Disconnected", |e| {
+        matches!(e, SwitchEvent::Disconnected { .. })
+    })
+    .await;
+    assert!(
+        unanswered.elapsed() >= Duration::from_millis(300),
+        "gave up early"
+    );
+    let SwitchEvent::Disconnected { reason } = lost else {
+        unreachable!()
+    };
+    assert!(reason.contains("echo reply"), "{reason}");
+    peer.expect_closed().await;
+}
+
+/// The real switch goes silent (the proxy holds everything it sends): ofnode's echo probe is
+/// not answered, the session is declared dead, and ofnode dials again and is served. The bounds
+/// are generous; only the outcome is asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_switch_is_declared_dead_and_the_next_session_is_served() {
+    let Proxied {
+        switch,
+        mut events,
+        proxy,
+        ovs,
+    } = proxied_br0(|cfg| {
+        cfg.echo_interval = Duration::from_secs(1);
+        cfg.echo_timeout = Duration::from_secs(2);
+    })
+    .await;
+    proxy.hold(|_: &Frame| true);
     let lost = next_event(&mut events, "Disconnected", |e| {
         matches!(e, SwitchEvent::Disconnected { .. })
     })
@@ -288,29 +337,42 @@ async fn echo_requests_are_answered_and_a_silent_peer_is_declared_dead() {
         unreachable!()
     };
     assert!(reason.contains("echo reply"), "{reason}");
-    peer.expect_closed().await;
+    // The probe reached the real switch (its answer was held until the session ended).
+    assert!(proxy
+        .traffic()
+        .to_switch()
+        .any(|f| f.conn == 1 && f.msg_type() == msg_type::ECHO_REQUEST));
+    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+    let mut tx = switch.transaction();
+    tx.add(reg_flow(0, 5, 1, 2, 3));
+    tx.commit().await.unwrap();
+    assert_eq!(oracle_flows(&ovs), vec![reg_flow_line(0, 5, 1, 2, 3)]);
+    assert_eq!(proxy.connections(), 2);
 }
 
-/// Backpressure: a switch that stops reading makes callers wait at the bounded queue; memory
-/// does not grow with what they try to send. Time is paused, so "still waiting" is decided when
-/// every task is blocked, not after some wall-clock delay.
-#[tokio::test(start_paused = true)]
+/// Backpressure against the real switch: the proxy stops reading what ofnode sends, so callers
+/// wait at the bounded queue and memory does not grow with what they try to send; once it reads
+/// again, every message reaches the switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_switch_that_stops_reading_blocks_senders_instead_of_buffering_without_bound() {
-    const ATTEMPTS: usize = 10_000;
-    const PAYLOAD: usize = 60_000;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fake.mgmt");
-    let listener = UnixListener::bind(&path).unwrap();
-    let mut cfg = config(&format!("unix:{}", path.display()));
-    cfg.max_queue = 2;
-    cfg.max_write_buffer = 64 * 1024;
-    cfg.echo_interval = Duration::from_secs(24 * 3600);
-    let (switch, _events) = Switch::start(cfg);
-    let mut peer = FakePeer::new(listener.accept().await.unwrap().0);
-    peer.act_as_switch(9).await;
-    switch.wait_connected(CONNECT_TIMEOUT).await.unwrap();
+    const ATTEMPTS: usize = 2000;
+    const PAYLOAD: usize = 8 * 1024;
+    /// Kernel socket buffers + the write queue + the command queue hold far less than this;
+    /// buffering everything would take ATTEMPTS * PAYLOAD = 16 MB.
+    const BOUND: usize = 4 << 20;
+    let Proxied {
+        switch,
+        proxy,
+        ovs: _ovs,
+        ..
+    } = proxied_br0(|cfg| {
+        cfg.max_queue = 2;
+        cfg.max_write_buffer = 64 * 1024;
+    })
+    .await;
+    let mark = proxy.mark();
+    proxy.pause_reading_from_controller();
 
-    // From here the peer reads nothing.
     let sent = Arc::new(AtomicUsize::new(0));
     let sender = tokio::spawn({
         let (switch, sent) = (switch.clone(), sent.clone());
@@ -325,32 +387,39 @@ async fn a_switch_that_stops_reading_blocks_senders_instead_of_buffering_without
             }
         }
     });
-    // Paused clock: this returns once every task is blocked.
-    tokio::time::sleep(Duration::from_secs(3600)).await;
+    // Wait until the sender is stuck: no progress for half a second (a stuck sender stays
+    // stuck; one that is merely slow would fail the bound below, not pass it).
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = sent.load(Ordering::Relaxed);
+        if now == last || sender.is_finished() {
+            break;
+        }
+        last = now;
+    }
     let accepted = sent.load(Ordering::Relaxed);
     assert!(
         !sender.is_finished(),
-        "all {ATTEMPTS} sends completed against a stalled peer"
+        "all {ATTEMPTS} sends completed against a switch that reads nothing"
     );
-    // Kernel socket buffers + the write queue + the command queue: a few megabytes at most.
     assert!(
-        accepted * PAYLOAD < 16 << 20,
-        "{accepted} messages of {PAYLOAD} bytes accepted while the peer read nothing"
+        accepted * PAYLOAD < BOUND,
+        "{accepted} messages of {PAYLOAD} bytes accepted while nothing was read"
     );
 
-    // Once the peer reads again, everything flows.
-    let drain = tokio::spawn(async move {
-        let mut echoes = 0;
-        while let Some((_, msg)) = peer.recv().await {
-            if matches!(msg, Message::EchoRequest(_)) {
-                echoes += 1;
-                if echoes == ATTEMPTS {
-                    break;
-                }
-            }
-        }
-        echoes
-    });
-    sender.await.unwrap();
-    assert_eq!(drain.await.unwrap(), ATTEMPTS);
+    // Once it reads again, everything flows to the real switch.
+    proxy.resume_reading_from_controller();
+    tokio::time::timeout(HANG_GUARD, sender)
+        .await
+        .expect("the sender finished")
+        .unwrap();
+    eventually("every echo request at the switch", || {
+        proxy
+            .traffic_since(mark)
+            .count_to_switch(msg_type::ECHO_REQUEST)
+            == ATTEMPTS
+    })
+    .await;
+    switch.barrier().await.unwrap();
 }

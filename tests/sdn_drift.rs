@@ -14,6 +14,41 @@ use sdn_common::*;
 /// Only keeps a broken run from hanging; the repair itself takes a fraction of a second.
 const RESTORED_WITHIN: Duration = Duration::from_secs(5);
 
+/// Log lines of the whole test process (every thread), for a test to look for one.
+#[derive(Clone, Default)]
+struct GlobalLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl GlobalLogs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for GlobalLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs a process-wide subscriber (the node's tasks run on the runtime's worker threads)
+/// writing into the returned buffer. Once per test binary: only one test here uses it, and its
+/// assertions name what only that test does.
+fn capture_global_logs() -> GlobalLogs {
+    let logs = GlobalLogs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("ofnode=info")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+    logs
+}
+
 /// Waits until the node watches the switch through the flow monitor.
 async fn wait_monitoring(node: &Node) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -62,15 +97,44 @@ async fn wait_repairs(node: &Node, n: u64) {
     }
 }
 
+/// The node reaches the switch through the harness's OpenFlow proxy, which shows what the
+/// repair sent; ovs-ofctl changes the table behind its back on the management socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flows_deleted_behind_the_nodes_back_are_restored_and_reported() {
-    let (f, expected) = watched().await;
+    let logs = capture_global_logs();
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
+    f.veth("vethA");
+    f.node.pod_add(&pod_a(0)).await.unwrap();
+    let expected = f.ovs.dump_flows("br0").expect("dump-flows");
+    wait_monitoring(&f.node).await;
+    let mark = proxy.mark();
     f.ovs
         .ofctl("del-flows", "br0", &["table=30"])
         .expect("del-flows table=30");
     let took = restored(&f, &expected).await;
     eprintln!("table 30 restored {took:?} after del-flows returned");
     wait_repairs(&f.node, 1).await;
+    let table_30 = expected
+        .iter()
+        .filter(|l| l.starts_with("table=30,"))
+        .count();
+
+    // At the switch: the repair was one bundle holding exactly the missing flows.
+    let traffic = proxy.traffic_since(mark);
+    let bundles = traffic.committed_bundles();
+    assert_eq!(bundles.len(), 1, "{}", traffic.describe());
+    assert_eq!(bundles[0].flow_mods, table_30, "{}", traffic.describe());
+    assert_eq!(traffic.loose_flow_mods(), 0);
+    // And it was logged, naming what was seen and what was repaired.
+    let logged = logs.text();
+    assert!(
+        logged.lines().any(|l| l.contains("WARN")
+            && l.contains("drifted from the desired one: repaired")
+            && l.contains("deleted (table 30: ")
+            && l.contains("restored ")),
+        "no repair log line:\n{logged}"
+    );
 
     let drift = f.node.status().drift;
     let last = drift.last.expect("the repair is described");
@@ -85,10 +149,6 @@ async fn flows_deleted_behind_the_nodes_back_are_restored_and_reported() {
         metrics.contains("ofnode_drift_repairs_total 1"),
         "{metrics}"
     );
-    let table_30 = expected
-        .iter()
-        .filter(|l| l.starts_with("table=30,"))
-        .count();
     assert!(
         metrics.contains(&format!(
             "ofnode_drift_flows_total{{table=\"30\",kind=\"restored\"}} {table_30}"

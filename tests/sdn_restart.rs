@@ -1,18 +1,22 @@
 //! Restarts: ovs-vswitchd killed with SIGKILL and started again gets its whole table back (one
-//! bundle); ofnode restarted repairs what changed on the switch meanwhile; ofnode killed with
-//! SIGKILL during a stream of pod adds keeps every pod whose add returned success, and no
-//! stale flows.
+//! bundle); ofnode restarted repairs what changed on the switch meanwhile; the ofnode daemon
+//! killed with SIGKILL during a stream of pod adds keeps every pod whose add returned success,
+//! and no stale flows.
 
 mod sdn_common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ofnode::sdn::{HostSubnet, Mode, Node, NodeState, Service, Vnid};
+use ofnode_harness::{Daemon, ONE_NODE_SETUP};
 use sdn_common::*;
 
+const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn vnid(v: u32) -> Vnid {
@@ -134,60 +138,41 @@ async fn ofnode_restart_repairs_the_switch() {
     assert_eq!(status.pods, 0);
 }
 
-/// The pods the child stream adds: veth `vs<i>`, IP 10.128.1.<i>.
-fn stream_pod(i: usize) -> ofnode::sdn::PodAdd {
-    pod(
-        &format!("vs{i}"),
-        &format!("10.128.1.{i}"),
-        &format!("0a:58:0a:80:01:{i:02x}"),
-        &format!("{i:064x}"),
-        0,
-    )
-}
-
 const STREAM_PODS: usize = 120;
 
-/// Not a test on its own: the body of the child process `ofnode_killed_during_pod_adds` runs
-/// and kills. It adds pods one after another and prints `ACK <i>` once each add returned.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_pod_stream() {
-    let (Ok(db), Ok(mgmt), Ok(state), Ok(netns)) = (
-        std::env::var("OFNODE_TEST_DB"),
-        std::env::var("OFNODE_TEST_MGMT"),
-        std::env::var("OFNODE_TEST_STATE"),
-        std::env::var("OFNODE_TEST_NETNS"),
-    ) else {
-        return;
-    };
-    let mut cfg = ofnode::sdn::NodeConfig::new(db, mgmt, state);
-    cfg.datapath_type = Some("netdev".into());
-    cfg.netns = Some(netns.into());
-    cfg.manage_host_network = false;
-    cfg.dns.nameservers = Some(Vec::new());
-    let node = Node::start(cfg).await.unwrap();
-    node.switch()
-        .wait_connected(Duration::from_secs(20))
-        .await
-        .unwrap();
-    let mut out = std::io::stdout();
-    for i in 1..=STREAM_PODS {
-        node.pod_add(&stream_pod(i)).await.unwrap();
-        writeln!(out, "ACK {i}").unwrap();
-        out.flush().unwrap();
-    }
-    // Wait to be killed.
-    tokio::time::sleep(Duration::from_secs(600)).await;
+/// `ofnode pod add` of stream pod `i`: veth `vs<i>`, IP 10.128.1.<i>.
+fn stream_pod_args(i: usize) -> Vec<String> {
+    [
+        "pod",
+        "add",
+        "--veth",
+        &format!("vs{i}"),
+        "--ip",
+        &format!("10.128.1.{i}"),
+        "--mac",
+        &format!("0a:58:0a:80:01:{i:02x}"),
+        "--sandbox",
+        &format!("{i:064x}"),
+        "--vnid",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
+/// The daemon (a process of the `ofnode` binary) adds pods one after another and is killed
+/// with SIGKILL half-way; a `Node` started on its state directory has every acknowledged pod,
+/// and the switch ends up holding exactly the table of that state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ofnode_killed_during_pod_adds() {
-    let f = Fixture::set_up(Mode::Subnet).await;
-    let ns = f.ovs.netns().name().to_string();
+    let ovs = ofnode_harness::Ovs::start().expect("start private OVS");
+    let mut daemon = Daemon::start(&ovs, Path::new(OFNODE), &[]).unwrap();
+    daemon.cli(ONE_NODE_SETUP).unwrap();
     let batch: String = (1..=STREAM_PODS)
         .map(|i| format!("link add vs{i} up type veth peer name vs{i}p\n"))
         .collect();
     let mut ip = Command::new("ip")
-        .args(["-n", &ns, "-batch", "-"])
+        .args(["-n", ovs.netns().name(), "-batch", "-"])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -197,45 +182,39 @@ async fn ofnode_killed_during_pod_adds() {
         .write_all(batch.as_bytes())
         .unwrap();
     assert!(ip.wait().unwrap().success());
-    // Hand the state directory to the child: this node stops first.
-    f.node.shutdown().await;
 
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_pod_stream",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("OFNODE_TEST_DB", f.ovs.db_target())
-        .env("OFNODE_TEST_MGMT", f.ovs.mgmt_target("br0"))
-        .env("OFNODE_TEST_STATE", f.state.path())
-        .env("OFNODE_TEST_NETNS", f.ovs.netns().path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = ChildGuard(child);
-    let mut acked = Vec::new();
-    let lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
-    for line in lines {
-        let line = line.unwrap();
-        if let Some(i) = line.strip_prefix("ACK ") {
-            acked.push(i.parse::<usize>().unwrap());
-            // Kill it in the middle of the stream, with adds in flight.
-            if acked.len() == STREAM_PODS / 2 {
-                break;
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let adder = std::thread::spawn({
+        let (api, acked) = (daemon.api.clone(), acked.clone());
+        move || {
+            for i in 1..=STREAM_PODS {
+                let added = Command::new(OFNODE)
+                    .args(stream_pod_args(i))
+                    .arg("--api")
+                    .arg(&api)
+                    .output()
+                    .is_ok_and(|out| out.status.success());
+                if !added {
+                    return;
+                }
+                acked.lock().unwrap().push(i);
             }
         }
+    });
+    // Kill it in the middle of the stream, with an add in flight.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while acked.lock().unwrap().len() < STREAM_PODS / 2 {
+        assert!(std::time::Instant::now() < deadline, "the stream stalled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Child::kill is SIGKILL: no chance to finish anything.
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
-    assert_eq!(acked.len(), STREAM_PODS / 2);
+    daemon.kill9();
+    adder.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() < STREAM_PODS, "the kill came too late");
 
     // ofnode starts again on the same state: every acknowledged pod is there, and the switch
     // holds exactly the table of the state (nothing stale from the add that was cut short).
-    let node = Node::start(node_config(&f.ovs, f.state.path()))
+    let node = Node::start(node_config(&ovs, &daemon.state_dir))
         .await
         .unwrap();
     let state: NodeState = node.state().await.unwrap();
@@ -258,18 +237,6 @@ async fn ofnode_killed_during_pod_adds() {
             format!("table=70, priority=100,ip,nw_dst={ip} actions=load:0->NXM_NX_REG1[],load:{port:#x}->NXM_NX_REG2[],goto_table:80"),
         ]);
     }
-    wait_for_flows(&f.ovs, &expected, DEADLINE);
+    wait_for_flows(&ovs, &expected, DEADLINE);
     node.shutdown().await;
-}
-
-/// Kills (SIGKILL) and reaps a child process we spawned if the test fails before it does.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }

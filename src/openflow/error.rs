@@ -12,9 +12,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The connection went down while the request was in flight; it may or may not have been
-    /// applied (a transaction never is: an unfinished bundle dies with its connection).
+    /// applied. A transaction that fails this way was certainly not applied: its COMMIT had
+    /// not been sent, and an unfinished bundle dies with its connection (compare
+    /// [`Error::OutcomeUnknown`]).
     #[error("connection to the switch was lost while the request was in flight")]
     Disconnected,
+    /// A transaction's COMMIT was sent, but its answer never came: the connection was lost or
+    /// the reply is later than `request_timeout`. The switch may have applied the whole
+    /// transaction or none of it (never a part: the bundle is atomic); only its flow table
+    /// tells which.
+    #[error("{cause} after the bundle COMMIT was sent: the switch may have applied the transaction (read its flow table to know)")]
+    OutcomeUnknown { cause: Unanswered },
     /// No connection to the switch right now (it is being (re)established).
     #[error("not connected to the switch")]
     NotConnected,
@@ -57,6 +65,15 @@ pub enum Error {
     Io(#[from] IoError),
 }
 
+/// Why an answer never came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    #[error("connection to the switch was lost")]
+    Disconnected,
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+}
+
 /// A socket error and what we were doing when it happened.
 #[derive(Debug, thiserror::Error)]
 #[error("{context}: {source}")]
@@ -92,7 +109,17 @@ impl Error {
     pub fn is_connection_error(&self) -> bool {
         matches!(
             self,
-            Error::Disconnected | Error::NotConnected | Error::Timeout { .. }
+            Error::Disconnected
+                | Error::NotConnected
+                | Error::Timeout { .. }
+                | Error::OutcomeUnknown { .. }
         )
+    }
+
+    /// True when a failed transaction may nevertheless have been applied by the switch (in
+    /// full): its outcome is unknown until the switch's table is read. Every other error of
+    /// a transaction means that nothing of it was applied.
+    pub fn may_have_applied(&self) -> bool {
+        matches!(self, Error::OutcomeUnknown { .. })
     }
 }

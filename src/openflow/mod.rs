@@ -31,7 +31,7 @@ mod xid;
 
 pub use crate::stream::{target, Target, TargetError};
 pub use config::SwitchConfig;
-pub use error::{Error, IoError, Result};
+pub use error::{Error, IoError, Result, Unanswered};
 pub use event::SwitchEvent;
 pub use switch::Switch;
 pub use transaction::Transaction;

@@ -5,6 +5,8 @@
 //! callers then see `Error::Disconnected` instead of waiting forever.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ofnode_proto::{Message, MultipartReply, OFPMPF_REPLY_MORE};
@@ -48,6 +50,9 @@ pub(crate) struct Gate {
     pub(crate) barrier_xid: u32,
     pub(crate) if_clean: Bytes,
     pub(crate) if_failed: Bytes,
+    /// Set when `if_clean` (the COMMIT) is queued for the switch: from then on a caller whose
+    /// reply never comes cannot know whether the switch applied it.
+    pub(crate) clean_sent: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -89,8 +94,16 @@ impl RangeRoute {
             return None;
         }
         let gate = self.gate.take()?;
-        // A caller that gave up gets its bundle discarded, not committed behind its back.
+        // A caller that gave up gets its bundle discarded, not committed behind its back. The
+        // flag is raised before looking whether the caller still waits: a caller that gives up
+        // and then finds it lowered gave up before the look, so its bundle is discarded.
+        if !self.failed {
+            gate.clean_sent.store(true, Ordering::SeqCst);
+        }
         let clean = !self.failed && !self.tx.is_closed();
+        if !clean {
+            gate.clean_sent.store(false, Ordering::SeqCst);
+        }
         Some(if clean { gate.if_clean } else { gate.if_failed })
     }
 
@@ -313,6 +326,7 @@ mod tests {
             barrier_xid: 13,
             if_clean: Bytes::from_static(b"commit"),
             if_failed: Bytes::from_static(b"discard"),
+            clean_sent: Arc::default(),
         })
     }
 
@@ -404,6 +418,30 @@ mod tests {
         );
         routes.sweep();
         assert_eq!(routes.len(), 0);
+    }
+
+    #[test]
+    fn the_gate_says_whether_the_commit_went_out() {
+        let sent = |failed_first: bool, caller_left: bool| {
+            let mut routes = Routes::new(1 << 20);
+            let flag = Arc::new(AtomicBool::new(false));
+            let mut gate = gate();
+            if let Some(gate) = gate.as_mut() {
+                gate.clean_sent = flag.clone();
+            }
+            let rx = range(&mut routes, gate);
+            if failed_first {
+                routes.deliver(11, error(), 8);
+            }
+            if caller_left {
+                drop(rx);
+            }
+            routes.deliver(13, Message::BarrierReply, 8);
+            flag.load(Ordering::SeqCst)
+        };
+        assert!(sent(false, false), "committed");
+        assert!(!sent(true, false), "discarded after an error");
+        assert!(!sent(false, true), "discarded for a caller that left");
     }
 
     #[test]

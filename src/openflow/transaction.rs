@@ -14,8 +14,12 @@
 //! The error names the failing flow in `ovs-ofctl` syntax and carries OVS's error. A transaction
 //! larger than `max_bundle_msgs` is refused, never split. A flow mod too long to travel inside
 //! a bundle add (more than `MAX_BUNDLED_MESSAGE_LEN` bytes, which a bundle add's 16-bit length
-//! could not describe) is refused when it is pushed.
+//! could not describe) is refused when it is pushed. A transaction whose COMMIT was sent but
+//! never answered (connection lost, reply too late) fails with `Error::OutcomeUnknown`: the
+//! switch may have applied it; every other failure means nothing of it was applied.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -27,7 +31,7 @@ use ofnode_proto::{
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::error::{Error, Result};
+use super::error::{Error, Result, Unanswered};
 use super::routes::{Gate, Route};
 use super::switch::{encode, Switch};
 
@@ -210,6 +214,8 @@ struct Commit {
     /// Discards the bundle if the commit future is dropped before the barrier went out (after
     /// that, the gate discards it for a caller that left).
     guard: DiscardGuard,
+    /// Raised by the gate once it has queued the COMMIT.
+    commit_sent: Arc<AtomicBool>,
 }
 
 impl Commit {
@@ -229,10 +235,12 @@ impl Commit {
         let bundle_id = switch.next_bundle_id();
         let control = |ctrl_type| bundle_control(bundle_id, ctrl_type, flags);
         let discard = encode(xids.discard(), &control(BundleCtrlType::DiscardRequest))?;
+        let commit_sent = Arc::new(AtomicBool::new(false));
         let gate = Gate {
             barrier_xid: xids.barrier(),
             if_clean: encode(xids.commit(), &control(BundleCtrlType::CommitRequest))?,
             if_failed: discard.clone(),
+            clean_sent: commit_sent.clone(),
         };
         let (route_tx, replies) = oneshot::channel();
         let route = Route::Range {
@@ -258,6 +266,7 @@ impl Commit {
             replies: Some(replies),
             route: Some(route),
             guard,
+            commit_sent,
         })
     }
 
@@ -311,11 +320,14 @@ impl Commit {
     async fn await_outcome(&mut self) -> Result<()> {
         let deadline = self.switch.config().request_timeout;
         let (commit, discard) = (self.xids.commit(), self.xids.discard());
-        let replies = self.replies.take().ok_or(Error::Disconnected)?;
-        let replies = match tokio::time::timeout(deadline, replies).await {
+        let mut replies = self.replies.take().ok_or(Error::Disconnected)?;
+        let waited = tokio::time::timeout(deadline, &mut replies).await;
+        // Given up (or the route is gone) before the COMMIT flag is read: see `Gate`.
+        drop(replies);
+        let replies = match waited {
             Ok(Ok(replies)) => replies,
-            Ok(Err(_)) => return Err(Error::Disconnected),
-            Err(_) => return Err(Error::timeout("the bundle COMMIT reply", deadline)),
+            Ok(Err(_)) => return Err(self.unanswered(Unanswered::Disconnected)),
+            Err(_) => return Err(self.unanswered(Unanswered::Timeout(deadline))),
         };
         let mut flow_failure = None;
         let mut rejected = 0usize;
@@ -352,6 +364,18 @@ impl Commit {
             None => Err(Error::Protocol(
                 "bundle was discarded although the switch reported no error".into(),
             )),
+        }
+    }
+
+    /// A transaction whose answer never came: unknown if the COMMIT went out, else certainly
+    /// not applied.
+    fn unanswered(&self, cause: Unanswered) -> Error {
+        if self.commit_sent.load(Ordering::SeqCst) {
+            return Error::OutcomeUnknown { cause };
+        }
+        match cause {
+            Unanswered::Disconnected => Error::Disconnected,
+            Unanswered::Timeout(after) => Error::timeout("the bundle's BARRIER reply", after),
         }
     }
 

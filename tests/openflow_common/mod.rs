@@ -280,3 +280,46 @@ pub async fn wait_for_path(path: &std::path::Path) {
         .await
         .unwrap_or_else(|_| panic!("{} did not appear", path.display()));
 }
+
+/// A private OVS with br0, a fault-injecting proxy in front of its management socket, and a
+/// `Switch` connected through the proxy (no keepalive probes unless `tune` sets them: they would
+/// mix with what a test counts). Bind `ovs` when destructuring (`ovs: _ovs`): a field left to
+/// `..` is dropped at once, and the switch with it.
+pub struct Proxied {
+    pub switch: Switch,
+    pub events: mpsc::Receiver<SwitchEvent>,
+    pub proxy: ofnode_harness::OfProxy,
+    pub ovs: Ovs,
+}
+
+pub async fn proxied_br0(tune: impl FnOnce(&mut SwitchConfig)) -> Proxied {
+    let ovs = ovs_with_br0();
+    let proxy = ofnode_harness::OfProxy::in_front_of(&ovs, "br0").expect("start the proxy");
+    let mut cfg = config(&proxy.target());
+    cfg.echo_interval = Duration::from_secs(24 * 3600);
+    tune(&mut cfg);
+    let (switch, events) = Switch::start(cfg);
+    switch
+        .wait_connected(CONNECT_TIMEOUT)
+        .await
+        .expect("connect to br0 through the proxy");
+    Proxied {
+        switch,
+        events,
+        proxy,
+        ovs,
+    }
+}
+
+/// Polls `ready` (every 10 ms, without blocking the runtime) until it holds; panics naming
+/// `what` after CONNECT_TIMEOUT.
+pub async fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+    let wait = async {
+        while !ready() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within {CONNECT_TIMEOUT:?}"));
+}

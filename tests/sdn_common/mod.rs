@@ -186,6 +186,25 @@ impl Fixture {
         Fixture { ovs, state, node }
     }
 
+    /// Started with br0 made first and the node reaching it through the harness's OpenFlow
+    /// proxy, which counts at the switch side what the node sends. Not yet set up (setup
+    /// adopts the bridge).
+    pub async fn start_through_proxy() -> (Fixture, ofnode_harness::OfProxy) {
+        let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let fixture = Fixture::start_with({
+            let slot = slot.clone();
+            move |ovs, cfg| {
+                ovs.add_bridge("br0").expect("add br0");
+                let proxy = ofnode_harness::OfProxy::in_front_of(ovs, "br0").expect("proxy");
+                cfg.openflow = proxy.target();
+                *slot.lock().unwrap() = Some(proxy);
+            }
+        })
+        .await;
+        let proxy = slot.lock().unwrap().take().expect("the proxy was started");
+        (fixture, proxy)
+    }
+
     /// Stops the node and starts a new one on the same OVS and state directory (an ofnode
     /// restart).
     pub async fn restart_node(&mut self) {

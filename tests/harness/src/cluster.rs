@@ -45,10 +45,10 @@ use crate::process::CommandError;
 
 pub use inventory::Inventory;
 pub use pod::{
-    reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, PingStats, Pinger, Pod, Reply,
-    Transfer,
+    reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, Loss, PingStats, Pinger, Pod,
+    Reply, Transfer,
 };
-pub use restart::{CrossNodePing, Recovery};
+pub use restart::{CrossNodePing, DaemonStop, Recovery};
 
 pub const CLUSTER_NETWORK: &str = "10.128.0.0/14";
 pub const SERVICE_NETWORK: &str = "172.30.0.0/16";

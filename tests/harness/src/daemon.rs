@@ -1,7 +1,7 @@
 //! An `ofnode run` daemon started by a test inside an OVS namespace; killed on drop.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ovs::Ovs;
@@ -152,6 +152,34 @@ impl Daemon {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, and the exit status once it has stopped by itself within `limit`; after that
+    /// it is killed (SIGKILL) and this is an error.
+    pub fn terminate(&mut self, limit: Duration) -> Result<ExitStatus, CommandError> {
+        let Some(mut child) = self.child.take() else {
+            return Err(CommandError::Other("ofnode is not running".into()));
+        };
+        // SAFETY: kill(2) has no memory-safety preconditions; the PID is our own child's, not
+        // yet reaped, so it cannot have been recycled.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(CommandError::Other(format!(
+                    "ofnode did not stop within {limit:?} of SIGTERM; log:\n{}",
+                    self.log_tail(30)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -5,22 +5,26 @@
 //! every run first reaps what dead runs left (`reap_stale`): their state directories live under
 //! [`STATE_ROOT`] and carry the owner's PID in their name.
 
+mod apifault;
 pub mod cluster;
 pub mod cpu;
 mod daemon;
 mod etcd;
 mod netns;
+pub mod ofproxy;
 mod ovs;
 mod pki;
 mod process;
 mod tmpfs;
 
+pub use apifault::ApiFault;
 pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
 };
 pub use daemon::{Daemon, ONE_NODE_SETUP};
 pub use etcd::{Etcd, EtcdTlsFiles};
 pub use netns::{Netns, Veth};
+pub use ofproxy::OfProxy;
 pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
 pub use pki::{PeerFiles, Pki};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};

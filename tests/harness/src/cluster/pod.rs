@@ -44,10 +44,21 @@ pub trait Endpoint: Sync {
 
     /// Starts a continuous ping of `dst` every 50 ms; replies are collected as they arrive.
     fn start_pinger(&self, dst: Ipv4Addr) -> Result<Pinger, ClusterError> {
+        self.start_pinger_every(dst, Duration::from_millis(50))
+    }
+
+    /// [`Endpoint::start_pinger`] with another interval (below 0.2 s needs root, which the
+    /// harness has).
+    fn start_pinger_every(
+        &self,
+        dst: Ipv4Addr,
+        interval: Duration,
+    ) -> Result<Pinger, ClusterError> {
+        let interval = format!("{:.3}", interval.as_secs_f64());
         let mut child = self
             .netns()
             .command("ping")
-            .args(["-n", "-D", "-i", "0.05", "-W", "1", &dst.to_string()])
+            .args(["-n", "-D", "-i", &interval, "-W", "1", &dst.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -314,6 +325,29 @@ impl Pinger {
         }
     }
 
+    /// Echo requests lost in the window `(from, to]` (Unix seconds): of the requests between
+    /// the first and the last answered one in the window (ping numbers them), those never
+    /// answered. Start the window before and end it after the event, so that losses are inside.
+    pub fn loss_between(&self, from: f64, to: f64) -> Loss {
+        let mut seqs: Vec<u32> = self
+            .replies()
+            .iter()
+            .filter(|r| r.at > from && r.at <= to)
+            .map(|r| r.seq)
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        let (Some(first), Some(last)) = (seqs.first(), seqs.last()) else {
+            return Loss { sent: 0, lost: 0 };
+        };
+        // icmp_seq wraps at 65536; a window of minutes at 100/s stays well inside one turn.
+        let sent = last - first + 1;
+        Loss {
+            sent,
+            lost: sent - seqs.len() as u32,
+        }
+    }
+
     /// Stops ping and returns every reply it saw.
     pub fn finish(mut self) -> Vec<Reply> {
         self.stop();
@@ -329,6 +363,13 @@ impl Pinger {
             let _ = reader.join();
         }
     }
+}
+
+/// Echo requests sent in a window and how many of them got no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loss {
+    pub sent: u32,
+    pub lost: u32,
 }
 
 /// Parses "[1733140000.123456] 64 bytes from 10.128.2.10: icmp_seq=5 ttl=64 time=0.9 ms".

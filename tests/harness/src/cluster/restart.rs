@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use super::{
-    unix_now, Cluster, ClusterError, ClusterOptions, Control, Endpoint, Mode, Node, Pinger, Pod,
+    unix_now, Cluster, ClusterError, ClusterOptions, Context, Control, Endpoint, Mode, Node,
+    Pinger, Pod,
 };
 
 /// Two nodes run by ofnode daemons, a pod on each, and the first pod pinging the second: where
@@ -126,5 +127,93 @@ impl Node {
             seq: first.seq,
             first_reply_at: first.at,
         })
+    }
+}
+
+/// How a node's ofnode daemon is stopped before a new process of the binary takes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonStop {
+    /// SIGKILL: a crash, no shutdown path runs.
+    Kill9,
+    /// SIGTERM: the orderly stop (it must exit 0).
+    Sigterm,
+}
+
+const FLOW_RESTORE_WAIT: &str = "other_config:flow-restore-wait";
+
+impl Node {
+    /// Stops this node's ofnode daemon as `how` says, leaves it away for `away`, starts a new
+    /// process of the binary on the same state and waits until it is in sync with the switch.
+    pub fn restart_daemon(&mut self, how: DaemonStop, away: Duration) -> Result<(), ClusterError> {
+        let index = self.index;
+        let daemon = self
+            .daemon
+            .as_mut()
+            .ok_or_else(|| ClusterError::Invalid(format!("node {index} runs no ofnode daemon")))?;
+        match how {
+            DaemonStop::Kill9 => daemon.kill9(),
+            DaemonStop::Sigterm => {
+                let status = daemon
+                    .terminate(Duration::from_secs(30))
+                    .context(|| format!("node {index}: SIGTERM ofnode"))?;
+                if !status.success() {
+                    return Err(ClusterError::Invalid(format!(
+                        "node {index}: ofnode exited {status} after SIGTERM"
+                    )));
+                }
+            }
+        }
+        std::thread::sleep(away);
+        daemon
+            .spawn()
+            .context(|| format!("node {index}: start ofnode again"))?;
+        self.wait_for(Duration::from_secs(30), "switch in sync", |node| {
+            Ok((node.status()?["in_sync"] == true).then_some(()))
+        })
+    }
+
+    /// Restarts ovs-vswitchd the way Open vSwitch's own hot restart does: with
+    /// `other_config:flow-restore-wait=true` set first, the switch stopped and started again.
+    /// While the key is set the new ovs-vswitchd forwards nothing; whoever restores the flows
+    /// must clear it ([`Node::clear_flow_restore_wait`]). Returns once it serves OVSDB.
+    pub fn restart_vswitchd_with_flow_restore_wait(&self) -> Result<(), ClusterError> {
+        let ovs = self.ovs();
+        let index = self.index;
+        ovs.vsctl(&[
+            "set",
+            "Open_vSwitch",
+            ".",
+            &format!("{FLOW_RESTORE_WAIT}=true"),
+        ])
+        .context(|| format!("node {index}: set flow-restore-wait"))?;
+        ovs.kill_vswitchd();
+        ovs.start_vswitchd()
+            .context(|| format!("node {index}: restart ovs-vswitchd"))
+    }
+
+    /// Whether `other_config:flow-restore-wait` is set to true.
+    pub fn flow_restore_wait(&self) -> Result<bool, ClusterError> {
+        let value = self
+            .ovs()
+            .vsctl_no_wait(&["get", "Open_vSwitch", ".", "other_config"])
+            .context(|| format!("node {}: get other_config", self.index))?;
+        Ok(
+            value.contains("flow-restore-wait=\"true\"")
+                || value.contains("flow-restore-wait=true"),
+        )
+    }
+
+    /// Removes `other_config:flow-restore-wait` (what the controller restoring the flows does).
+    pub fn clear_flow_restore_wait(&self) -> Result<(), ClusterError> {
+        self.ovs()
+            .vsctl(&[
+                "remove",
+                "Open_vSwitch",
+                ".",
+                "other_config",
+                "flow-restore-wait",
+            ])
+            .map(|_| ())
+            .context(|| format!("node {}: clear flow-restore-wait", self.index))
     }
 }

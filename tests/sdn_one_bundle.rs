@@ -1,0 +1,128 @@
+//! Every node operation reaches the switch as exactly ONE bundle: counted at the switch side by
+//! the harness's OpenFlow proxy between the node and a real ovs-vswitchd (every bundle the
+//! switch received while the operation ran, how many flow mods each carried, and that none
+//! went outside a bundle), not inferred from a cancellation race.
+
+mod sdn_common;
+
+use std::time::Duration;
+
+use ofnode::sdn::{EgressNetworkPolicy, HostSubnet, Mode, Service, Vnid};
+use ofnode_harness::ofproxy::BundleEnd;
+use ofnode_harness::OfProxy;
+use sdn_common::*;
+
+fn vnid(v: u32) -> Vnid {
+    Vnid::new(v).unwrap()
+}
+
+/// Runs `op` and asserts the switch received exactly one bundle while it ran, committed and
+/// answered, with at least one flow mod, and no flow mod outside it.
+async fn one_bundle<T: std::fmt::Debug>(
+    proxy: &OfProxy,
+    what: &str,
+    op: impl std::future::Future<Output = Result<T, ofnode::sdn::Error>>,
+) {
+    let mark = proxy.mark();
+    op.await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let traffic = proxy.traffic_since(mark);
+    let bundles = traffic.bundles();
+    assert_eq!(bundles.len(), 1, "{what}: {}", traffic.describe());
+    let bundle = &bundles[0];
+    assert!(
+        bundle.end == BundleEnd::Committed && bundle.commit_replied && bundle.flow_mods > 0,
+        "{what}: {}",
+        traffic.describe()
+    );
+    assert_eq!(
+        traffic.loose_flow_mods(),
+        0,
+        "{what}: {}",
+        traffic.describe()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_is_exactly_one_bundle_at_the_switch() {
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    let node = &f.node;
+    one_bundle(
+        &proxy,
+        "setup",
+        node.setup(&setup_request(Mode::Multitenant)),
+    )
+    .await;
+    assert_flows(&f.ovs, &base_flows(Mode::Multitenant));
+
+    f.veth("vethA");
+    one_bundle(&proxy, "pod add", node.pod_add(&pod_a(10))).await;
+    let sandbox = SANDBOX.parse().unwrap();
+    one_bundle(&proxy, "pod update", node.pod_update(&sandbox, vnid(11))).await;
+    let host_subnet = HostSubnet {
+        host_ip: "192.0.2.2".parse().unwrap(),
+        subnet: "10.130.0.0/23".parse().unwrap(),
+        fixed_vnid: None,
+        vtep_mac: None,
+    };
+    one_bundle(&proxy, "hostsubnet add", node.hostsubnet_add(&host_subnet)).await;
+    let service = Service {
+        ip: "172.30.0.10".parse().unwrap(),
+        vnid: vnid(11),
+        ports: vec!["tcp/80".parse().unwrap(), "udp/53".parse().unwrap()],
+    };
+    one_bundle(&proxy, "service add", node.service_add(&service)).await;
+    let ofport = f.ofport("vethA").expect("vethA's port");
+    one_bundle(
+        &proxy,
+        "multicast local",
+        node.multicast_local(vnid(11), true, &[ofport]),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "multicast vxlan",
+        node.multicast_vxlan(&["192.0.2.2".parse().unwrap()]),
+    )
+    .await;
+    let policy: EgressNetworkPolicy = serde_json::from_str(
+        r#"{"namespace":"ns1","name":"p1","spec":{"egress":[
+            {"type":"Allow","to":{"cidrSelector":"192.0.2.0/24"}},
+            {"type":"Deny","to":{"cidrSelector":"0.0.0.0/0"}}]}}"#,
+    )
+    .unwrap();
+    one_bundle(
+        &proxy,
+        "egress set",
+        node.egress_set(vnid(11), &["ns1".to_string()], &[policy]),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "service del",
+        node.service_del("172.30.0.10".parse().unwrap()),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "hostsubnet del",
+        node.hostsubnet_del(host_subnet.host_ip, host_subnet.subnet),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "pod del",
+        node.pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap()),
+    )
+    .await;
+
+    // Nothing else reaches the switch behind the operations' backs (no follow-up fixes, no
+    // second bundle after the answer).
+    let mark = proxy.mark();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let traffic = proxy.traffic_since(mark);
+    assert!(
+        traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
+        "{}",
+        traffic.describe()
+    );
+}

@@ -10,3 +10,4 @@ pub mod openflow;
 pub mod ovsdb;
 pub mod sdn;
 pub mod tls;
+pub mod unixctl;

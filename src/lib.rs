@@ -10,4 +10,5 @@ pub mod openflow;
 pub mod ovsdb;
 pub mod sdn;
 pub mod tls;
+pub mod trace;
 pub mod unixctl;

@@ -190,6 +190,37 @@ pub(super) fn pod_add(node: &Node, mode: Mode, pod: &Pod) -> Result<u32, Cluster
     Ok(ofport)
 }
 
+/// AddServiceRules for a service with `ports` (`"tcp/80"`, …), plus the multitenant VNID rule
+/// of table 80 (EnsureVNIDRules).
+pub(super) fn service_add(
+    node: &Node,
+    mode: Mode,
+    ip: std::net::Ipv4Addr,
+    vnid: u32,
+    ports: &[&str],
+) -> Result<(), ClusterError> {
+    let action = format!(
+        "priority=100, actions=load:{vnid}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
+    );
+    let mut flows = vec![format!(
+        "table=60, ip, nw_dst={ip}, ip_frag=later, {action}"
+    )];
+    for port in ports {
+        let (proto, number) = port
+            .split_once('/')
+            .ok_or_else(|| ClusterError::Invalid(format!("service port {port:?}")))?;
+        flows.push(format!(
+            "table=60, ip, nw_dst={ip}, {proto}, {proto}_dst={number}, {action}"
+        ));
+    }
+    if mode == Mode::Multitenant && vnid != 0 {
+        flows.push(format!(
+            "table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"
+        ));
+    }
+    add_flows(node, &flows)
+}
+
 /// UpdateEgressNetworkPolicyRules' outcome for one policy with one Deny CIDR rule.
 pub(super) fn egress_deny(node: &Node, vnid: u32, cidr: &str) -> Result<(), ClusterError> {
     add_flows(

@@ -342,3 +342,30 @@ fn owner_keys_match_whatever_the_field_order_of_the_seed_text() {
         .add_flows(&Owner::Base, ["table=0, no_such_field=1, actions=drop"])
         .is_err());
 }
+
+#[test]
+fn a_failed_translation_and_the_slow_path_are_kept() {
+    // The no_match capture with what ofproto_trace__ appends when translation fails, and the
+    // slow path explanation it prints otherwise (ofproto/ofproto-dpif-trace.c).
+    let failed =
+        captured("no_match") + "\nTranslation failed (Recursion too deep), packet is dropped.\n";
+    let trace = parse(&failed).unwrap();
+    assert_eq!(
+        trace.passes[0].translation_error.as_deref(),
+        Some("Recursion too deep")
+    );
+    assert_eq!(
+        trace.verdict_text(),
+        "dropped in table 0 (classify): translation failed: Recursion too deep"
+    );
+    let slow = captured("arp_to_gateway")
+        + "\nThis flow is handled by the userspace slow path because it:\n  - Sends \"packet-in\" messages to the OpenFlow controller.\n";
+    let trace = parse(&slow).unwrap();
+    assert_eq!(
+        trace.passes[0].notes.len(),
+        2,
+        "{:?}",
+        trace.passes[0].notes
+    );
+    assert_eq!(trace.verdict.outputs().len(), 1);
+}

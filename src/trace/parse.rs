@@ -134,6 +134,8 @@ impl Step {
         self.actions
             .iter()
             .map(|a| a.text.as_str())
+            // A detail printed before the table's first action is kept on an unnamed one.
+            .filter(|text| !text.is_empty())
             .collect::<Vec<_>>()
             .join(",")
     }

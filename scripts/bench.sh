@@ -36,8 +36,9 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit (with local changes)"
 run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # Against private OVS instances: OpenFlow transactions, OVSDB ports, the node controller (with
 # HA at 10,000 pods), the CNI plugin as a runtime runs it, cluster membership through a real
-# etcd, the VXLAN device over rtnetlink, and a two-node cluster's ping through restarts.
-for bench in openflow ovsdb sdn cni cluster netlink e2e; do
+# etcd, the VXLAN device over rtnetlink, a two-node cluster's ping through restarts, and the
+# CLI's pod add against the seed's way with where its time goes (docs/cli-profile.md).
+for bench in openflow ovsdb sdn cni cluster netlink e2e cli; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

@@ -23,6 +23,8 @@ declare -A NEED=(
   [libprotobuf-dev]=/usr/include/google/protobuf/descriptor.proto
   # The TLS etcd of the harness gets its certificates from openssl.
   [openssl]=/usr/bin/openssl
+  # The packaging test has systemd's own parser check the unit (systemd-analyze verify).
+  [systemd]=/usr/bin/systemd-analyze
 )
 
 missing=()

@@ -11,4 +11,6 @@ pub mod ovsdb;
 pub mod sdn;
 pub mod stream;
 pub mod tls;
+pub mod trace;
+pub mod unixctl;
 pub mod value;

@@ -783,6 +783,25 @@ impl Cluster {
         Ok(())
     }
 
+    /// Adds service `ip` of tenant `vnid` with `ports` (`"tcp/80"`, …) on every node:
+    /// `ofnode service add`, or the seed's AddServiceRules.
+    pub fn add_service(&self, ip: Ipv4Addr, vnid: u32, ports: &[&str]) -> Result<(), ClusterError> {
+        for node in &self.nodes {
+            match &self.control {
+                Control::Ofnode(_) => {
+                    let (ip, vnid) = (ip.to_string(), vnid.to_string());
+                    let mut args = vec!["service", "add", "--ip", &ip, "--vnid", &vnid];
+                    for port in ports {
+                        args.extend(["--port", port]);
+                    }
+                    node.cli(&args)?;
+                }
+                Control::SeedFlows => seed_flows::service_add(node, self.mode, ip, vnid, ports)?,
+            }
+        }
+        Ok(())
+    }
+
     /// Every node's diagnostics, for a failing test's message.
     pub fn diagnostics(&self) -> String {
         self.nodes.iter().map(Node::diagnostics).collect()

@@ -279,6 +279,11 @@ impl Ovs {
         )
     }
 
+    /// ovs-vswitchd's control socket (`--unixctl=DIR/vswitchd.ctl`), as `ovs-appctl -t` takes it.
+    pub fn vswitchd_ctl(&self) -> PathBuf {
+        self.dir.join("vswitchd.ctl")
+    }
+
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
     pub fn appctl(&self, args: &[&str]) -> Result<String, CommandError> {
         run_ok(

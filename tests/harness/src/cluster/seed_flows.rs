@@ -253,6 +253,44 @@ pub fn vnid_rule(vnid: u32) -> String {
     format!("table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]")
 }
 
+/// AddServiceRules' flows for a service with `ports` (`"tcp/80"`, …).
+pub fn service_flows(
+    ip: std::net::Ipv4Addr,
+    vnid: u32,
+    ports: &[&str],
+) -> Result<Vec<String>, ClusterError> {
+    let action = format!(
+        "priority=100, actions=load:{vnid}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
+    );
+    let mut flows = vec![format!(
+        "table=60, ip, nw_dst={ip}, ip_frag=later, {action}"
+    )];
+    for port in ports {
+        let (proto, number) = port
+            .split_once('/')
+            .ok_or_else(|| ClusterError::Invalid(format!("service port {port:?}")))?;
+        flows.push(format!(
+            "table=60, ip, nw_dst={ip}, {proto}, {proto}_dst={number}, {action}"
+        ));
+    }
+    Ok(flows)
+}
+
+/// AddServiceRules, plus the multitenant VNID rule of table 80 (EnsureVNIDRules).
+pub(super) fn service_add(
+    node: &Node,
+    mode: Mode,
+    ip: std::net::Ipv4Addr,
+    vnid: u32,
+    ports: &[&str],
+) -> Result<(), ClusterError> {
+    let mut flows = service_flows(ip, vnid, ports)?;
+    if mode == Mode::Multitenant && vnid != 0 {
+        flows.push(vnid_rule(vnid));
+    }
+    add_flows(node, &flows)
+}
+
 /// AddHostSubnetRules for a remote node: its tunnel source, and its subnet through the
 /// tunnel with the packet's VNID (or a fixed one).
 pub fn host_subnet_flows(host: &str, subnet: &str, fixed_vnid: Option<u32>) -> Vec<String> {

@@ -1,0 +1,673 @@
+//! CLI pod add benchmark (`cargo bench --bench cli`), issue 15, self-contained.
+//!
+//! 1. `ofnode pod add` (a process per pod, as an operator or a script runs it) against an
+//!    `ofnode run` daemon on a private OVS, interleaved with the seed's way (`ovs-vsctl
+//!    add-port` + `ovs-vsctl get … ofport` + `ovs-ofctl bundle` of the 4 flows) on a second
+//!    private OVS, each going first every other round: median, p90, ratio. The pod adds that
+//!    come right after the same switch's previous one are also shown apart: ofnode does not
+//!    wait for ovs-vswitchd's reconfiguration for a new port, so the next pod add meets it.
+//!    The same for `Node::pod_add` called in this process, the API path benches/sdn.rs
+//!    measures (the issue's 6.3 ms against the CLI's 16.7 ms).
+//! 2. Where a CLI pod add's time goes, each part measured interleaved with the others against
+//!    one daemon: process start (`ofnode --version`: exec, dynamic loading, clap), a client
+//!    command the daemon answers at once (`ofnode status`), that request sent by this process
+//!    (no process, no runtime), a pod add sent by this process, the daemon's own time in a pod
+//!    add (`ofnode_operation_duration_seconds`: the bundle, of which
+//!    `ofnode_transaction_duration_seconds`, and the journal's fsync), and the CLI's own code
+//!    (`ofnode::cli`) run by this binary with the multi-thread runtime `ofnode`'s main uses
+//!    and with a current-thread one.
+//! 3. The proposed change, prototyped, each variant measured as in 1 against its own fresh
+//!    instances: the CLI with a current-thread runtime, and a pod add that sends the pod's
+//!    flows (bundle) and the journal fsync together *before* the OVSDB port insert, so the
+//!    bundle does not queue behind ovs-vswitchd's reconfiguration for the new port; served
+//!    from this process over the same HTTP API with the library's own OVSDB client, OpenFlow
+//!    switch and journal. Alongside: the daemon through the current-thread CLI, and the
+//!    prototype in today's order (port, flows, fsync), which must cost what the daemon costs
+//!    through the same CLI (the calibration).
+
+use std::io::{Read, Write};
+use std::net::Ipv4Addr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::{Json, Router};
+use clap::Parser;
+use ofnode::api::wire::PodAdded;
+use ofnode::openflow::{Switch, SwitchConfig};
+use ofnode::ovsdb::{Client, ClientOptions, PortSpec};
+use ofnode::sdn::state::{Change, Pod};
+use ofnode::sdn::store::Store;
+use ofnode::sdn::PodAdd;
+use ofnode_harness::{Daemon, Ovs, ONE_NODE_SETUP};
+use tokio::sync::Mutex;
+
+const PODS: usize = 100;
+const BINARY: &str = env!("CARGO_BIN_EXE_ofnode");
+/// argv[1] that makes this binary run `ofnode::cli` as the `ofnode` CLI would.
+const CLIENT_MODE: &str = "__ofnode-cli";
+
+struct PodArgs {
+    veth: String,
+    ip: Ipv4Addr,
+    mac: String,
+    sandbox: String,
+}
+
+fn pod(prefix: &str, i: usize) -> PodArgs {
+    PodArgs {
+        veth: format!("{prefix}{i}"),
+        // 10.128.0.10 up, inside ONE_NODE_SETUP's 10.128.0.0/23.
+        ip: Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 10)) + i as u32),
+        mac: format!("0a:58:00:00:{:02x}:{:02x}", (i >> 8) & 0xff, i & 0xff),
+        sandbox: format!("{i:064x}"),
+    }
+}
+
+fn make_veths(ovs: &Ovs, prefix: &str, count: usize) {
+    let batch: String = (0..count)
+        .map(|i| format!("link add {prefix}{i} up type veth peer name {prefix}{i}p\n"))
+        .collect();
+    let mut ip = Command::new("ip")
+        .args(["-n", ovs.netns().name(), "-batch", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("ip -batch");
+    ip.stdin
+        .take()
+        .expect("stdin")
+        .write_all(batch.as_bytes())
+        .expect("write batch");
+    assert!(ip.wait().expect("ip").success(), "creating veths failed");
+}
+
+fn timed(f: impl FnOnce()) -> Duration {
+    let started = Instant::now();
+    f();
+    started.elapsed()
+}
+
+/// Runs `program ARGS…` and checks it succeeded.
+fn run(program: &Path, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .expect("the program runs");
+    assert!(
+        out.status.success(),
+        "{} {}: {}",
+        program.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn pod_add_args(api: &Path, p: &PodArgs) -> Vec<String> {
+    [
+        "pod",
+        "add",
+        "--veth",
+        &p.veth,
+        "--ip",
+        &p.ip.to_string(),
+        "--mac",
+        &p.mac,
+        "--sandbox",
+        &p.sandbox,
+        "--vnid",
+        "0",
+        "--api",
+        &api.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A client command, by the `ofnode` binary or by this one's CLI mode with a runtime flavor.
+#[derive(Clone, Copy)]
+enum Cli {
+    Ofnode,
+    ThisBinary(&'static str),
+}
+
+impl Cli {
+    fn run(self, args: &[String]) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match self {
+            Cli::Ofnode => run(Path::new(BINARY), &args),
+            Cli::ThisBinary(flavor) => {
+                let this = std::env::current_exe().expect("this binary");
+                let mut argv = vec![CLIENT_MODE, flavor];
+                argv.extend(args);
+                run(&this, &argv);
+            }
+        }
+    }
+}
+
+/// This binary as the CLI: `ofnode::cli` parses the arguments and runs the command, on a
+/// multi-thread runtime (as `ofnode`'s main) or a current-thread one (the proposal).
+fn client_mode(flavor: &str, args: &[String]) -> std::process::ExitCode {
+    let cli = ofnode::cli::Cli::parse_from(
+        std::iter::once("ofnode".to_string()).chain(args.iter().cloned()),
+    );
+    let runtime = match flavor {
+        "multi-thread" => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
+    .expect("runtime");
+    match runtime.block_on(ofnode::cli::run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ofnode: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The seed's SetUpPod: three execs.
+fn seed_pod_add(ovs: &Ovs, p: &PodArgs, flows_file: &Path) {
+    ovs.vsctl(&["--may-exist", "add-port", "br0", &p.veth])
+        .expect("ovs-vsctl add-port");
+    let ofport = ovs
+        .vsctl(&["get", "Interface", &p.veth, "ofport"])
+        .expect("ovs-vsctl get");
+    let ofport = ofport.trim();
+    let note: Vec<String> = p
+        .sandbox
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| String::from_utf8_lossy(pair).into_owned())
+        .collect();
+    let (ip, mac, note) = (p.ip, &p.mac, note.join("."));
+    let text = format!(
+        "flow add table=20, priority=100, in_port={ofport}, arp, nw_src={ip}, arp_sha={mac}, actions=load:0->NXM_NX_REG0[], note:{note}, goto_table:21\n\
+         flow add table=20, priority=100, in_port={ofport}, ip, nw_src={ip}, actions=load:0->NXM_NX_REG0[], goto_table:21\n\
+         flow add table=40, priority=100, arp, nw_dst={ip}, actions=output:{ofport}\n\
+         flow add table=70, priority=100, ip, nw_dst={ip}, actions=load:0->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:80\n"
+    );
+    std::fs::write(flows_file, text).expect("write flows");
+    ovs.ofctl("bundle", "br0", &[&flows_file.display().to_string()])
+        .expect("ovs-ofctl bundle");
+}
+
+/// One HTTP/1.1 request on a fresh connection to the daemon's socket; the response body.
+fn http(api: &Path, method: &str, path: &str, body: Option<&str>) -> String {
+    let mut stream = UnixStream::connect(api).expect("connect to the daemon");
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: ofnode\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("receive");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+fn pod_json(p: &PodArgs) -> String {
+    format!(
+        r#"{{"veth":"{}","ip":"{}","mac":"{}","sandbox":"{}","vnid":0}}"#,
+        p.veth, p.ip, p.mac, p.sandbox
+    )
+}
+
+/// The daemon's running totals: operations done, seconds in them, of which in OpenFlow
+/// transactions.
+fn daemon_totals(api: &Path) -> (f64, f64, f64) {
+    let metrics = http(api, "GET", "/metrics", None);
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    (
+        value("ofnode_operations_total "),
+        value("ofnode_operation_duration_seconds_sum "),
+        value("ofnode_transaction_duration_seconds_sum "),
+    )
+}
+
+/// The daemon's time in the one operation `f` made it do (operation, of which transaction);
+/// None when another operation (a drift check, a port renumbering) finished meanwhile.
+fn daemon_time(api: &Path, f: impl FnOnce()) -> Option<(Duration, Duration)> {
+    let before = daemon_totals(api);
+    f();
+    let after = daemon_totals(api);
+    let secs = |d: f64| Duration::from_secs_f64(d.max(0.0));
+    (after.0 - before.0 == 1.0).then(|| (secs(after.1 - before.1), secs(after.2 - before.2)))
+}
+
+fn percentile(samples: &[Duration], p: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn summary(samples: &[Duration]) -> String {
+    format!(
+        "median {:.2} ms p90 {:.2} ms",
+        ms(percentile(samples, 0.5)),
+        ms(percentile(samples, 0.9))
+    )
+}
+
+fn ratio(slow: &[Duration], fast: &[Duration]) -> f64 {
+    percentile(slow, 0.5).as_secs_f64() / percentile(fast, 0.5).as_secs_f64()
+}
+
+/// The prototype server's pod add: the node's pod add with its parts in another order.
+struct Prototype {
+    bridge: String,
+    ovsdb: Client,
+    switch: Switch,
+    journal: Mutex<Store>,
+    /// The node takes the lowest free number from its OVSDB cache; this bridge only ever gains
+    /// ports, so counting is the same.
+    next_ofport: AtomicU16,
+    first_ofport: u16,
+    flows_first: bool,
+    /// Per pod add: the OVSDB insert, the bundle, the journal append + fsync.
+    parts: std::sync::Mutex<Vec<[Duration; 3]>>,
+}
+
+impl Prototype {
+    async fn pod_add(&self, req: PodAdd) -> Result<u16, String> {
+        let ofport = self.next_ofport.fetch_add(1, Ordering::Relaxed);
+        let pod = Pod {
+            veth: Some(req.veth.clone()),
+            ip: req.ip,
+            mac: req.mac,
+            sandbox: req.sandbox,
+            vnid: req.vnid,
+            ofport,
+        };
+        let spec = PortSpec {
+            bridge: self.bridge.clone(),
+            name: req.veth.to_string(),
+            ofport_request: Some(ofport),
+            ..PortSpec::default()
+        };
+        let port = async {
+            let started = Instant::now();
+            self.ovsdb
+                .add_port_pending(&spec)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(started.elapsed())
+        };
+        let times = if self.flows_first {
+            // Flows and journal together, then the port: ovs-vswitchd takes the bundle before
+            // it has a port to reconfigure.
+            let (flows, journal) = tokio::join!(self.flows(&pod), self.journal(&pod));
+            let (flows, journal) = (flows?, journal?);
+            [port.await?, flows, journal]
+        } else {
+            // Today's order (Node::pod_add): the port, then the bundle, then the journal.
+            let port = port.await?;
+            let flows = self.flows(&pod).await?;
+            [port, flows, self.journal(&pod).await?]
+        };
+        self.parts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(times);
+        Ok(ofport)
+    }
+
+    async fn flows(&self, pod: &Pod) -> Result<Duration, String> {
+        let started = Instant::now();
+        let mut tx = self.switch.transaction();
+        for flow in ofnode::sdn::flows::pod_flows(pod) {
+            tx.add_text(&flow).map_err(|e| e.to_string())?;
+        }
+        tx.commit().await.map_err(|e| e.to_string())?;
+        Ok(started.elapsed())
+    }
+
+    async fn journal(&self, pod: &Pod) -> Result<Duration, String> {
+        let started = Instant::now();
+        let change = Change::Pod {
+            ip: pod.ip,
+            pod: Some(pod.clone()),
+        };
+        let mut store = self.journal.lock().await;
+        // The node's writer syncs on its own task; block_in_place keeps this one honest too.
+        tokio::task::block_in_place(|| store.append(&[change])).map_err(|e| e.to_string())?;
+        Ok(started.elapsed())
+    }
+
+    /// The medians of the parts, as a sentence.
+    fn parts_summary(&self) -> String {
+        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        let column = |k: usize| -> Vec<Duration> { parts.iter().map(|p| p[k]).collect() };
+        format!(
+            "OVSDB insert {}, bundle {}, journal append + fsync {}",
+            summary(&column(0)),
+            summary(&column(1)),
+            summary(&column(2))
+        )
+    }
+}
+
+async fn prototype_pod_add(
+    State(proto): State<Arc<Prototype>>,
+    Json(req): Json<PodAdd>,
+) -> Result<Json<PodAdded>, (StatusCode, String)> {
+    proto
+        .pod_add(req)
+        .await
+        .map(|ofport| Json(PodAdded { ofport }))
+        .map_err(|e| (StatusCode::BAD_GATEWAY, e))
+}
+
+/// Serves POST /v1/pods on `socket` with a prototype pod add on `ovs`'s br0.
+async fn serve_prototype(
+    ovs: &Ovs,
+    socket: PathBuf,
+    state: PathBuf,
+    flows_first: bool,
+) -> Arc<Prototype> {
+    let ovsdb = Client::connect(&ovs.db_target(), ClientOptions::default())
+        .await
+        .expect("OVSDB");
+    let (switch, _events) =
+        Switch::start(SwitchConfig::from_target(&ovs.mgmt_target("br0")).expect("target"));
+    switch
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("OpenFlow");
+    let (journal, _) = Store::open(&state).expect("journal");
+    let proto = Arc::new(Prototype {
+        bridge: "br0".into(),
+        ovsdb,
+        switch,
+        journal: Mutex::new(journal),
+        next_ofport: AtomicU16::new(1),
+        first_ofport: 1,
+        flows_first,
+        parts: std::sync::Mutex::new(Vec::new()),
+    });
+    let app = Router::new()
+        .route("/v1/pods", axum::routing::post(prototype_pod_add))
+        .with_state(proto.clone());
+    let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    proto
+}
+
+/// Pod adds interleaved with the seed's way as the issue measures them: `PODS` rounds, each
+/// going first every other round, the seed's way on a fresh private OVS of its own.
+struct Interleaved {
+    ours: Vec<Duration>,
+    /// The subset of `ours` that came right after our previous pod add on the same switch.
+    back_to_back: Vec<Duration>,
+    seed: Vec<Duration>,
+}
+
+fn against_seed(mut ours: impl FnMut(usize) -> Duration) -> Interleaved {
+    let seed_ovs = Ovs::start().expect("OVS for the seed's way");
+    seed_ovs.add_bridge("br0").expect("br0");
+    make_veths(&seed_ovs, "sv", PODS);
+    let flows_file = seed_ovs.dir().join("seed.flows");
+    let mut result = Interleaved {
+        ours: Vec::new(),
+        back_to_back: Vec::new(),
+        seed: Vec::new(),
+    };
+    for i in 0..PODS {
+        let seed = || timed(|| seed_pod_add(&seed_ovs, &pod("sv", i), &flows_file));
+        if i % 2 == 0 {
+            let t = ours(i);
+            if i > 0 {
+                result.back_to_back.push(t);
+            }
+            result.ours.push(t);
+            result.seed.push(seed());
+        } else {
+            result.seed.push(seed());
+            result.ours.push(ours(i));
+        }
+    }
+    result
+}
+
+impl Interleaved {
+    fn print(&self, what: &str) {
+        println!(
+            "cli   {what}: {}; seed way {}; ratio {:.1}x (target 5x); right after its own previous pod add: {}",
+            summary(&self.ours),
+            summary(&self.seed),
+            ratio(&self.seed, &self.ours),
+            summary(&self.back_to_back),
+        );
+    }
+}
+
+/// A node in this process as benches/sdn.rs runs it (br0.mgmt, no host network), set up as
+/// the daemons are.
+async fn in_process_node(ovs: &Ovs, state: &Path) -> ofnode::sdn::Node {
+    let mut cfg = ofnode::sdn::NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
+    cfg.datapath_type = Some("netdev".into());
+    cfg.netns = Some(ovs.netns().path().into());
+    cfg.manage_host_network = false;
+    cfg.dns.nameservers = Some(Vec::new());
+    cfg.connect_timeout = Duration::from_secs(30);
+    let node = ofnode::sdn::Node::start(cfg).await.expect("node");
+    let setup = ofnode::sdn::SetupRequest {
+        cluster_network: "10.128.0.0/14".parse().expect("cidr"),
+        service_network: "172.30.0.0/16".parse().expect("cidr"),
+        local_subnet: "10.128.0.0/23".parse().expect("cidr"),
+        gateway: "10.128.0.1".parse().expect("ip"),
+        mode: ofnode::sdn::Mode::Subnet,
+    };
+    node.setup(&setup).await.expect("setup");
+    node
+}
+
+fn pod_request(p: &PodArgs) -> PodAdd {
+    serde_json::from_str(&pod_json(p)).expect("a valid pod")
+}
+
+/// A daemon on a fresh private OVS, set up, with `count` veths `<prefix><i>`.
+fn fresh_daemon(prefix: &str, count: usize) -> (Daemon, Ovs) {
+    let ovs = Ovs::start().expect("OVS for the daemon");
+    let daemon = Daemon::start(&ovs, Path::new(BINARY), &[]).expect("ofnode run");
+    daemon.cli(ONE_NODE_SETUP).expect("ofnode setup");
+    make_veths(&ovs, prefix, count);
+    (daemon, ovs)
+}
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(CLIENT_MODE) {
+        return client_mode(args.get(2).map_or("", String::as_str), &args[3..]);
+    }
+    ofnode_harness::init();
+    let current = Cli::ThisBinary("current-thread");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    // 1. Today: the CLI, and the node in this process as benches/sdn.rs measures it.
+    println!("cli pod add ({PODS} each, interleaved, fresh private OVS instances):");
+    {
+        let (daemon, _ovs) = fresh_daemon("cv", PODS);
+        let api = daemon.api.clone();
+        against_seed(|i| timed(|| Cli::Ofnode.run(&pod_add_args(&api, &pod("cv", i)))))
+            .print("`ofnode pod add`");
+    }
+    {
+        let ovs = Ovs::start().expect("OVS for the node");
+        let state = tempfile::tempdir().expect("tempdir");
+        let node = runtime.block_on(in_process_node(&ovs, state.path()));
+        make_veths(&ovs, "nv", PODS);
+        against_seed(|i| {
+            let req = pod_request(&pod("nv", i));
+            runtime.block_on(async {
+                let started = Instant::now();
+                node.pod_add(&req).await.expect("pod add");
+                started.elapsed()
+            })
+        })
+        .print("Node::pod_add in this process (the API path benches/sdn.rs measures)");
+        runtime.block_on(node.shutdown());
+    }
+
+    // 2. Where the time goes.
+    {
+        let (daemon, _ovs) = fresh_daemon("cv", 4 * PODS);
+        breakdown(&daemon.api);
+    }
+
+    // 3. The proposal, prototyped.
+    println!(
+        "cli the proposal, prototyped ({PODS} each, interleaved, fresh private OVS instances):"
+    );
+    {
+        let (daemon, _ovs) = fresh_daemon("cv", PODS);
+        let api = daemon.api.clone();
+        against_seed(|i| timed(|| current.run(&pod_add_args(&api, &pod("cv", i)))))
+            .print("the daemon through the CLI with a current-thread runtime");
+    }
+    for (flows_first, what) in [
+        (
+            false,
+            "prototype in today's order (port, flows, fsync), current-thread CLI",
+        ),
+        (
+            true,
+            "prototype: flows + fsync before the port, current-thread CLI",
+        ),
+    ] {
+        let ovs = Ovs::start().expect("OVS for the prototype");
+        ovs.add_bridge("br0").expect("br0");
+        make_veths(&ovs, "pv", PODS);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api = dir.path().join("prototype.sock");
+        let server = runtime.block_on(serve_prototype(
+            &ovs,
+            api.clone(),
+            dir.path().join("state"),
+            flows_first,
+        ));
+        against_seed(|i| timed(|| current.run(&pod_add_args(&api, &pod("pv", i))))).print(what);
+        println!("cli     inside its pod add: {}", server.parts_summary());
+        // The prototype did the whole job: every flow is on the switch, and ovs-vswitchd
+        // gave the ports the numbers their flows use.
+        let flows = ovs.dump_flows("br0").expect("dump-flows");
+        assert_eq!(flows.len(), 4 * PODS, "every pod's 4 flows");
+        for i in [0, PODS - 1] {
+            let applied = ovs.applied_ofport(&format!("pv{i}"), Duration::from_secs(10));
+            assert_eq!(applied, Some(server.first_ofport + i as u16), "pv{i}");
+        }
+    }
+    drop(runtime);
+    std::process::ExitCode::SUCCESS
+}
+
+/// Part 2: the pieces of a CLI pod add, interleaved round by round against one daemon.
+fn breakdown(api: &Path) {
+    let status_args = [
+        "status".to_string(),
+        "--api".into(),
+        api.display().to_string(),
+    ];
+    let mut parts: Vec<(&str, Vec<Duration>)> = [
+        "process start (ofnode --version)",
+        "ofnode status (a command the daemon answers at once)",
+        "GET /v1/status sent by this process (no process, no runtime)",
+        "ofnode pod add",
+        "  of which the daemon's operation (bundle + journal fsync)",
+        "  of which its OpenFlow bundle",
+        "POST /v1/pods sent by this process",
+        "  of which the daemon's operation",
+        "ofnode::cli pod add, multi-thread runtime (as ofnode's main)",
+        "ofnode::cli pod add, current-thread runtime",
+        "ofnode::cli status, multi-thread runtime",
+        "ofnode::cli status, current-thread runtime",
+    ]
+    .into_iter()
+    .map(|what| (what, Vec::new()))
+    .collect();
+    let mut next = 0;
+    let mut take = || {
+        next += 1;
+        pod("cv", next - 1)
+    };
+    let (multi, current) = (
+        Cli::ThisBinary("multi-thread"),
+        Cli::ThisBinary("current-thread"),
+    );
+    for _ in 0..PODS {
+        parts[0]
+            .1
+            .push(timed(|| Cli::Ofnode.run(&["--version".to_string()])));
+        parts[1].1.push(timed(|| Cli::Ofnode.run(&status_args)));
+        parts[2].1.push(timed(|| {
+            http(api, "GET", "/v1/status", None);
+        }));
+        let p = take();
+        let mut wall = Duration::ZERO;
+        let daemon = daemon_time(api, || {
+            wall = timed(|| Cli::Ofnode.run(&pod_add_args(api, &p)));
+        });
+        parts[3].1.push(wall);
+        if let Some((operation, bundle)) = daemon {
+            parts[4].1.push(operation);
+            parts[5].1.push(bundle);
+        }
+        let body = pod_json(&take());
+        let daemon = daemon_time(api, || {
+            wall = timed(|| {
+                http(api, "POST", "/v1/pods", Some(&body));
+            });
+        });
+        parts[6].1.push(wall);
+        if let Some((operation, _)) = daemon {
+            parts[7].1.push(operation);
+        }
+        parts[8]
+            .1
+            .push(timed(|| multi.run(&pod_add_args(api, &take()))));
+        parts[9]
+            .1
+            .push(timed(|| current.run(&pod_add_args(api, &take()))));
+        parts[10].1.push(timed(|| multi.run(&status_args)));
+        parts[11].1.push(timed(|| current.run(&status_args)));
+    }
+    println!("cli where a CLI pod add's time goes ({PODS} rounds, interleaved, one daemon, back to back):");
+    for (what, samples) in &parts {
+        let count = match samples.len() {
+            PODS => String::new(),
+            n => format!(" ({n} rounds with no other operation meanwhile)"),
+        };
+        println!("cli   {what}: {}{count}", summary(samples));
+    }
+}

@@ -1,0 +1,256 @@
+//! Which object of the node a matched flow belongs to, and the names of the bridge's ports.
+//!
+//! The trace engine asks through [`Attribution`], which the node implements from its desired
+//! state (it knows which pod, service, host subnet or policy wants each flow). [`OwnerIndex`]
+//! is a ready implementation: flows in the seed's text with their owner, keyed the way
+//! OpenFlow identifies a flow (table, priority, match) and compared in ovs-ofctl's canonical
+//! text, so a flow written as `table=20, priority=100, in_port=3, ip, nw_src=…` is found from
+//! the trace's `ip,in_port=3,nw_src=…, priority 100`.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use ofnode_proto::{text, FlowModCommand, OFP_DEFAULT_PRIORITY};
+use serde::{Deserialize, Serialize};
+
+use super::parse::{Matched, Step};
+use crate::sdn::core::{all_entities, entity_flows};
+use crate::sdn::layout::{TUN_OFPORT, VXLAN_OFPORT};
+use crate::sdn::policy;
+use crate::sdn::state::{Entity, NodeState};
+
+/// The object a flow exists for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Owner {
+    /// Setup: the base tables every node has.
+    Base,
+    /// A pod, by its sandbox (container) id.
+    Pod {
+        sandbox: String,
+        ip: Ipv4Addr,
+        vnid: u32,
+    },
+    Service {
+        ip: Ipv4Addr,
+        vnid: u32,
+    },
+    /// Another node's subnet, reached through the tunnel to its host.
+    HostSubnet {
+        host_ip: Ipv4Addr,
+        subnet: String,
+    },
+    /// A tenant's egress network policy (table 100).
+    EgressPolicy {
+        vnid: u32,
+    },
+    /// The network policy of a tenant (multitenant mode's per-VNID delivery rule).
+    NetworkPolicy {
+        vnid: u32,
+    },
+    /// Local multicast of a tenant.
+    Multicast {
+        vnid: u32,
+    },
+    /// Multicast to the other nodes.
+    VxlanMulticast,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Base => write!(f, "base"),
+            Owner::Pod { sandbox, ip, vnid } => {
+                let short = sandbox.get(..12).unwrap_or(sandbox);
+                write!(f, "pod {ip} (sandbox {short}…, VNID {vnid})")
+            }
+            Owner::Service { ip, vnid } => write!(f, "service {ip} (VNID {vnid})"),
+            Owner::HostSubnet { host_ip, subnet } => write!(f, "host subnet {subnet} on {host_ip}"),
+            Owner::EgressPolicy { vnid } => write!(f, "egress policy of VNID {vnid}"),
+            Owner::NetworkPolicy { vnid } => write!(f, "network policy of VNID {vnid}"),
+            Owner::Multicast { vnid } => write!(f, "multicast of VNID {vnid}"),
+            Owner::VxlanMulticast => write!(f, "multicast to other nodes"),
+        }
+    }
+}
+
+/// A flow's identity on the switch: table, priority and match in canonical ovs-ofctl text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub table: u8,
+    pub priority: u16,
+    pub match_: String,
+}
+
+impl FlowKey {
+    /// The key of the flow a step matched; None when no flow matched.
+    pub fn of_step(step: &Step) -> Option<FlowKey> {
+        let Matched::Flow {
+            priority, match_, ..
+        } = &step.matched
+        else {
+            return None;
+        };
+        Some(FlowKey {
+            table: step.table,
+            priority: *priority,
+            match_: canonical_match(match_),
+        })
+    }
+
+    /// The key of a flow in `ovs-ofctl add-flow` syntax.
+    pub fn of_flow_text(flow: &str) -> Result<FlowKey, text::ParseError> {
+        let fm = text::parse_flow(flow, FlowModCommand::Add)?;
+        Ok(FlowKey {
+            table: fm.table_id,
+            priority: fm.priority,
+            match_: text::format_match(&fm.match_, OFP_DEFAULT_PRIORITY),
+        })
+    }
+}
+
+/// The match as the proto crate prints it, which is how ovs-ofctl prints it; the text as OVS
+/// gave it when it holds a field the proto crate does not know (`ct_state`, …).
+fn canonical_match(match_: &str) -> String {
+    text::parse_match(match_)
+        .map(|m| text::format_match(&m, OFP_DEFAULT_PRIORITY))
+        .unwrap_or_else(|_| match_.to_string())
+}
+
+/// What the trace engine asks the node.
+pub trait Attribution {
+    /// The objects that want this flow on the switch; empty for a flow the node did not put
+    /// there.
+    fn owners(&self, flow: &FlowKey) -> Vec<Owner>;
+
+    /// The name of a port of the bridge, when known.
+    fn port_name(&self, _ofport: u32) -> Option<String> {
+        None
+    }
+}
+
+/// Nothing is known: a trace without attribution.
+impl Attribution for () {
+    fn owners(&self, _flow: &FlowKey) -> Vec<Owner> {
+        Vec::new()
+    }
+}
+
+/// Owners and port names, looked up by key.
+#[derive(Debug, Clone, Default)]
+pub struct OwnerIndex {
+    owners: HashMap<FlowKey, Vec<Owner>>,
+    ports: HashMap<u32, String>,
+}
+
+impl OwnerIndex {
+    pub fn new() -> OwnerIndex {
+        OwnerIndex::default()
+    }
+
+    /// Records `owner` for each flow (seed text); a flow may have several owners.
+    pub fn add_flows<'a>(
+        &mut self,
+        owner: &Owner,
+        flows: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), text::ParseError> {
+        for flow in flows {
+            let owners = self.owners.entry(FlowKey::of_flow_text(flow)?).or_default();
+            if !owners.contains(owner) {
+                owners.push(owner.clone());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn name_port(&mut self, ofport: u32, name: impl Into<String>) {
+        self.ports.insert(ofport, name.into());
+    }
+
+    /// The owners of every flow the node's desired state wants, and the names of its ports
+    /// (the seed's vxlan0 and tun0, each pod's veth).
+    pub fn from_state(state: &NodeState) -> Result<OwnerIndex, text::ParseError> {
+        let mut index = OwnerIndex::new();
+        let Some(setup) = &state.setup else {
+            return Ok(index);
+        };
+        index.name_port(u32::from(VXLAN_OFPORT), "vxlan0");
+        index.name_port(u32::from(TUN_OFPORT), "tun0");
+        for entity in all_entities(state) {
+            let flows = entity_flows(state, entity);
+            // The per-VNID rule pods and services bring along is their tenant's policy.
+            let (owner, vnid) = match entity {
+                Entity::Base | Entity::Everything => (Owner::Base, None),
+                Entity::Pod(ip) => match state.pods.get(&ip) {
+                    Some(pod) => {
+                        if let Some(veth) = &pod.veth {
+                            index.name_port(u32::from(pod.ofport), veth.as_str());
+                        }
+                        let owner = Owner::Pod {
+                            sandbox: pod.sandbox.to_string(),
+                            ip,
+                            vnid: pod.vnid.get(),
+                        };
+                        (owner, Some(pod.vnid))
+                    }
+                    None => continue,
+                },
+                Entity::Service(ip) => match state.services.get(&ip) {
+                    Some(svc) => {
+                        let owner = Owner::Service {
+                            ip,
+                            vnid: svc.vnid.get(),
+                        };
+                        (owner, Some(svc.vnid))
+                    }
+                    None => continue,
+                },
+                Entity::HostSubnet(subnet) => match state.host_subnets.get(&subnet) {
+                    Some(hs) => (
+                        Owner::HostSubnet {
+                            host_ip: hs.host_ip,
+                            subnet: subnet.to_string(),
+                        },
+                        None,
+                    ),
+                    None => continue,
+                },
+                Entity::Multicast(vnid) => (Owner::Multicast { vnid: vnid.get() }, None),
+                Entity::VxlanMulticast => (Owner::VxlanMulticast, None),
+                Entity::Egress(vnid) => (Owner::EgressPolicy { vnid: vnid.get() }, None),
+            };
+            // The policy plugin's per-VNID flows belong to the tenant's policy, not the pod or
+            // service that made them live.
+            let policy_flows: Vec<(String, Owner)> = vnid
+                .map(|vnid| {
+                    let owner = Owner::NetworkPolicy { vnid: vnid.get() };
+                    policy::of(setup.mode)
+                        .vnid_flows(vnid)
+                        .into_iter()
+                        .map(|flow| (flow, owner.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for flow in &flows {
+                match policy_flows
+                    .iter()
+                    .find(|(policy_flow, _)| policy_flow == flow)
+                {
+                    Some((_, policy_owner)) => index.add_flows(policy_owner, [flow.as_str()])?,
+                    None => index.add_flows(&owner, [flow.as_str()])?,
+                }
+            }
+        }
+        Ok(index)
+    }
+}
+
+impl Attribution for OwnerIndex {
+    fn owners(&self, flow: &FlowKey) -> Vec<Owner> {
+        self.owners.get(flow).cloned().unwrap_or_default()
+    }
+
+    fn port_name(&self, ofport: u32) -> Option<String> {
+        self.ports.get(&ofport).cloned()
+    }
+}

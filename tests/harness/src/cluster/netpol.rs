@@ -1,0 +1,129 @@
+//! The networkpolicy mode's inputs (issue 14, /work/notes/netpol-contract.md), given to every
+//! node through the ofnode CLI as an operator (or a Kubernetes agent) would: namespaces with
+//! labels, pods with a namespace and labels, the other nodes' pods (`pod remote set`), and
+//! NetworkPolicy objects as `kubectl get networkpolicy -o json` prints them.
+
+use super::{Cluster, ClusterError, Node, Pod};
+
+/// `--label k=v` for each label, as the CLI takes them.
+pub(crate) fn label_args(labels: &[(String, String)]) -> Vec<String> {
+    labels
+        .iter()
+        .flat_map(|(key, value)| ["--label".to_string(), format!("{key}={value}")])
+        .collect()
+}
+
+/// `&[("k", "v")]` as owned pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Cluster {
+    /// Creates a pod in Kubernetes namespace `namespace` (VNID `vnid`, which must be the
+    /// namespace's in networkpolicy mode) with `labels`, attached with `ofnode pod add
+    /// --namespace NS --label k=v…`.
+    pub fn add_pod_in(
+        &self,
+        node: usize,
+        namespace: &str,
+        vnid: u32,
+        labels: &[(String, String)],
+    ) -> Result<Pod, ClusterError> {
+        let mut pod = self.create_pod(node, vnid)?;
+        pod.namespace = Some(namespace.to_string());
+        pod.labels = labels.to_vec();
+        self.attach_pod(&mut pod)?;
+        Ok(pod)
+    }
+
+    /// `ofnode namespace set --name NS --vnid N --label k=v…` on every node.
+    pub fn namespace_set(
+        &self,
+        name: &str,
+        vnid: u32,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
+        let vnid = vnid.to_string();
+        let mut args = vec!["namespace", "set", "--name", name, "--vnid", &vnid];
+        let labels = label_args(labels);
+        args.extend(labels.iter().map(String::as_str));
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
+    /// Tells every node but the pod's own about it: `ofnode pod remote set --ip IP --namespace
+    /// NS --label k=v…` (the pod must have a namespace).
+    pub fn announce_remote_pod(&self, pod: &Pod) -> Result<(), ClusterError> {
+        let namespace = pod.namespace.as_deref().ok_or_else(|| {
+            ClusterError::Invalid(format!("pod {} has no namespace to announce", pod.ip))
+        })?;
+        let ip = pod.ip.to_string();
+        let mut args = vec![
+            "pod",
+            "remote",
+            "set",
+            "--ip",
+            &ip,
+            "--namespace",
+            namespace,
+        ];
+        let labels = label_args(&pod.labels);
+        args.extend(labels.iter().map(String::as_str));
+        for node in self.nodes.iter().filter(|node| node.index != pod.node) {
+            node.cli(&args)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces a pod's labels where it lives (`ofnode pod labels`) and on every other node
+    /// (`pod remote set`), as an agent watching the API server would.
+    pub fn set_pod_labels(
+        &self,
+        pod: &mut Pod,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
+        pod.labels = labels.to_vec();
+        let mut args = vec!["pod", "labels", "--sandbox", pod.sandbox.as_str()];
+        let label_args = label_args(labels);
+        args.extend(label_args.iter().map(String::as_str));
+        self.node(pod.node).cli(&args)?;
+        self.announce_remote_pod(pod)
+    }
+
+    /// `ofnode netpol apply --file F.json` of one NetworkPolicy object on every node.
+    pub fn netpol_apply(&self, policy: &serde_json::Value) -> Result<(), ClusterError> {
+        let text = serde_json::to_string_pretty(policy)
+            .map_err(|e| ClusterError::Invalid(format!("policy JSON: {e}")))?;
+        let name = policy["metadata"]["name"].as_str().unwrap_or("policy");
+        let namespace = policy["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        self.on_every_node(|node| {
+            let path = node
+                .ovs()
+                .dir()
+                .join(format!("netpol-{namespace}-{name}.json"));
+            std::fs::write(&path, &text)
+                .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
+            node.cli(&["netpol", "apply", "--file", &path.display().to_string()])
+                .map(drop)
+        })
+    }
+
+    /// `ofnode netpol del --namespace NS --name N` on every node.
+    pub fn netpol_del(&self, namespace: &str, name: &str) -> Result<(), ClusterError> {
+        self.on_every_node(|node| {
+            node.cli(&["netpol", "del", "--namespace", namespace, "--name", name])
+                .map(drop)
+        })
+    }
+
+    fn on_every_node(
+        &self,
+        mut step: impl FnMut(&Node) -> Result<(), ClusterError>,
+    ) -> Result<(), ClusterError> {
+        self.nodes.iter().try_for_each(&mut step)
+    }
+}

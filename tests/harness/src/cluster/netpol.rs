@@ -54,8 +54,31 @@ impl Cluster {
     }
 
     /// Tells every node but the pod's own about it: `ofnode pod remote set --ip IP --namespace
-    /// NS --label k=v…` (the pod must have a namespace).
+    /// NS --label k=v…` with the pod's labels (the pod must have a namespace).
     pub fn announce_remote_pod(&self, pod: &Pod) -> Result<(), ClusterError> {
+        self.announce_remote_labels(pod, &pod.labels)
+    }
+
+    /// Replaces a pod's labels where it lives (`ofnode pod labels`) and on every other node
+    /// (`pod remote set`), as an agent watching the API server would. `pod.labels` is left as
+    /// it was created (the pod may be borrowed by a running probe loop).
+    pub fn set_pod_labels(
+        &self,
+        pod: &Pod,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
+        let mut args = vec!["pod", "labels", "--sandbox", pod.sandbox.as_str()];
+        let label_args = label_args(labels);
+        args.extend(label_args.iter().map(String::as_str));
+        self.node(pod.node).cli(&args)?;
+        self.announce_remote_labels(pod, labels)
+    }
+
+    fn announce_remote_labels(
+        &self,
+        pod: &Pod,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
         let namespace = pod.namespace.as_deref().ok_or_else(|| {
             ClusterError::Invalid(format!("pod {} has no namespace to announce", pod.ip))
         })?;
@@ -69,27 +92,12 @@ impl Cluster {
             "--namespace",
             namespace,
         ];
-        let labels = label_args(&pod.labels);
+        let labels = label_args(labels);
         args.extend(labels.iter().map(String::as_str));
         for node in self.nodes.iter().filter(|node| node.index != pod.node) {
             node.cli(&args)?;
         }
         Ok(())
-    }
-
-    /// Replaces a pod's labels where it lives (`ofnode pod labels`) and on every other node
-    /// (`pod remote set`), as an agent watching the API server would.
-    pub fn set_pod_labels(
-        &self,
-        pod: &mut Pod,
-        labels: &[(String, String)],
-    ) -> Result<(), ClusterError> {
-        pod.labels = labels.to_vec();
-        let mut args = vec!["pod", "labels", "--sandbox", pod.sandbox.as_str()];
-        let label_args = label_args(labels);
-        args.extend(label_args.iter().map(String::as_str));
-        self.node(pod.node).cli(&args)?;
-        self.announce_remote_pod(pod)
     }
 
     /// `ofnode netpol apply --file F.json` of one NetworkPolicy object on every node.

@@ -402,9 +402,10 @@ fn mismatch_report(probe: Probe, expected: &Reachability, observed: &Reachabilit
     )
 }
 
-/// One probe from the namespace at `netns_path` to `to:port`: true when the server named
-/// `expect` answered within `timeout`.
-fn probe_once(
+/// One probe from the namespace at `netns_path` (enter it on a thread of its own: this moves
+/// the calling thread) to `to:port`: true when the server named `expect` answered within
+/// `timeout`.
+pub fn probe_once(
     netns_path: &str,
     to: Ipv4Addr,
     expect: &str,
@@ -470,13 +471,13 @@ fn enter_netns(path: &str) -> std::io::Result<()> {
 /// TCP and UDP servers on every port of [`PORTS`] inside one pod's namespace, answering with
 /// the pod's name; one thread, stopped and joined on drop.
 #[derive(Debug)]
-struct Servers {
+pub struct Servers {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Servers {
-    fn start(netns: &Netns, name: String) -> Result<Servers, ClusterError> {
+    pub fn start(netns: &Netns, name: String) -> Result<Servers, ClusterError> {
         let path = netns.path();
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

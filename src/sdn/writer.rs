@@ -229,7 +229,8 @@ impl Writer {
                 reply,
             } => defer(reply, core.pod_update(&sandbox, vnid)),
             Edit::PodAdopt(pod, reply) => defer(reply, core.pod_adopt(pod)),
-            Edit::PodDel(ip, reply) => defer(reply, core.pod_del(ip)),
+            Edit::PodDel { ip, veth, reply } => defer(reply, core.pod_del(ip, veth)),
+            Edit::Ports(edit, reply) => defer(reply, edit.apply(core)),
             Edit::FollowPorts(ovsdb, reply) => {
                 let result = ovsdb.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)));
                 defer(reply, result)

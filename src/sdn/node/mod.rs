@@ -7,10 +7,12 @@
 //!
 //! - `setup.rs`: setup, its OVSDB plan and the host network; `pods.rs`: pods and their ports;
 //!   `routes.rs`: host subnets, services, multicast; `egress.rs`: egress policies and their DNS
-//!   names; `vxlan.rs`: the kernel VXLAN device; `status.rs`: what the node reports.
+//!   names; `vxlan.rs`: the kernel VXLAN device; `status.rs`: what the node reports;
+//!   `ports.rs`: OVSDB made to hold the desired ports at every OVSDB session.
 
 mod egress;
 mod pods;
+mod ports;
 mod routes;
 mod setup;
 mod status;
@@ -172,6 +174,10 @@ impl Node {
         tokio::spawn(pods::follow_pod_ports(
             node.inner.ovsdb.clone(),
             requests.downgrade(),
+        ));
+        tokio::spawn(ports::reconcile_ovsdb(
+            Arc::downgrade(&node.inner),
+            node.inner.ovsdb.watch(),
         ));
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);

@@ -10,6 +10,7 @@ use super::Core;
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
+use crate::sdn::layout::MAX_OFPORT;
 use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod, PortIntent};
 use crate::sdn::table;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
@@ -317,7 +318,8 @@ pub fn check_egress(
 pub fn max_multicast_ports() -> Result<usize, Error> {
     let vnid = Vnid::new(Vnid::MAX).unwrap_or_default();
     table::max_repeats(|n| {
-        let ports = vec![u16::MAX; n];
+        // Every port number encodes to the same width; the highest real one stands for all.
+        let ports = vec![MAX_OFPORT; n];
         local_multicast_flows(vnid, &ports)
             .pop()
             .unwrap_or_default()
@@ -328,8 +330,9 @@ pub fn max_multicast_ports() -> Result<usize, Error> {
 /// Checks `multicast local`'s ports before anything is done: real OpenFlow port numbers, and
 /// no more than one flow can output to.
 pub fn check_multicast_local(ofports: &[u16]) -> Result<(), Error> {
-    if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > 0xfeff) {
-        return Err(invalid("OpenFlow port", bad.to_string(), "must be 1-65279"));
+    if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > MAX_OFPORT) {
+        let range = format!("must be 1-{MAX_OFPORT}");
+        return Err(invalid("OpenFlow port", bad.to_string(), range));
     }
     let max = max_multicast_ports()?;
     if ofports.len() > max {

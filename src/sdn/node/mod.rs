@@ -29,6 +29,7 @@ use super::error::Error;
 use super::ha::{Agent, HaShared};
 use super::metrics::Metrics;
 use super::request::{self, Edit, Envelope, Read, Reply, Request};
+use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
 use super::store::Store;
 use super::types::{HostSubnet, SetupRequest};
@@ -171,6 +172,7 @@ impl Node {
             requests.downgrade(),
             metrics,
         ));
+        tokio::spawn(flow_restore_wait(&node, requests.downgrade()).run());
         tokio::spawn(pods::follow_pod_ports(
             node.inner.ovsdb.clone(),
             requests.downgrade(),
@@ -242,6 +244,28 @@ impl Node {
     /// at every connect); `force` re-installs the whole table.
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.call(|reply| Request::Resync { force, reply }).await
+    }
+}
+
+/// The task that restores the table under `other_config:flow-restore-wait` and removes the key;
+/// with a passive target it has the switch dial the bridge's management socket meanwhile.
+fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowRestoreWait {
+    let cfg = &node.inner.cfg;
+    let passive = cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive());
+    let management = passive
+        .then(|| {
+            management_target(&cfg.ovsdb, &cfg.bridge)
+                .parse::<Target>()
+                .ok()
+        })
+        .flatten();
+    FlowRestoreWait {
+        ovsdb: node.inner.ovsdb.clone(),
+        switch: node.inner.switch.clone(),
+        management,
+        requests,
+        published: node.inner.published.clone(),
+        ha: node.inner.ha.clone(),
     }
 }
 

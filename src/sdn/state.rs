@@ -85,6 +85,29 @@ pub struct NodeState {
     pub vxlan_multicast: Vec<Ipv4Addr>,
     #[serde(default)]
     pub egress: BTreeMap<Vnid, EgressState>,
+    /// What OVSDB must hold for pods' ports beyond their existence: the bandwidth limits
+    /// acknowledged, and the ports of deleted pods whose removal OVSDB has not confirmed yet.
+    /// Reconciled at every OVSDB (re)connect (`core/ovsdb.rs`); journals written before it
+    /// existed load with none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_intents: BTreeMap<IfName, PortIntent>,
+}
+
+/// What OVSDB must do with one pod's port, beyond what the pod's presence says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "want", rename_all = "snake_case")]
+pub enum PortIntent {
+    /// The pod was deleted: its port (and its QoS row) must be gone from the bridge.
+    Removed,
+    /// The pod's bandwidth limits (the seed's SetPodBandwidth), as OVSDB holds them.
+    Limited {
+        /// A `linux-htb` QoS `max-rate` in bit/s on the port; None: no QoS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qos_max_rate: Option<u64>,
+        /// The interface's `ingress_policing_rate` in kbit/s; 0: no policing.
+        #[serde(default)]
+        ingress_policing_kbps: u32,
+    },
 }
 
 /// One acknowledged change of the desired state: the new value of one entry (None removes it).
@@ -115,6 +138,11 @@ pub enum Change {
         vnid: Vnid,
         egress: Option<EgressState>,
     },
+    /// What OVSDB must do with a pod's port (None: nothing beyond the pod's presence).
+    PortIntent {
+        veth: IfName,
+        intent: Option<PortIntent>,
+    },
     /// The whole state at once: setup (which may clear everything else) and undo of a reset.
     Replace {
         state: Box<NodeState>,
@@ -132,6 +160,8 @@ pub enum Entity {
     Multicast(Vnid),
     VxlanMulticast,
     Egress(Vnid),
+    /// OVSDB only (a [`PortIntent`]): no flows.
+    Ovsdb,
     Everything,
 }
 
@@ -144,6 +174,7 @@ impl Change {
             Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
             Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
             Change::Egress { vnid, .. } => Entity::Egress(*vnid),
+            Change::PortIntent { .. } => Entity::Ovsdb,
             Change::Replace { .. } => Entity::Everything,
         }
     }
@@ -185,6 +216,10 @@ impl NodeState {
             Change::Egress { vnid, egress } => Change::Egress {
                 vnid,
                 egress: put(&mut self.egress, vnid, egress),
+            },
+            Change::PortIntent { veth, intent } => Change::PortIntent {
+                intent: put(&mut self.port_intents, veth.clone(), intent),
+                veth,
             },
             Change::Replace { state } => Change::Replace {
                 state: Box::new(std::mem::replace(self, *state)),
@@ -249,6 +284,36 @@ mod tests {
         assert!(state.pods.is_empty());
         state.apply(undo);
         assert_eq!(state, before);
+    }
+
+    #[test]
+    fn a_journal_from_before_port_intents_loads_with_none() {
+        let old = r#"{"setup":null,"pods":{},"host_subnets":{},"services":{},"multicast":{},"vxlan_multicast":[],"egress":{}}"#;
+        let state: NodeState = serde_json::from_str(old).unwrap();
+        assert!(state.port_intents.is_empty());
+        // And a state without intents writes what the old code reads.
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(!text.contains("port_intents"), "{text}");
+    }
+
+    #[test]
+    fn port_intents_round_trip_and_undo() {
+        let veth: IfName = "veth1".parse().unwrap();
+        let mut state = NodeState::default();
+        let limited = PortIntent::Limited {
+            qos_max_rate: Some(1_000_000),
+            ingress_policing_kbps: 0,
+        };
+        let change = Change::PortIntent {
+            veth: veth.clone(),
+            intent: Some(limited),
+        };
+        let text = serde_json::to_string(&change).unwrap();
+        assert_eq!(serde_json::from_str::<Change>(&text).unwrap(), change);
+        let undo = state.apply(change);
+        assert_eq!(state.port_intents.get(&veth), Some(&limited));
+        state.apply(undo);
+        assert_eq!(state, NodeState::default());
     }
 
     #[test]

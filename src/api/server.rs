@@ -166,7 +166,8 @@ pub fn status_of(err: &sdn::Error) -> StatusCode {
     match err {
         Error::Invalid(_) => StatusCode::BAD_REQUEST,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
-        Error::NotSetUp => StatusCode::CONFLICT,
+        Error::NotSetUp | Error::Conflict { .. } => StatusCode::CONFLICT,
+        Error::NetPol(_) => StatusCode::UNPROCESSABLE_ENTITY,
         // Applied (or refused) with the seed's input error: the request was understood.
         Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         // A peer (the switch, OVSDB) refused or failed it.

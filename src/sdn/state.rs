@@ -7,6 +7,8 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use super::policy::networkpolicy::model::{Namespace, PodMeta, RemotePod};
+use super::policy::networkpolicy::StoredNetPol;
 use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, MacAddr, SandboxId, Service, SetupRequest, Vnid,
 };
@@ -85,6 +87,19 @@ pub struct NodeState {
     pub vxlan_multicast: Vec<Ipv4Addr>,
     #[serde(default)]
     pub egress: BTreeMap<Vnid, EgressState>,
+    /// The NetworkPolicy mode's inputs (kept, but changing no flow, in the other modes).
+    /// Namespaces by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// Local pods' namespace and labels, by pod IP (a pod without is in no namespace).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_meta: BTreeMap<Ipv4Addr, PodMeta>,
+    /// Pods of other nodes, by IP.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remote_pods: BTreeMap<Ipv4Addr, RemotePod>,
+    /// NetworkPolicies by `namespace/name`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub netpols: BTreeMap<String, StoredNetPol>,
 }
 
 /// One acknowledged change of the desired state: the new value of one entry (None removes it).
@@ -115,6 +130,22 @@ pub enum Change {
         vnid: Vnid,
         egress: Option<EgressState>,
     },
+    Namespace {
+        name: String,
+        namespace: Option<Namespace>,
+    },
+    PodMeta {
+        ip: Ipv4Addr,
+        meta: Option<PodMeta>,
+    },
+    RemotePod {
+        ip: Ipv4Addr,
+        pod: Option<RemotePod>,
+    },
+    NetPol {
+        key: String,
+        netpol: Option<StoredNetPol>,
+    },
     /// The whole state at once: setup (which may clear everything else) and undo of a reset.
     Replace {
         state: Box<NodeState>,
@@ -132,6 +163,9 @@ pub enum Entity {
     Multicast(Vnid),
     VxlanMulticast,
     Egress(Vnid),
+    /// Every flow of the NetworkPolicy mode's policies (merged clause flows cannot be split by
+    /// policy, so they are one entity).
+    NetPol,
     Everything,
 }
 
@@ -144,6 +178,10 @@ impl Change {
             Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
             Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
             Change::Egress { vnid, .. } => Entity::Egress(*vnid),
+            Change::Namespace { .. }
+            | Change::PodMeta { .. }
+            | Change::RemotePod { .. }
+            | Change::NetPol { .. } => Entity::NetPol,
             Change::Replace { .. } => Entity::Everything,
         }
     }
@@ -185,6 +223,22 @@ impl NodeState {
             Change::Egress { vnid, egress } => Change::Egress {
                 vnid,
                 egress: put(&mut self.egress, vnid, egress),
+            },
+            Change::Namespace { name, namespace } => Change::Namespace {
+                namespace: put(&mut self.namespaces, name.clone(), namespace),
+                name,
+            },
+            Change::PodMeta { ip, meta } => Change::PodMeta {
+                ip,
+                meta: put(&mut self.pod_meta, ip, meta),
+            },
+            Change::RemotePod { ip, pod } => Change::RemotePod {
+                ip,
+                pod: put(&mut self.remote_pods, ip, pod),
+            },
+            Change::NetPol { key, netpol } => Change::NetPol {
+                netpol: put(&mut self.netpols, key.clone(), netpol),
+                key,
             },
             Change::Replace { state } => Change::Replace {
                 state: Box::new(std::mem::replace(self, *state)),
@@ -249,6 +303,20 @@ mod tests {
         assert!(state.pods.is_empty());
         state.apply(undo);
         assert_eq!(state, before);
+    }
+
+    #[test]
+    fn a_state_written_before_the_networkpolicy_mode_still_loads() {
+        let old = r#"{"setup":null,"pods":{},"host_subnets":{},"services":{},"multicast":{},
+            "vxlan_multicast":[],"egress":{}}"#;
+        let state: NodeState = serde_json::from_str(old).unwrap();
+        assert_eq!(state, NodeState::default());
+        // And a state without the mode's parts is written exactly as before.
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(
+            !text.contains("namespaces") && !text.contains("netpols"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -178,16 +178,18 @@ pub enum Mode {
     #[default]
     Subnet,
     Multitenant,
+    NetworkPolicy,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 2] = [Mode::Subnet, Mode::Multitenant];
+    pub const ALL: [Mode; 3] = [Mode::Subnet, Mode::Multitenant, Mode::NetworkPolicy];
 
     /// The name `--mode` and the API take.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Subnet => "subnet",
             Mode::Multitenant => "multitenant",
+            Mode::NetworkPolicy => "networkpolicy",
         }
     }
 }

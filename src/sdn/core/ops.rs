@@ -71,7 +71,13 @@ impl Core {
         if !self.state.pods.contains_key(&ip) {
             return Ok(());
         }
-        self.apply(vec![Change::Pod { ip, pod: None }])
+        let mut changes = Vec::new();
+        // Its namespace and labels first (so the NetworkPolicy mode's flows change with them).
+        if self.state.pod_meta.contains_key(&ip) {
+            changes.push(Change::PodMeta { ip, meta: None });
+        }
+        changes.push(Change::Pod { ip, pod: None });
+        self.apply(changes)
     }
 
     /// Moves pods' flows to the OpenFlow port their interface has now: `ofport_of` is OVSDB's

@@ -144,7 +144,7 @@ pub enum Change {
     },
     NetPol {
         key: String,
-        netpol: Option<StoredNetPol>,
+        netpol: Option<Box<StoredNetPol>>,
     },
     /// The whole state at once: setup (which may clear everything else) and undo of a reset.
     Replace {
@@ -237,7 +237,7 @@ impl NodeState {
                 pod: put(&mut self.remote_pods, ip, pod),
             },
             Change::NetPol { key, netpol } => Change::NetPol {
-                netpol: put(&mut self.netpols, key.clone(), netpol),
+                netpol: put(&mut self.netpols, key.clone(), netpol.map(|b| *b)).map(Box::new),
                 key,
             },
             Change::Replace { state } => Change::Replace {

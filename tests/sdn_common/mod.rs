@@ -80,6 +80,7 @@ pub fn base_flows(mode: Mode) -> Vec<String> {
     let mode_flows = match mode {
         Mode::Subnet => SUBNET_FLOWS,
         Mode::Multitenant => MULTITENANT_FLOWS,
+        Mode::NetworkPolicy => panic!("the networkpolicy mode's oracle table is not written yet"),
     };
     SETUP_FLOWS
         .iter()

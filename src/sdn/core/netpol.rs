@@ -227,11 +227,12 @@ impl Core {
             .flat_map(|(_, p)| p.ingress_ids.iter().chain(&p.egress_ids).copied());
         let stored = allocate_ids(policy, self.state.netpols.get(&key), others);
         if self.state.netpols.get(&key) == Some(&stored) {
+            // The same policy again: nothing changes, no bundle.
             return Ok(());
         }
         self.apply(vec![Change::NetPol {
             key,
-            netpol: Some(stored),
+            netpol: Some(Box::new(stored)),
         }])
     }
 

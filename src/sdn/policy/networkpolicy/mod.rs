@@ -421,12 +421,12 @@ fn port_matches(port: &Port) -> Vec<String> {
     let proto = port.protocol.name();
     match port.range {
         None => vec![proto.to_string()],
-        Some((first, last)) if first == last => vec![format!("{proto}, tp_dst={first}")],
+        Some((first, last)) if first == last => vec![format!("{proto}, {proto}_dst={first}")],
         Some((first, last)) => ranges::port_masks(first, last)
             .into_iter()
             .map(|(value, mask)| match mask {
-                0xffff => format!("{proto}, tp_dst={value}"),
-                _ => format!("{proto}, tp_dst={value:#x}/{mask:#x}"),
+                0xffff => format!("{proto}, {proto}_dst={value}"),
+                _ => format!("{proto}, {proto}_dst={value:#x}/{mask:#x}"),
             })
             .collect(),
     }

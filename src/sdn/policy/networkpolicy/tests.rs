@@ -322,7 +322,7 @@ fn egress_peers_are_destination_ips_and_ports_ranges_are_masks() {
         "p",
         r#"{"podSelector":{},"policyTypes":["Egress"],"egress":[
         {"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"y"}}}],
-         "ports":[{"protocol":"SCTP","port":80,"endPort":81},{"protocol":"UDP"}]}]}"#,
+         "ports":[{"protocol":"UDP","port":80,"endPort":81},{"protocol":"SCTP"}]}]}"#,
     )));
     let flows = w.flows();
     assert_eq!(
@@ -341,13 +341,13 @@ fn egress_peers_are_destination_ips_and_ports_ranges_are_masks() {
     assert_eq!(
         with(
             &flows,
-            "sctp, tp_dst=0x50/0xfffe, actions=conjunction(1,3/3)"
+            "udp, udp_dst=0x50/0xfffe, actions=conjunction(1,3/3)"
         )
         .len(),
         1
     );
     assert_eq!(
-        with(&flows, "priority=200, udp, actions=conjunction(1,3/3)").len(),
+        with(&flows, "priority=200, sctp, actions=conjunction(1,3/3)").len(),
         1
     );
     assert_eq!(

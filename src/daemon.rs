@@ -13,6 +13,7 @@ use crate::api::server::{self, ApiOptions};
 use crate::cluster::{ClusterSettings, Membership};
 use crate::sdn::{Node, NodeConfig};
 use crate::tls::{TlsConfig, TlsFiles};
+use crate::trace::VswitchdCtl;
 
 /// `ofnode run` flags; each overrides the same key of the config file.
 #[derive(Debug, Args, Default)]
@@ -37,6 +38,9 @@ pub struct RunArgs {
     /// Where the desired state is persisted.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// ovs-vswitchd's control socket for traces: a path, or a daemon name in the OVS run dir [default: ovs-vswitchd].
+    #[arg(long, value_name = "PATH|NAME")]
+    pub vswitchd_ctl: Option<String>,
     /// br0's datapath: system (kernel module) or netdev (userspace). Default: system when the
     /// openvswitch kernel module is loaded, netdev otherwise.
     #[arg(long, value_name = "TYPE", value_parser = ["system", "netdev"])]
@@ -67,6 +71,9 @@ pub struct ConfigFile {
     pub openflow: Option<String>,
     pub api: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
+    /// ovs-vswitchd's control socket (traces): a path, or a daemon name whose pidfile is in
+    /// the OVS run directory (`OVS_RUNDIR`, else the OVSDB socket's directory).
+    pub vswitchd_ctl: Option<String>,
     pub datapath_type: Option<String>,
     pub mtu: Option<u32>,
     pub manage_host_network: Option<bool>,
@@ -174,6 +181,7 @@ impl Settings {
             }
         };
         let defaults = ApiOptions::default();
+        let vswitchd_ctl = VswitchdCtl::new(args.vswitchd_ctl.or(file.vswitchd_ctl), &ovsdb);
         let mut node = NodeConfig {
             bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
             datapath_type: args.datapath_type.or(file.datapath_type),
@@ -197,6 +205,7 @@ impl Settings {
                 socket: args.api.or(file.api).unwrap_or(defaults.socket),
                 max_body: file.api_max_body.unwrap_or(defaults.max_body),
                 mode: defaults.mode,
+                vswitchd_ctl,
             },
             cluster: file.cluster,
         })

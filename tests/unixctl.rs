@@ -124,7 +124,7 @@ async fn a_missing_socket_is_named_with_what_to_check() {
     assert!(text.contains("--unixctl"), "{text}");
     // A socket file nobody listens on any more (the daemon died without removing it).
     let stale = dir.path().join("stale.ctl");
-    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    bind_without_listening(&stale);
     let mut ctl = Unixctl::new(&stale, UnixctlOptions::default());
     let err = ctl.call("version", &[]).await.unwrap_err();
     assert!(err.to_string().contains("has exited"), "{err}");
@@ -239,4 +239,29 @@ async fn malformed_replies_are_protocol_errors_not_results() {
     let mut ctl = Unixctl::new(&path, options(Duration::from_millis(300)));
     let err = ctl.call("version", &[]).await.unwrap_err();
     assert!(matches!(err, UnixctlError::Timeout { .. }), "{err}");
+}
+
+/// Leaves a socket file at `path` that refuses every connection. A listener bound and dropped
+/// would do only in a process that never forks: another test's fork can hold a copy of its
+/// descriptor for a moment, and a connection made then is accepted into the backlog and reset
+/// (ECONNRESET, not ECONNREFUSED). A socket that never listened refuses in every copy.
+fn bind_without_listening(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: a plain socket(2)/bind(2)/close(2) on a zeroed sockaddr_un whose path fits
+    // (asserted) and is NUL-terminated by the zeroing.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        assert!(bytes.len() < addr.sun_path.len(), "{}", path.display());
+        for (slot, byte) in addr.sun_path.iter_mut().zip(bytes) {
+            *slot = *byte as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let bound = libc::bind(fd, std::ptr::addr_of!(addr).cast(), len);
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        libc::close(fd);
+    }
 }

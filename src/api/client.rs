@@ -27,6 +27,8 @@ pub enum ClientError {
     Request(#[from] hyper::http::Error),
     #[error("could not encode the request: {0}")]
     Encode(serde_json::Error),
+    #[error("could not encode the query: {0}")]
+    Query(serde_urlencoded::ser::Error),
     #[error("the daemon's reply is not what this CLI expects ({status}): {source}: {body}")]
     Decode {
         status: StatusCode,
@@ -122,6 +124,12 @@ impl Client {
         };
         let reply: wire::Flows = self.get(&path).await?;
         Ok(reply.flows)
+    }
+
+    /// ovs-vswitchd's trace of the packet `query` describes, attributed by the daemon.
+    pub async fn trace(&self, query: &wire::TraceQuery) -> Result<wire::Trace, ClientError> {
+        let query = serde_urlencoded::to_string(query).map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::TRACE)).await
     }
 
     /// The Prometheus text of `/metrics`.

@@ -17,6 +17,7 @@ use tokio::net::UnixListener;
 use super::wire::{self, route, ErrorBody, HostSubnet, PodAdd, Service, SetupRequest};
 use crate::cluster::Membership;
 use crate::sdn::{self, Node};
+use crate::trace::{self, TraceError, VswitchdCtl};
 
 /// Limits on what a client can make the daemon do.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct ApiOptions {
     pub max_body: usize,
     /// Permission bits of the socket file (0600: only root may program the node).
     pub mode: u32,
+    /// ovs-vswitchd's control socket, which traces are asked of.
+    pub vswitchd_ctl: VswitchdCtl,
 }
 
 impl Default for ApiOptions {
@@ -34,6 +37,7 @@ impl Default for ApiOptions {
             socket: PathBuf::from("/run/ofnode/ofnode.sock"),
             max_body: 1 << 20,
             mode: 0o600,
+            vswitchd_ctl: VswitchdCtl::new(None, ""),
         }
     }
 }
@@ -60,6 +64,7 @@ struct AppState {
     node: Node,
     /// Present when the node is a member of a cluster through etcd.
     membership: Option<Membership>,
+    vswitchd_ctl: VswitchdCtl,
 }
 
 type Shared = State<Arc<AppState>>;
@@ -111,15 +116,19 @@ pub async fn serve(
     options: &ApiOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let app = router(node, membership, options.max_body);
+    let app = router(node, membership, options);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)
 }
 
-fn router(node: Node, membership: Option<Membership>, max_body: usize) -> Router {
-    let state = Arc::new(AppState { node, membership });
+fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> Router {
+    let state = Arc::new(AppState {
+        node,
+        membership,
+        vswitchd_ctl: options.vswitchd_ctl.clone(),
+    });
     Router::new()
         .route(route::SETUP, post(setup))
         .route(route::STATUS, get(status))
@@ -136,9 +145,10 @@ fn router(node: Node, membership: Option<Membership>, max_body: usize) -> Router
         .route(route::EGRESS, post(egress_set))
         .route(route::UNUSED_VNIDS, get(unused_vnids))
         .route(route::FLOWS, get(dump_flows))
+        .route(route::TRACE, get(trace_packet))
         .route(route::METRICS, get(render_metrics))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(options.max_body))
         .with_state(state)
 }
 
@@ -323,6 +333,34 @@ async fn dump_flows(
     let Query(query) = query.map_err(bad_query)?;
     let flows = s.node.dump_flows(query.table).await?;
     Ok(Json(wire::Flows { flows }))
+}
+
+async fn trace_packet(
+    State(s): Shared,
+    query: Result<Query<wire::TraceQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::Trace> {
+    let Query(query) = query.map_err(bad_query)?;
+    let state = s.node.state().await?;
+    let bridge = s.node.status().bridge;
+    let trace = trace::trace_query(&state, &bridge, &s.vswitchd_ctl, &query)
+        .await
+        .map_err(|err| ApiError {
+            status: trace_status(&err),
+            message: err.to_string(),
+        })?;
+    Ok(Json(trace))
+}
+
+/// The HTTP status of a failed trace: the question's fault, or ovs-vswitchd's, or ours.
+fn trace_status(err: &TraceError) -> StatusCode {
+    use trace::QueryError;
+    match err {
+        TraceError::Query(QueryError::NotSetUp) => StatusCode::CONFLICT,
+        TraceError::Query(QueryError::UnknownPod(_)) => StatusCode::NOT_FOUND,
+        TraceError::Query(_) | TraceError::Packet(_) => StatusCode::BAD_REQUEST,
+        TraceError::Refused { .. } | TraceError::Unixctl(_) => StatusCode::BAD_GATEWAY,
+        TraceError::Parse(_) | TraceError::Owners(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 fn bad_query(rejection: axum::extract::rejection::QueryRejection) -> ApiError {

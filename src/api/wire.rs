@@ -12,6 +12,7 @@ pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
     EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
+pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
 /// The paths of the API (all under `/v1` but the metrics).
@@ -41,6 +42,9 @@ pub mod route {
     pub const UNUSED_VNIDS: &str = "/v1/vnids/unused";
     /// GET `?table=N` ([`super::FlowsQuery`]) → [`super::Flows`].
     pub const FLOWS: &str = "/v1/flows";
+    /// GET `?from=POD&to=IP&proto=tcp|udp|icmp&dport=N` ([`super::TraceQuery`]) →
+    /// [`super::Trace`].
+    pub const TRACE: &str = "/v1/trace";
     /// GET → Prometheus text.
     pub const METRICS: &str = "/metrics";
 }

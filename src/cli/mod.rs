@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::daemon::RunArgs;
 use crate::sdn::{Mode, ServicePort};
+use crate::trace::Proto;
 use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
 
 pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
@@ -79,6 +80,24 @@ pub enum Command {
     /// VNIDs.
     #[command(subcommand)]
     Vnids(VnidsCommand),
+    /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
+    Trace {
+        /// The pod it leaves: its IP, sandbox id (or a unique prefix), or host veth.
+        #[arg(long, value_name = "POD|IP")]
+        from: String,
+        /// Its destination [default: the node's gateway].
+        #[arg(long, value_name = "IP", value_parser = ipv4("destination"))]
+        to: Option<Ipv4Addr>,
+        /// Its protocol [default: tcp with --dport, else icmp (an echo request)].
+        #[arg(long, value_enum)]
+        proto: Option<Proto>,
+        /// Its destination port (tcp, udp).
+        #[arg(long, value_name = "N")]
+        dport: Option<u16>,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print br0's flows as `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` does.
     DumpFlows {
         /// Only this table's flows.

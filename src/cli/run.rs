@@ -107,6 +107,27 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 println!("{vnid}");
             }
         }
+        Command::Trace {
+            from,
+            to,
+            proto,
+            dport,
+            json,
+        } => {
+            let query = wire::TraceQuery {
+                from,
+                to,
+                proto,
+                dport,
+            };
+            let trace = client.trace(&query).await?;
+            if json {
+                let text = serde_json::to_string_pretty(&trace).unwrap_or_default();
+                println!("{text}");
+            } else {
+                print!("{}", trace.render());
+            }
+        }
         Command::DumpFlows { table } => {
             for flow in client.flows(table).await? {
                 println!("{flow}");

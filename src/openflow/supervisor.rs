@@ -14,7 +14,7 @@ use super::event::{EventSink, SwitchEvent};
 use super::handshake::{handshake, Established};
 use super::transport::{connect, Accepted, Listener, Stream};
 use super::xid::XidAllocator;
-use crate::stream::Backoff;
+use crate::stream::{Backoff, Target};
 
 /// What every `Switch` handle reads about the current session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub(crate) struct Supervisor {
     pub(crate) events: EventSink,
     pub(crate) state: watch::Sender<LinkState>,
     pub(crate) commands: mpsc::Receiver<Submit>,
+    /// Passive mode: what to dial while no peer has dialled in (`Switch::dial_while_unserved`).
+    pub(crate) fallback: watch::Receiver<Option<Target>>,
     pub(crate) epoch: u64,
 }
 
@@ -99,16 +101,49 @@ impl Supervisor {
         loop {
             let session = match next.take() {
                 Some(session) => session,
-                None => match refuse_commands_while(ready_rx.recv(), &mut self.commands).await {
-                    Some(Some(session)) => session,
+                None => match self.next_passive_session(&mut ready_rx).await {
+                    Some(session) => session,
                     // The acceptor died (cannot happen while we hold the receiver) or shutdown.
-                    Some(None) | None => return,
+                    None => return,
                 },
             };
             match self.drive(session, Some(&mut ready_rx)).await {
                 Ended::Shutdown => return,
                 Ended::Lost(_) => {}
                 Ended::Replaced(newer) => next = Some(newer),
+            }
+        }
+    }
+
+    /// The next peer that dials in, or, while a fallback target is set, a session dialled to
+    /// it (retried with backoff, from the start whenever the fallback is set again). None at
+    /// shutdown.
+    async fn next_passive_session(
+        &mut self,
+        ready: &mut mpsc::Receiver<Established>,
+    ) -> Option<Established> {
+        loop {
+            let target = self.fallback.borrow_and_update().clone();
+            let dial = dial_until_served(target, &self.cfg, &self.xids, &self.events);
+            let changed = async {
+                if self.fallback.changed().await.is_ok() {
+                    return;
+                }
+                std::future::pending::<()>().await
+            };
+            let next = refuse_commands_while(
+                async {
+                    tokio::select! {
+                        session = ready.recv() => Some(session),
+                        session = dial => Some(Some(session)),
+                        () = changed => None,
+                    }
+                },
+                &mut self.commands,
+            )
+            .await?;
+            if let Some(session) = next {
+                return session;
             }
         }
     }
@@ -150,6 +185,36 @@ impl Supervisor {
             .deliver(SwitchEvent::Disconnected { reason })
             .await;
         ended
+    }
+}
+
+/// Dials `target` until a session is established (never, when there is none); failures are
+/// expected while the switch is down and logged at debug.
+async fn dial_until_served(
+    target: Option<Target>,
+    cfg: &SwitchConfig,
+    xids: &XidAllocator,
+    events: &EventSink,
+) -> Established {
+    let Some(target) = target else {
+        return std::future::pending().await;
+    };
+    let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
+    loop {
+        let attempt = async {
+            let stream = connect(&target, cfg.tls.as_ref())
+                .await
+                .map_err(|e| Error::io(format!("connecting to {target}"), e))?;
+            handshake(stream, target.to_string(), cfg, xids, events).await
+        };
+        match attempt.await {
+            Ok(session) => {
+                tracing::info!(%target, "no switch dialled in: connected to the fallback target");
+                return session;
+            }
+            Err(error) => tracing::debug!(%target, %error, "fallback target not served yet"),
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 

@@ -20,7 +20,7 @@ use super::supervisor::{LinkState, Supervisor};
 use super::transaction::Transaction;
 use super::transport::Listener;
 use super::xid::XidAllocator;
-use crate::stream::no_tls;
+use crate::stream::{no_tls, Target};
 
 /// A handle on the OpenFlow connection to one switch. Clone it freely: all clones share one
 /// connection, whose requests are pipelined and whose replies are matched by xid. The
@@ -37,6 +37,8 @@ struct Inner {
     xids: Arc<XidAllocator>,
     bundle_ids: AtomicU32,
     cfg: Arc<SwitchConfig>,
+    /// Passive mode: a target to dial while no peer has dialled in (see `dial_while_unserved`).
+    fallback: watch::Sender<Option<Target>>,
 }
 
 impl Switch {
@@ -86,12 +88,14 @@ impl Switch {
         let (event_tx, event_rx) = mpsc::channel(cfg.event_queue.max(1));
         let (state_tx, state_rx) = watch::channel(LinkState::Down);
         let xids = Arc::new(XidAllocator::new());
+        let (fallback_tx, fallback_rx) = watch::channel(None);
         let supervisor = Supervisor {
             cfg: cfg.clone(),
             xids: xids.clone(),
             events: EventSink::new(event_tx),
             state: state_tx,
             commands: command_rx,
+            fallback: fallback_rx,
             epoch: 0,
         };
         let inner = Inner {
@@ -100,11 +104,34 @@ impl Switch {
             xids,
             bundle_ids: AtomicU32::new(1),
             cfg,
+            fallback: fallback_tx,
         };
         let switch = Switch {
             inner: Arc::new(inner),
         };
         (switch, event_rx, supervisor)
+    }
+
+    /// Passive mode: while no switch has dialled in, dial `target` instead (e.g. the bridge's
+    /// management socket `unix:…/br0.mgmt`, which ovs-vswitchd serves even while
+    /// `flow-restore-wait` keeps it from dialling its controllers); a switch that dials in
+    /// later replaces that session. Every call dials again at once (the backoff starts over);
+    /// None stops dialling (a session in use stays). Active targets dial anyway: no effect.
+    pub fn dial_while_unserved(&self, target: Option<Target>) {
+        self.inner.fallback.send_replace(target);
+    }
+
+    /// The current session's number (each connect gets a higher one), if a session is up.
+    pub fn session(&self) -> Option<u64> {
+        match *self.inner.state.borrow() {
+            LinkState::Up { epoch, .. } => Some(epoch),
+            LinkState::Down => None,
+        }
+    }
+
+    /// A receiver that is told of every connect and loss.
+    pub(crate) fn sessions(&self) -> watch::Receiver<LinkState> {
+        self.inner.state.clone()
     }
 
     pub fn is_connected(&self) -> bool {

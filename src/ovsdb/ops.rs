@@ -230,6 +230,26 @@ impl Client {
             .await
     }
 
+    /// A pod's limits in one transaction: the port's QoS `max-rate` (as
+    /// [`Client::set_port_qos_max_rate`]) and its interface's ingress policing (as
+    /// [`Client::set_ingress_policing_rate`]), so OVSDB holds both or neither.
+    pub async fn set_port_bandwidth(
+        &self,
+        port: &str,
+        max_rate_bps: Option<u64>,
+        policing_kbps: u32,
+    ) -> Result<()> {
+        if max_rate_bps == Some(0) {
+            return Err(Error::Invalid(
+                "a max-rate of 0 would block the port; use None".into(),
+            ));
+        }
+        self.execute(self.waits(), |cache| {
+            plan_bandwidth(cache, port, max_rate_bps, policing_kbps)
+        })
+        .await
+    }
+
     /// Polices what an interface receives (the pod's egress) at `kbps` kilobits per second;
     /// 0 turns policing off.
     pub async fn set_ingress_policing_rate(&self, iface: &str, kbps: u32) -> Result<()> {
@@ -529,6 +549,33 @@ fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>) -> Result<Option<P
         port,
     );
     push_qos_destroy(&mut plan, cache, current_uuid, port_uuid);
+    Ok(Some(plan))
+}
+
+fn plan_bandwidth(
+    cache: &Cache,
+    port: &str,
+    max_rate: Option<u64>,
+    policing_kbps: u32,
+) -> Result<Option<Plan>> {
+    let qos = plan_qos(cache, port, max_rate)?;
+    let policing = i64::from(policing_kbps);
+    let policed = cache
+        .column("Interface", port, "ingress_policing_rate")
+        .and_then(Datum::as_i64);
+    if policed == Some(policing) {
+        return Ok(qos);
+    }
+    let mut plan = qos.unwrap_or_else(Plan::new);
+    plan.touch_one(
+        Operation::Update {
+            table: "Interface".into(),
+            conditions: vec![named(port)],
+            row: row([("ingress_policing_rate", Datum::atom(policing))]),
+        },
+        "Interface",
+        port,
+    );
     Ok(Some(plan))
 }
 

@@ -74,6 +74,9 @@ pub const VXLAN_OFPORT: u16 = 1;
 /// The node's gateway port (the seed's `tun0`) and its OpenFlow number.
 pub const TUN_PORT: &str = "tun0";
 pub const TUN_OFPORT: u16 = 2;
+/// The highest OpenFlow number a port of br0 can have (OpenFlow 1.0's OFPP_MAX, which bounds
+/// OVSDB's `ofport_request` too); the numbers above it are reserved ports.
+pub const MAX_OFPORT: u16 = 0xfeff;
 
 /// reg0: the VNID a packet comes from (a pod's, or the tunnel id of VXLAN traffic).
 pub const REG_SOURCE_VNID: Field = Field::Reg(0);

@@ -28,6 +28,7 @@ pub mod policy;
 pub mod readback;
 pub mod report;
 mod request;
+pub mod restore;
 pub mod state;
 pub mod store;
 pub mod table;

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::SetupOutcome;
+use super::core::{Core, SetupOutcome};
 use super::error::Error;
-use super::state::{EgressState, LocalMulticast, NodeState, Pod};
+use super::state::{EgressState, LocalMulticast, NodeState, Pod, PortIntent};
 use super::types::{HostSubnet, Service, SetupRequest};
-use crate::value::{Cidr, SandboxId, Vnid};
+use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
 /// Where an answer goes.
 pub type Reply<T> = oneshot::Sender<Result<T, Error>>;
@@ -30,7 +30,14 @@ pub enum Edit {
         reply: Reply<bool>,
     },
     PodAdopt(Pod, Reply<()>),
-    PodDel(Ipv4Addr, Reply<()>),
+    /// The pod's flows go, and its port `veth` becomes one OVSDB must not hold.
+    PodDel {
+        ip: Ipv4Addr,
+        veth: Option<IfName>,
+        reply: Reply<()>,
+    },
+    /// What OVSDB must hold for pods' ports (answers the intent replaced, if any).
+    Ports(PortEdit, Reply<Option<PortIntent>>),
     /// Pods' flows to the ports OVSDB's cache shows their interfaces on now.
     FollowPorts(crate::ovsdb::Client, Reply<()>),
     HostSubnetAdd(HostSubnet, Reply<()>),
@@ -54,6 +61,37 @@ pub enum Edit {
         reply: Reply<Option<String>>,
     },
     EgressDnsChanged(BTreeMap<String, Vec<Ipv4Addr>>, Reply<()>),
+}
+
+/// An edit of the OVSDB part of the desired state (`Core::pod_bandwidth` and the next two).
+pub enum PortEdit {
+    Bandwidth {
+        veth: IfName,
+        limits: PortIntent,
+        port_exists: bool,
+    },
+    Restore {
+        veth: IfName,
+        set: PortIntent,
+        back: Option<PortIntent>,
+    },
+    ForgetRemoved(Vec<IfName>),
+}
+
+impl PortEdit {
+    pub fn apply(self, core: &mut Core) -> Result<Option<PortIntent>, Error> {
+        match self {
+            PortEdit::Bandwidth {
+                veth,
+                limits,
+                port_exists,
+            } => core.pod_bandwidth(veth, limits, port_exists),
+            PortEdit::Restore { veth, set, back } => {
+                core.restore_port_intent(veth, set, back).map(|()| None)
+            }
+            PortEdit::ForgetRemoved(gone) => core.forget_removed_ports(&gone).map(|()| None),
+        }
+    }
 }
 
 /// A look at the desired state (between batches: only what is on the switch and on disk).
@@ -116,9 +154,10 @@ impl Edit {
         match self {
             Edit::PodUpdate { reply, .. } => drop(reply.send(Err(error))),
             Edit::EgressSet { reply, .. } => drop(reply.send(Err(error))),
+            Edit::Ports(_, reply) => drop(reply.send(Err(error))),
             Edit::PodAdd(_, reply)
             | Edit::PodAdopt(_, reply)
-            | Edit::PodDel(_, reply)
+            | Edit::PodDel { reply, .. }
             | Edit::FollowPorts(_, reply)
             | Edit::HostSubnetAdd(_, reply)
             | Edit::HostSubnetDel { reply, .. }

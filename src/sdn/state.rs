@@ -100,6 +100,29 @@ pub struct NodeState {
     /// NetworkPolicies by `namespace/name`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub netpols: BTreeMap<String, StoredNetPol>,
+    /// What OVSDB must hold for pods' ports beyond their existence: the bandwidth limits
+    /// acknowledged, and the ports of deleted pods whose removal OVSDB has not confirmed yet.
+    /// Reconciled at every OVSDB (re)connect (`core/ovsdb.rs`); journals written before it
+    /// existed load with none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_intents: BTreeMap<IfName, PortIntent>,
+}
+
+/// What OVSDB must do with one pod's port, beyond what the pod's presence says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "want", rename_all = "snake_case")]
+pub enum PortIntent {
+    /// The pod was deleted: its port (and its QoS row) must be gone from the bridge.
+    Removed,
+    /// The pod's bandwidth limits (the seed's SetPodBandwidth), as OVSDB holds them.
+    Limited {
+        /// A `linux-htb` QoS `max-rate` in bit/s on the port; None: no QoS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qos_max_rate: Option<u64>,
+        /// The interface's `ingress_policing_rate` in kbit/s; 0: no policing.
+        #[serde(default)]
+        ingress_policing_kbps: u32,
+    },
 }
 
 /// One acknowledged change of the desired state: the new value of one entry (None removes it).
@@ -146,6 +169,11 @@ pub enum Change {
         key: String,
         netpol: Option<Box<StoredNetPol>>,
     },
+    /// What OVSDB must do with a pod's port (None: nothing beyond the pod's presence).
+    PortIntent {
+        veth: IfName,
+        intent: Option<PortIntent>,
+    },
     /// The whole state at once: setup (which may clear everything else) and undo of a reset.
     Replace {
         state: Box<NodeState>,
@@ -166,6 +194,8 @@ pub enum Entity {
     /// Every flow of the NetworkPolicy mode's policies (merged clause flows cannot be split by
     /// policy, so they are one entity).
     NetPol,
+    /// OVSDB only (a [`PortIntent`]): no flows.
+    Ovsdb,
     Everything,
 }
 
@@ -182,6 +212,7 @@ impl Change {
             | Change::PodMeta { .. }
             | Change::RemotePod { .. }
             | Change::NetPol { .. } => Entity::NetPol,
+            Change::PortIntent { .. } => Entity::Ovsdb,
             Change::Replace { .. } => Entity::Everything,
         }
     }
@@ -239,6 +270,10 @@ impl NodeState {
             Change::NetPol { key, netpol } => Change::NetPol {
                 netpol: put(&mut self.netpols, key.clone(), netpol.map(|b| *b)).map(Box::new),
                 key,
+            },
+            Change::PortIntent { veth, intent } => Change::PortIntent {
+                intent: put(&mut self.port_intents, veth.clone(), intent),
+                veth,
             },
             Change::Replace { state } => Change::Replace {
                 state: Box::new(std::mem::replace(self, *state)),
@@ -317,6 +352,36 @@ mod tests {
             !text.contains("namespaces") && !text.contains("netpols"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_journal_from_before_port_intents_loads_with_none() {
+        let old = r#"{"setup":null,"pods":{},"host_subnets":{},"services":{},"multicast":{},"vxlan_multicast":[],"egress":{}}"#;
+        let state: NodeState = serde_json::from_str(old).unwrap();
+        assert!(state.port_intents.is_empty());
+        // And a state without intents writes what the old code reads.
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(!text.contains("port_intents"), "{text}");
+    }
+
+    #[test]
+    fn port_intents_round_trip_and_undo() {
+        let veth: IfName = "veth1".parse().unwrap();
+        let mut state = NodeState::default();
+        let limited = PortIntent::Limited {
+            qos_max_rate: Some(1_000_000),
+            ingress_policing_kbps: 0,
+        };
+        let change = Change::PortIntent {
+            veth: veth.clone(),
+            intent: Some(limited),
+        };
+        let text = serde_json::to_string(&change).unwrap();
+        assert_eq!(serde_json::from_str::<Change>(&text).unwrap(), change);
+        let undo = state.apply(change);
+        assert_eq!(state.port_intents.get(&veth), Some(&limited));
+        state.apply(undo);
+        assert_eq!(state, NodeState::default());
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct Writer {
     connect_timeout: Duration,
     /// The switch's table is known to equal the desired one.
     in_sync: bool,
+    /// A bundle's outcome was unknown and the table could not be settled yet: no batch goes to
+    /// the switch before it is (a diff against an unknown table could be wrong).
+    unsettled: bool,
     pending: Option<Envelope>,
 }
 
@@ -118,6 +121,7 @@ impl Writer {
             max_batch: cfg.max_batch.max(1),
             connect_timeout: cfg.connect_timeout,
             in_sync: false,
+            unsettled: false,
             pending: None,
         };
         writer.publish();
@@ -229,7 +233,8 @@ impl Writer {
                 reply,
             } => defer(reply, core.pod_update(&sandbox, vnid)),
             Edit::PodAdopt(pod, reply) => defer(reply, core.pod_adopt(pod)),
-            Edit::PodDel(ip, reply) => defer(reply, core.pod_del(ip)),
+            Edit::PodDel { ip, veth, reply } => defer(reply, core.pod_del(ip, veth)),
+            Edit::Ports(edit, reply) => defer(reply, edit.apply(core)),
             Edit::FollowPorts(ovsdb, reply) => {
                 let result = ovsdb.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)));
                 defer(reply, result)
@@ -260,6 +265,13 @@ impl Writer {
     }
 
     async fn run_batch(&mut self, batch: Vec<(Edit, Instant)>) {
+        if let Err(e) = self.settle().await {
+            for (edit, started) in batch {
+                edit.refuse(e.clone());
+                self.count(started, false);
+            }
+            return;
+        }
         let answers: Vec<(Deferred, Instant)> = batch
             .into_iter()
             .map(|(edit, started)| (self.apply(edit), started))
@@ -272,6 +284,7 @@ impl Writer {
         } = self.core.take_effects();
         let outcome = match self.commit_diff(&flows).await {
             Ok(()) => self.persist(journal).await,
+            Err(e) if may_have_applied(&e) => self.applied_anyway(e, journal).await,
             Err(e) => Err(e),
         };
         match &outcome {
@@ -281,6 +294,11 @@ impl Writer {
             }
             Err(_) => self.core.rollback(),
         }
+        // The switch may hold the rolled-back batch: back to the desired table before anyone
+        // is answered (a failure leaves it for the next batch, which settles it first).
+        if let Err(e) = self.settle().await {
+            tracing::warn!(error = %e, "the switch's table could not be settled after a bundle of unknown outcome; the next change settles it first");
+        }
         // A caller's next look (status, the set-up check of its next operation) must already
         // see its own operation.
         self.publish();
@@ -288,6 +306,46 @@ impl Writer {
             let ok = answer(outcome.as_ref().err());
             self.count(started, ok);
         }
+    }
+
+    /// A batch whose COMMIT went unanswered: the switch's table tells whether it applied. When
+    /// it holds the batch, the batch happened (journaled, answered Ok); otherwise the batch is
+    /// refused with `failed`, rolled back, and the switch settled to the state without it
+    /// (`settle`, before the answers).
+    async fn applied_anyway(&mut self, failed: Error, journal: Vec<Change>) -> Result<(), Error> {
+        tracing::warn!(error = %failed, "no answer to the bundle's commit: reading the switch's table to learn whether it applied");
+        self.unsettled = true;
+        match self.switch_holds_desired().await {
+            Ok(true) => {
+                tracing::info!("the switch applied the bundle: the batch stands");
+                self.unsettled = false;
+                self.persist(journal).await
+            }
+            Ok(false) => {
+                tracing::info!("the switch did not apply the bundle: the batch is refused");
+                Err(failed)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the switch's table failed: the batch is refused");
+                Err(failed)
+            }
+        }
+    }
+
+    /// Whether the switch's table equals the desired one (the open batch included).
+    async fn switch_holds_desired(&mut self) -> Result<bool, Error> {
+        await_session(&self.switch, self.connect_timeout).await?;
+        let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
+        Ok(matches!(self.core.reconcile(&current), Reconcile::Patch(diff) if diff.is_empty()))
+    }
+
+    /// After a bundle of unknown outcome: makes the switch's table the desired one.
+    async fn settle(&mut self) -> Result<(), Error> {
+        if self.unsettled {
+            self.reconcile(false).await?;
+            self.unsettled = false;
+        }
+        Ok(())
     }
 
     /// The effects of a committed batch beyond the switch and the journal.
@@ -577,6 +635,11 @@ impl Writer {
         }
         Ok(repaired)
     }
+}
+
+/// A failed bundle the switch may nevertheless have applied (its COMMIT went unanswered).
+fn may_have_applied(e: &Error) -> bool {
+    matches!(e, Error::Switch(e) if e.may_have_applied())
 }
 
 fn decode_error(e: ofnode_proto::DecodeError) -> Error {

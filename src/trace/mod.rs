@@ -14,6 +14,7 @@
 pub mod owner;
 pub mod packet;
 pub mod parse;
+pub mod query;
 pub mod render;
 pub mod tables;
 pub mod verdict;
@@ -23,10 +24,12 @@ pub use packet::{ArpOp, IpProto, Packet, PacketError, Payload, Tunnel};
 pub use parse::{
     parse, Action, Detail, Level, Matched, ParseError, Pass, Recirculation, Step, Trace,
 };
+pub use query::{Proto, QueryError, TraceQuery, VswitchdCtl};
 pub use tables::{table_name, TABLES};
 pub use verdict::{Output, OutputTo, StepRef, Verdict};
 
-use crate::unixctl::{Unixctl, UnixctlError};
+use crate::sdn::state::NodeState;
+use crate::unixctl::{Unixctl, UnixctlError, UnixctlOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -44,6 +47,27 @@ pub enum TraceError {
     Unixctl(UnixctlError),
     #[error("cannot read ovs-vswitchd's trace: {0}")]
     Parse(#[from] ParseError),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// A flow of the desired state that the owner index cannot read: a bug of ofnode's.
+    #[error("cannot attribute the flows: {0}")]
+    Owners(String),
+}
+
+/// Answers an operator's question (`ofnode trace`, `GET /v1/trace`): the packet built from the
+/// node's desired `state`, traced on `bridge` through the control socket `ctl` names, each
+/// matched flow attributed to the object of `state` that wants it.
+pub async fn trace_query(
+    state: &NodeState,
+    bridge: &str,
+    ctl: &VswitchdCtl,
+    query: &TraceQuery,
+) -> Result<Trace, TraceError> {
+    let packet = query.packet(state)?;
+    let owners = OwnerIndex::from_state(state).map_err(|e| TraceError::Owners(e.to_string()))?;
+    let path = ctl.path().map_err(TraceError::Unixctl)?;
+    let mut unixctl = Unixctl::new(path, UnixctlOptions::default());
+    trace(&mut unixctl, bridge, &packet, &owners).await
 }
 
 /// Traces `packet` entering `bridge`, and attributes what it matched.
@@ -51,7 +75,7 @@ pub async fn trace(
     ctl: &mut Unixctl,
     bridge: &str,
     packet: &Packet,
-    attribution: &dyn Attribution,
+    attribution: &(dyn Attribution + Sync),
 ) -> Result<Trace, TraceError> {
     trace_flow(ctl, bridge, &packet.to_flow()?, attribution).await
 }
@@ -61,7 +85,7 @@ pub async fn trace_flow(
     ctl: &mut Unixctl,
     bridge: &str,
     flow: &str,
-    attribution: &dyn Attribution,
+    attribution: &(dyn Attribution + Sync),
 ) -> Result<Trace, TraceError> {
     let text = ctl
         .call("ofproto/trace", &[bridge, flow])

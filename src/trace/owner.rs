@@ -181,7 +181,9 @@ impl OwnerIndex {
             // The per-VNID rule pods and services bring along is their tenant's policy.
             let (owner, vnid) = match entity {
                 // The NetworkPolicy mode's merged flows belong to no one policy: the mode's (base).
-                Entity::Base | Entity::Everything | Entity::NetPol => (Owner::Base, None),
+                Entity::Base | Entity::Ovsdb | Entity::Everything | Entity::NetPol => {
+                    (Owner::Base, None)
+                }
                 Entity::Pod(ip) => match state.pods.get(&ip) {
                     Some(pod) => {
                         if let Some(veth) = &pod.veth {

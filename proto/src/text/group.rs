@@ -123,7 +123,15 @@ pub fn parse_group(text: &str, command: GroupCommand) -> Result<GroupMod, ParseE
     let mut group_type = None;
     for token in tokens(head).map_err(ParseError::Syntax)? {
         match (token.key, token.value) {
-            ("group_id", Some("all")) => group_id = Some(OFPG_ALL),
+            // `all` names every group: a delete's target, never a group to add or modify
+            // (the switch would refuse it; ovs-ofctl sends it anyway).
+            ("group_id", Some("all")) if is_delete => group_id = Some(OFPG_ALL),
+            ("group_id", Some("all")) => {
+                return Err(bad(
+                    &token,
+                    "`all` names every group: only a delete takes it",
+                ))
+            }
             ("group_id", Some(v)) => {
                 let id: u32 = number(&token, v)?;
                 if id > OFPG_MAX {
@@ -329,11 +337,18 @@ mod tests {
             ("group_id=1,type=all,bucket=watch_port:3", "actions"),
             ("group_id=1,type=all,bucket=actions=learn(table=1)", "learn"),
             ("group_id=1,type=mystery", "mystery"),
+            // Found by fuzzing: an add of `all` printed as a number the parser refuses.
+            (
+                "group_id=all,type=select,bucket=actions=output:1",
+                "only a delete",
+            ),
         ] {
             let err = parse_group(text, GroupCommand::Add).unwrap_err();
             assert!(err.to_string().contains(needle), "{text}: {err}");
         }
         assert!(parse_group("group_id=1,type=all", GroupCommand::Delete).is_err());
+        let all = parse_group("group_id=all", GroupCommand::Delete).unwrap();
+        assert_eq!(all.group_id, OFPG_ALL);
     }
 
     #[test]

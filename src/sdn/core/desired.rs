@@ -75,6 +75,7 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             out.push(flows::version_flow(setup.mode));
             out
         }
+        Entity::Ovsdb => Vec::new(),
         Entity::Everything => all_entities(state)
             .flat_map(|entity| entity_flows(state, entity))
             .collect(),

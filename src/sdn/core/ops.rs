@@ -10,10 +10,11 @@ use super::Core;
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
-use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod};
+use crate::sdn::layout::MAX_OFPORT;
+use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod, PortIntent};
 use crate::sdn::table;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
-use crate::value::{Cidr, InvalidInput, SandboxId, Vnid};
+use crate::value::{Cidr, IfName, InvalidInput, SandboxId, Vnid};
 
 fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
     Error::Invalid(InvalidInput::new(what, value, reason))
@@ -32,10 +33,23 @@ impl Core {
         {
             tracing::warn!(ip = %pod.ip, old = %old.sandbox, new = %pod.sandbox, "pod IP reused before its old pod was deleted; replacing it");
         }
-        self.apply(vec![Change::Pod {
+        // A port of this name deleted before (or limited for an older pod) starts afresh.
+        let mut changes = Vec::new();
+        if let Some(veth) = pod
+            .veth
+            .as_ref()
+            .filter(|v| self.state.port_intents.contains_key(*v))
+        {
+            changes.push(Change::PortIntent {
+                veth: veth.clone(),
+                intent: None,
+            });
+        }
+        changes.push(Change::Pod {
             ip: pod.ip,
             pod: Some(pod),
-        }])
+        });
+        self.apply(changes)
     }
 
     /// The seed's UpdatePod for a pod the node knows: false when it knows none with this
@@ -65,18 +79,82 @@ impl Core {
         }])
     }
 
-    /// The seed's TearDownPod's flows: the pod's go (and its VNID's rule with its last user).
-    /// A pod the node does not know is no error (a repeated delete).
-    pub fn pod_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
-        if !self.state.pods.contains_key(&ip) {
-            return Ok(());
-        }
+    /// The seed's TearDownPod: the pod's flows go (and its VNID's rule with its last user), and
+    /// its port `veth` (with its QoS) becomes a port that must be gone from the bridge, in the
+    /// same journal record: the shell removes it now, and the OVSDB reconciler whenever that
+    /// failed (no session). A pod the node does not know is no error (a repeated delete).
+    pub fn pod_del(&mut self, ip: Ipv4Addr, veth: Option<IfName>) -> Result<(), Error> {
         let mut changes = Vec::new();
         // Its namespace and labels first (so the NetworkPolicy mode's flows change with them).
         if self.state.pod_meta.contains_key(&ip) {
             changes.push(Change::PodMeta { ip, meta: None });
         }
-        changes.push(Change::Pod { ip, pod: None });
+        if self.state.pods.contains_key(&ip) {
+            changes.push(Change::Pod { ip, pod: None });
+        }
+        if let Some(veth) = veth {
+            if self.state.port_intents.get(&veth) != Some(&PortIntent::Removed) {
+                changes.push(Change::PortIntent {
+                    veth,
+                    intent: Some(PortIntent::Removed),
+                });
+            }
+        }
+        self.apply(changes)
+    }
+
+    /// The seed's SetPodBandwidth as desired state: the limits OVSDB must hold for `veth`'s
+    /// port. The port must be a pod's (or, `port_exists`, one OVSDB shows) and not one of a
+    /// deleted pod. Returns the intent it replaced, to put back if OVSDB refuses the limits.
+    pub fn pod_bandwidth(
+        &mut self,
+        veth: IfName,
+        limits: PortIntent,
+        port_exists: bool,
+    ) -> Result<Option<PortIntent>, Error> {
+        let previous = self.state.port_intents.get(&veth).copied();
+        let a_pods = self
+            .state
+            .pods
+            .values()
+            .any(|p| p.veth.as_ref() == Some(&veth));
+        if previous == Some(PortIntent::Removed) || !(a_pods || port_exists) {
+            return Err(Error::NotFound {
+                what: format!("port {veth}"),
+            });
+        }
+        if previous != Some(limits) {
+            self.apply(vec![Change::PortIntent {
+                veth,
+                intent: Some(limits),
+            }])?;
+        }
+        Ok(previous)
+    }
+
+    /// Puts back a port's intent that `pod_bandwidth` replaced, unless it changed since.
+    pub fn restore_port_intent(
+        &mut self,
+        veth: IfName,
+        set: PortIntent,
+        back: Option<PortIntent>,
+    ) -> Result<(), Error> {
+        if self.state.port_intents.get(&veth) != Some(&set) {
+            return Ok(());
+        }
+        self.apply(vec![Change::PortIntent { veth, intent: back }])
+    }
+
+    /// Forgets deleted pods' ports OVSDB confirmed gone (those still marked removed).
+    pub fn forget_removed_ports(&mut self, gone: &[IfName]) -> Result<(), Error> {
+        let changes = gone
+            .iter()
+            .filter(|veth| self.state.port_intents.get(*veth) == Some(&PortIntent::Removed))
+            .map(|veth| Change::PortIntent {
+                veth: veth.clone(),
+                intent: None,
+            })
+            .collect();
         self.apply(changes)
     }
 
@@ -244,7 +322,8 @@ pub fn check_egress(
 pub fn max_multicast_ports() -> Result<usize, Error> {
     let vnid = Vnid::new(Vnid::MAX).unwrap_or_default();
     table::max_repeats(|n| {
-        let ports = vec![u16::MAX; n];
+        // Every port number encodes to the same width; the highest real one stands for all.
+        let ports = vec![MAX_OFPORT; n];
         local_multicast_flows(vnid, &ports)
             .pop()
             .unwrap_or_default()
@@ -255,8 +334,9 @@ pub fn max_multicast_ports() -> Result<usize, Error> {
 /// Checks `multicast local`'s ports before anything is done: real OpenFlow port numbers, and
 /// no more than one flow can output to.
 pub fn check_multicast_local(ofports: &[u16]) -> Result<(), Error> {
-    if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > 0xfeff) {
-        return Err(invalid("OpenFlow port", bad.to_string(), "must be 1-65279"));
+    if let Some(bad) = ofports.iter().find(|p| **p == 0 || **p > MAX_OFPORT) {
+        let range = format!("must be 1-{MAX_OFPORT}");
+        return Err(invalid("OpenFlow port", bad.to_string(), range));
     }
     let max = max_multicast_ports()?;
     if ofports.len() > max {

@@ -5,9 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::ovsdb::{BridgeSpec, PortSpec};
+use crate::ovsdb::{BridgeSpec, Cache, Datum, PortSpec};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
+use crate::sdn::state::{NodeState, PortIntent};
 use crate::stream::Target;
+use crate::value::IfName;
 
 /// One thing for ovsdb-server to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +99,15 @@ pub struct Bandwidth {
     pub ingress_policing_kbps: u32,
 }
 
+impl From<Bandwidth> for PortIntent {
+    fn from(b: Bandwidth) -> PortIntent {
+        PortIntent::Limited {
+            qos_max_rate: b.qos_max_rate,
+            ingress_policing_kbps: b.ingress_policing_kbps,
+        }
+    }
+}
+
 impl Bandwidth {
     pub fn of(ingress_bps: Option<u64>, egress_bps: Option<u64>) -> Bandwidth {
         Bandwidth {
@@ -105,5 +116,295 @@ impl Bandwidth {
             ingress_policing_kbps: egress_bps
                 .map_or(0, |bps| u32::try_from(bps / 1024).unwrap_or(u32::MAX)),
         }
+    }
+}
+
+/// A port's QoS as OVSDB holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObservedQos {
+    None,
+    /// A `linux-htb` QoS with only `max-rate` (what ofnode writes).
+    MaxRate(u64),
+    /// Anything else (another type, queues, other keys).
+    Other,
+}
+
+/// One port of the bridge as OVSDB's cache shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObservedPort {
+    pub qos: ObservedQos,
+    pub ingress_policing_kbps: i64,
+}
+
+/// The bridge's ports by name (empty when the bridge does not exist).
+pub type Observed = BTreeMap<String, ObservedPort>;
+
+/// What the OVSDB reconciler does to make the bridge hold the desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortFix {
+    /// A deleted pod's port (its QoS row goes with it).
+    Remove(String),
+    /// A live pod's port that is missing, asked for on the number its flows use.
+    Add(PortSpec),
+    /// A port whose limits differ from the acknowledged ones.
+    Limit { veth: String, bandwidth: Bandwidth },
+}
+
+/// The plan from `observed` to the desired state: deleted pods' ports removed, live pods'
+/// ports present, acknowledged limits held. Ports ofnode knows nothing of are left alone.
+pub fn port_fixes(bridge: &str, state: &NodeState, observed: &Observed) -> Vec<PortFix> {
+    let mut fixes = Vec::new();
+    if state.setup.is_none() {
+        return fixes;
+    }
+    for (veth, intent) in &state.port_intents {
+        let name = veth.as_str();
+        match (intent, observed.get(name)) {
+            (PortIntent::Removed, Some(_)) => fixes.push(PortFix::Remove(name.to_string())),
+            (PortIntent::Limited { .. }, Some(port)) => {
+                let bandwidth = bandwidth_of(intent);
+                if !holds(port, &bandwidth) {
+                    fixes.push(PortFix::Limit {
+                        veth: name.to_string(),
+                        bandwidth,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for pod in state.pods.values() {
+        let Some(veth) = &pod.veth else { continue };
+        if observed.contains_key(veth.as_str()) {
+            continue;
+        }
+        fixes.push(PortFix::Add(PortSpec {
+            ofport_request: Some(pod.ofport),
+            ..pod_port(bridge, veth.as_str())
+        }));
+        if let Some(intent @ PortIntent::Limited { .. }) = state.port_intents.get(veth) {
+            fixes.push(PortFix::Limit {
+                veth: veth.to_string(),
+                bandwidth: bandwidth_of(intent),
+            });
+        }
+    }
+    fixes
+}
+
+/// Deleted pods' ports that `observed` shows gone: their intent can be forgotten.
+pub fn removed_ports_gone(state: &NodeState, observed: &Observed) -> Vec<IfName> {
+    state
+        .port_intents
+        .iter()
+        .filter(|(veth, intent)| {
+            **intent == PortIntent::Removed && !observed.contains_key(veth.as_str())
+        })
+        .map(|(veth, _)| veth.clone())
+        .collect()
+}
+
+fn bandwidth_of(intent: &PortIntent) -> Bandwidth {
+    match *intent {
+        PortIntent::Limited {
+            qos_max_rate,
+            ingress_policing_kbps,
+        } => Bandwidth {
+            qos_max_rate,
+            ingress_policing_kbps,
+        },
+        PortIntent::Removed => Bandwidth::of(None, None),
+    }
+}
+
+fn holds(port: &ObservedPort, bandwidth: &Bandwidth) -> bool {
+    let qos = match bandwidth.qos_max_rate {
+        Some(rate) => ObservedQos::MaxRate(rate),
+        None => ObservedQos::None,
+    };
+    port.qos == qos && port.ingress_policing_kbps == i64::from(bandwidth.ingress_policing_kbps)
+}
+
+/// The ports of `bridge` in OVSDB's cache, with their limits.
+pub fn observe(cache: &Cache, bridge: &str) -> Observed {
+    let Some((_, bridge_row)) = cache.find("Bridge", bridge) else {
+        return Observed::new();
+    };
+    let ports = bridge_row
+        .get("ports")
+        .map(|d| d.uuids().collect::<Vec<_>>());
+    let mut observed = Observed::new();
+    for uuid in ports.unwrap_or_default() {
+        let Some(port) = cache.row("Port", uuid) else {
+            continue;
+        };
+        let Some(name) = port.get("name").and_then(Datum::as_str) else {
+            continue;
+        };
+        let qos = observe_qos(cache, port.get("qos"));
+        let ingress_policing_kbps = cache
+            .column("Interface", name, "ingress_policing_rate")
+            .and_then(Datum::as_i64)
+            .unwrap_or(0);
+        observed.insert(
+            name.to_string(),
+            ObservedPort {
+                qos,
+                ingress_policing_kbps,
+            },
+        );
+    }
+    observed
+}
+
+fn observe_qos(cache: &Cache, qos: Option<&Datum>) -> ObservedQos {
+    let Some(uuid) = qos.and_then(Datum::as_uuid) else {
+        return ObservedQos::None;
+    };
+    let Some(row) = cache.row("QoS", uuid) else {
+        return ObservedQos::Other;
+    };
+    let config = row
+        .get("other_config")
+        .map(Datum::string_map)
+        .unwrap_or_default();
+    let only_max_rate = config.len() == 1
+        && row.get("type").and_then(Datum::as_str) == Some("linux-htb")
+        && row.get("queues").is_none_or(Datum::is_empty);
+    match config.get("max-rate").and_then(|r| r.parse().ok()) {
+        Some(rate) if only_max_rate => ObservedQos::MaxRate(rate),
+        _ => ObservedQos::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sdn::core::tests::setup_request;
+    use crate::sdn::state::Pod;
+    use crate::sdn::types::Mode;
+
+    fn veth(name: &str) -> IfName {
+        name.parse().unwrap()
+    }
+
+    fn pod(n: u8) -> Pod {
+        Pod {
+            veth: Some(veth(&format!("veth{n}"))),
+            ip: std::net::Ipv4Addr::new(10, 128, 0, n),
+            mac: "0a:58:0a:80:00:05".parse().unwrap(),
+            sandbox: format!("{n:02x}").repeat(32).parse().unwrap(),
+            vnid: crate::value::Vnid::new(0).unwrap(),
+            ofport: u16::from(n) + 2,
+        }
+    }
+
+    fn set_up(pods: &[Pod], intents: &[(&str, PortIntent)]) -> NodeState {
+        NodeState {
+            setup: Some(setup_request(Mode::default())),
+            pods: pods.iter().map(|p| (p.ip, p.clone())).collect(),
+            port_intents: intents.iter().map(|(v, i)| (veth(v), *i)).collect(),
+            ..NodeState::default()
+        }
+    }
+
+    fn port(qos: ObservedQos, kbps: i64) -> ObservedPort {
+        ObservedPort {
+            qos,
+            ingress_policing_kbps: kbps,
+        }
+    }
+
+    fn observed(ports: &[(&str, ObservedPort)]) -> Observed {
+        ports.iter().map(|(n, p)| (n.to_string(), *p)).collect()
+    }
+
+    const LIMITED: PortIntent = PortIntent::Limited {
+        qos_max_rate: Some(1_000_000),
+        ingress_policing_kbps: 500,
+    };
+
+    #[test]
+    fn a_deleted_pods_port_is_removed_and_then_forgotten() {
+        let state = set_up(&[], &[("veth3", PortIntent::Removed)]);
+        let before = observed(&[("veth3", port(ObservedQos::MaxRate(8), 0))]);
+        assert_eq!(
+            port_fixes("br0", &state, &before),
+            vec![PortFix::Remove("veth3".into())]
+        );
+        assert!(removed_ports_gone(&state, &before).is_empty());
+        let after = Observed::new();
+        assert!(port_fixes("br0", &state, &after).is_empty());
+        assert_eq!(removed_ports_gone(&state, &after), vec![veth("veth3")]);
+    }
+
+    #[test]
+    fn acknowledged_limits_are_put_back_and_held_ones_left_alone() {
+        let state = set_up(&[pod(3)], &[("veth3", LIMITED)]);
+        let held = observed(&[("veth3", port(ObservedQos::MaxRate(1_000_000), 500))]);
+        assert!(port_fixes("br0", &state, &held).is_empty());
+        let expected = vec![PortFix::Limit {
+            veth: "veth3".into(),
+            bandwidth: Bandwidth {
+                qos_max_rate: Some(1_000_000),
+                ingress_policing_kbps: 500,
+            },
+        }];
+        for wrong in [
+            port(ObservedQos::None, 500),
+            port(ObservedQos::Other, 500),
+            port(ObservedQos::MaxRate(1_000_000), 0),
+        ] {
+            let now = observed(&[("veth3", wrong)]);
+            assert_eq!(port_fixes("br0", &state, &now), expected, "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_limit_taken_off_is_cleared() {
+        let none = PortIntent::from(Bandwidth::of(None, None));
+        let state = set_up(&[pod(3)], &[("veth3", none)]);
+        let now = observed(&[("veth3", port(ObservedQos::MaxRate(5), 7))]);
+        assert_eq!(
+            port_fixes("br0", &state, &now),
+            vec![PortFix::Limit {
+                veth: "veth3".into(),
+                bandwidth: Bandwidth::of(None, None),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_live_pods_missing_port_is_added_on_its_number_with_its_limits() {
+        let state = set_up(&[pod(3), pod(4)], &[("veth4", LIMITED)]);
+        let now = observed(&[("veth3", port(ObservedQos::None, 0))]);
+        let fixes = port_fixes("br0", &state, &now);
+        assert_eq!(fixes.len(), 2, "{fixes:?}");
+        assert_eq!(
+            fixes[0],
+            PortFix::Add(PortSpec {
+                bridge: "br0".into(),
+                name: "veth4".into(),
+                ofport_request: Some(6),
+                ..PortSpec::default()
+            })
+        );
+        assert!(matches!(&fixes[1], PortFix::Limit { veth, .. } if veth == "veth4"));
+    }
+
+    #[test]
+    fn ports_ofnode_does_not_know_and_an_unset_node_are_left_alone() {
+        let state = set_up(&[pod(3)], &[]);
+        let now = observed(&[
+            ("veth3", port(ObservedQos::MaxRate(9), 9)),
+            ("someone-elses", port(ObservedQos::Other, 1)),
+        ]);
+        assert!(port_fixes("br0", &state, &now).is_empty());
+        let unset = NodeState {
+            setup: None,
+            ..set_up(&[pod(3)], &[("veth9", PortIntent::Removed)])
+        };
+        let with_veth9 = observed(&[("veth9", port(ObservedQos::None, 0))]);
+        assert!(port_fixes("br0", &unset, &with_veth9).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Core, Repaired};
 use crate::sdn::error::Error;
 use crate::sdn::readback::holds_version_note;
-use crate::sdn::state::{Change, NodeState, Pod};
+use crate::sdn::state::{Change, NodeState, Pod, PortIntent};
 use crate::sdn::table::Diff;
 use crate::sdn::types::SetupRequest;
 
@@ -75,11 +75,18 @@ impl Core {
                 (SetupOutcome::Built, state, Vec::new())
             }
             Some(_) => {
+                let dropped: Vec<Pod> = self.state.pods.values().cloned().collect();
+                // The dropped pods' ports must go, as must those whose removal is pending.
+                let mut port_intents = self.state.port_intents.clone();
+                port_intents.retain(|_, intent| *intent == PortIntent::Removed);
+                for veth in dropped.iter().filter_map(|pod| pod.veth.clone()) {
+                    port_intents.insert(veth, PortIntent::Removed);
+                }
                 let state = NodeState {
                     setup: Some(setup),
+                    port_intents,
                     ..NodeState::default()
                 };
-                let dropped = self.state.pods.values().cloned().collect();
                 (SetupOutcome::Rebuilt, state, dropped)
             }
         };

@@ -7,10 +7,12 @@
 //!
 //! - `setup.rs`: setup, its OVSDB plan and the host network; `pods.rs`: pods and their ports;
 //!   `routes.rs`: host subnets, services, multicast; `egress.rs`: egress policies and their DNS
-//!   names; `vxlan.rs`: the kernel VXLAN device; `status.rs`: what the node reports.
+//!   names; `vxlan.rs`: the kernel VXLAN device; `status.rs`: what the node reports;
+//!   `ports.rs`: OVSDB made to hold the desired ports at every OVSDB session.
 
 mod egress;
 mod pods;
+mod ports;
 mod routes;
 mod setup;
 mod status;
@@ -27,6 +29,7 @@ use super::error::Error;
 use super::ha::{Agent, HaShared};
 use super::metrics::Metrics;
 use super::request::{self, Edit, Envelope, Read, Reply, Request};
+use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
 use super::store::Store;
 use super::types::{HostSubnet, SetupRequest};
@@ -169,9 +172,14 @@ impl Node {
             requests.downgrade(),
             metrics,
         ));
+        tokio::spawn(flow_restore_wait(&node, requests.downgrade()).run());
         tokio::spawn(pods::follow_pod_ports(
             node.inner.ovsdb.clone(),
             requests.downgrade(),
+        ));
+        tokio::spawn(ports::reconcile_ovsdb(
+            Arc::downgrade(&node.inner),
+            node.inner.ovsdb.watch(),
         ));
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);
@@ -236,6 +244,28 @@ impl Node {
     /// at every connect); `force` re-installs the whole table.
     pub async fn resync(&self, force: bool) -> Result<(), Error> {
         self.call(|reply| Request::Resync { force, reply }).await
+    }
+}
+
+/// The task that restores the table under `other_config:flow-restore-wait` and removes the key;
+/// with a passive target it has the switch dial the bridge's management socket meanwhile.
+fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowRestoreWait {
+    let cfg = &node.inner.cfg;
+    let passive = cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive());
+    let management = passive
+        .then(|| {
+            management_target(&cfg.ovsdb, &cfg.bridge)
+                .parse::<Target>()
+                .ok()
+        })
+        .flatten();
+    FlowRestoreWait {
+        ovsdb: node.inner.ovsdb.clone(),
+        switch: node.inner.switch.clone(),
+        management,
+        requests,
+        published: node.inner.published.clone(),
+        ha: node.inner.ha.clone(),
     }
 }
 

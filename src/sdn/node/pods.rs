@@ -10,13 +10,13 @@ use tokio::sync::mpsc;
 
 use super::{invalid, Node};
 use crate::ovsdb;
-use crate::sdn::core::ovsdb::{pod_port, Bandwidth, OvsdbStep};
+use crate::sdn::core::ovsdb::{pod_port, Bandwidth};
 use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
 use crate::sdn::metrics::Metrics;
 use crate::sdn::readback;
-use crate::sdn::request::{self, Edit, Envelope, Request};
-use crate::sdn::state::Pod;
+use crate::sdn::request::{self, Edit, Envelope, PortEdit, Request};
+use crate::sdn::state::{Pod, PortIntent};
 use crate::sdn::types::PodAdd;
 use crate::value::{IfName, SandboxId, Vnid};
 
@@ -102,26 +102,53 @@ impl Node {
     }
 
     /// Detaches a pod (the seed's TearDownPod): its flows go (and its VNID's rule with its last
-    /// user), then its bandwidth limits and its port. A pod the node does not know still has
-    /// its port removed, so a repeated delete succeeds.
+    /// user), and in the same journal record its port becomes one OVSDB must not hold; then the
+    /// port goes (with its QoS). Without an OVSDB session the delete still succeeds: the port
+    /// goes when the session is back (`ports.rs`). A pod the node does not know still has its
+    /// port removed, so a repeated delete succeeds.
     pub async fn pod_del(&self, veth: &IfName, ip: Ipv4Addr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.edit(|reply| Edit::PodDel(ip, reply)).await?;
+        self.edit(|reply| Edit::PodDel {
+            ip,
+            veth: Some(veth.clone()),
+            reply,
+        })
+        .await?;
         self.remove_pod_port(veth.as_str()).await;
         Ok(())
     }
 
+    /// Removes a deleted pod's port (its QoS row goes with it) and, once OVSDB confirmed it,
+    /// forgets it (in the background: the delete is journaled already). A failure is left to
+    /// the reconciler at the next OVSDB session.
     pub(super) async fn remove_pod_port(&self, veth: &str) {
-        let step = OvsdbStep::RemovePodPort {
-            bridge: self.inner.cfg.bridge.clone(),
-            veth: veth.to_string(),
-        };
-        // Removing a pod's port logs its failures itself.
-        let _ = self.execute(&step).await;
+        let ovsdb = &self.inner.ovsdb;
+        match ovsdb.delete_port(&self.inner.cfg.bridge, veth).await {
+            Ok(()) => {
+                let Ok(veth) = veth.parse::<IfName>() else {
+                    return;
+                };
+                let requests = self.inner.requests.downgrade();
+                tokio::spawn(async move {
+                    let edit = |reply| {
+                        Request::Edit(Edit::Ports(PortEdit::ForgetRemoved(vec![veth]), reply))
+                    };
+                    if let Some(answer) = request::send_weak(&requests, edit).await {
+                        // Not forgotten now: the reconciler forgets it at the next session.
+                        let _ = answer.await;
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(veth, error = %e, "deleting the pod's port failed; it is deleted when the OVSDB session is back");
+            }
+        }
     }
 
     /// Limits a pod's bandwidth (the seed's SetPodBandwidth); see [`Bandwidth`]. None (or 0)
-    /// removes a limit.
+    /// removes a limit. The limits are desired state: journaled first, then written to OVSDB
+    /// in one transaction; without an OVSDB session they are written when it is back
+    /// (`ports.rs`), and a limit OVSDB refuses is taken back and the error returned.
     pub async fn pod_bandwidth(
         &self,
         veth: &IfName,
@@ -131,20 +158,38 @@ impl Node {
         self.require_active()?;
         let _shared = self.inner.gate.read().await;
         let ovsdb = &self.inner.ovsdb;
-        let veth = veth.as_str();
-        if !ovsdb.with_cache(|c| c.find("Port", veth).is_some()) {
-            return Err(Error::NotFound {
-                what: format!("port {veth}"),
-            });
-        }
+        let port_exists = ovsdb.with_cache(|c| c.find("Port", veth.as_str()).is_some());
         let bandwidth = Bandwidth::of(ingress_bps, egress_bps);
-        ovsdb
-            .set_port_qos_max_rate(veth, bandwidth.qos_max_rate)
-            .await?;
-        ovsdb
-            .set_ingress_policing_rate(veth, bandwidth.ingress_policing_kbps)
-            .await?;
-        Ok(())
+        let limits = PortIntent::from(bandwidth);
+        let edit = PortEdit::Bandwidth {
+            veth: veth.clone(),
+            limits,
+            port_exists,
+        };
+        let previous = self.edit(|reply| Edit::Ports(edit, reply)).await?;
+        let written = ovsdb
+            .set_port_bandwidth(
+                veth.as_str(),
+                bandwidth.qos_max_rate,
+                bandwidth.ingress_policing_kbps,
+            )
+            .await;
+        match written {
+            Ok(()) => Ok(()),
+            Err(e @ ovsdb::Error::Disconnected { .. }) => {
+                tracing::warn!(veth = %veth, error = %e, "no OVSDB session: the pod's limits are written when it is back");
+                Ok(())
+            }
+            Err(e) => {
+                let back = PortEdit::Restore {
+                    veth: veth.clone(),
+                    set: limits,
+                    back: previous,
+                };
+                self.edit(|reply| Edit::Ports(back, reply)).await?;
+                Err(e.into())
+            }
+        }
     }
 }
 

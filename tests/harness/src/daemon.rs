@@ -63,6 +63,9 @@ impl Daemon {
             state_dir.display().to_string(),
             "--datapath-type".into(),
             "netdev".into(),
+            // The private vswitchd's control socket is not at a pidfile-named default path.
+            "--vswitchd-ctl".into(),
+            ovs.vswitchd_ctl().display().to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut daemon = Daemon {

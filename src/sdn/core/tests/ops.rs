@@ -84,12 +84,12 @@ fn an_adopted_pod_gets_its_flows_without_a_veth() {
 fn pod_teardown_removes_its_flows_and_the_rule_with_its_last_user() {
     let mut core = set_up(Mode::Multitenant);
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip).unwrap());
+    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip, None).unwrap());
     let mut gone = pod_3_flows(10);
     gone.push(vnid_rule(10));
     assert_eq!(diff(&e.flows), (seed_of(&gone), none()));
     // A pod the node does not know: nothing to do, no error (a repeated delete).
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip).unwrap());
+    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip, None).unwrap());
     assert!(e.flows.is_empty() && e.journal.is_empty());
 }
 
@@ -127,7 +127,7 @@ fn vnid_rules_live_while_a_pod_or_service_uses_the_vnid() {
     assert!(rule(&core));
     let ((), e) = run(&mut core, |c| c.service_add(svc.clone()).unwrap());
     assert_eq!(e.flows.adds.len(), 2, "the service's own flows only");
-    run(&mut core, |c| c.pod_del(pod(3, 5).ip).unwrap());
+    run(&mut core, |c| c.pod_del(pod(3, 5).ip, None).unwrap());
     assert!(rule(&core), "the service still uses VNID 5");
     let ((), e) = run(&mut core, |c| c.service_del(svc.ip).unwrap());
     assert!(!rule(&core));
@@ -439,7 +439,7 @@ fn operations_before_setup_are_refused_and_deletes_are_harmless() {
         core.egress_set(vnid(1), None),
         Err(Error::NotSetUp)
     ));
-    assert!(core.pod_del(pod(3, 0).ip).is_ok());
+    assert!(core.pod_del(pod(3, 0).ip, None).is_ok());
     assert!(core.service_del(Ipv4Addr::new(172, 30, 0, 1)).is_ok());
     let e = core.take_effects();
     assert!(e.flows.is_empty() && e.journal.is_empty());
@@ -462,7 +462,7 @@ fn a_batch_is_one_diff_and_one_record_and_a_failed_edit_leaves_the_others() {
         "10.128.2.0/23".parse().unwrap(),
     );
     assert!(matches!(refused, Err(Error::NotFound { .. })));
-    core.pod_del(pod(4, 10).ip).unwrap();
+    core.pod_del(pod(4, 10).ip, None).unwrap();
     let e = core.take_effects();
     // Pod 4 came and went inside the batch: the switch sees pod 3, its rule and the subnet.
     assert_eq!((e.flows.deletes.len(), e.flows.adds.len()), (0, 8));
@@ -481,7 +481,7 @@ fn a_rolled_back_batch_leaves_state_and_table_exactly_as_they_were() {
     core.pod_update(&pod(3, 10).sandbox, vnid(11)).unwrap();
     core.hostsubnet_add(host_subnet(2, "10.128.2.0/23", None))
         .unwrap();
-    core.pod_del(pod(3, 10).ip).unwrap();
+    core.pod_del(pod(3, 10).ip, None).unwrap();
     assert!(!core.take_effects().flows.is_empty());
     core.rollback();
     assert_eq!(core.state(), &state);

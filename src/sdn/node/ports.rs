@@ -1,0 +1,109 @@
+//! The OVSDB reconciler: at every OVSDB session (the first included), the bridge's ports and
+//! their limits are made equal to the desired state (`core/ovsdb.rs` plans it from the cache):
+//! a deleted pod's port whose removal failed goes, a live pod's missing port comes back, an
+//! acknowledged limit is written. What OVSDB confirmed gone is then forgotten.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{Inner, Node};
+use crate::ovsdb;
+use crate::sdn::core::ovsdb::{
+    controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
+};
+use crate::sdn::error::Error;
+use crate::sdn::request::{Edit, PortEdit};
+
+/// How often a quiet reconciler looks whether its node is gone.
+const ALIVE_CHECK: Duration = Duration::from_secs(1);
+/// Wait before a failed reconcile is tried again in the same session.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Runs until the node is dropped.
+pub(super) async fn reconcile_ovsdb(node: Weak<Inner>, mut status: watch::Receiver<ovsdb::Status>) {
+    let mut reconciled = 0;
+    loop {
+        let next = status.wait_for(|s| s.connected && s.generation > reconciled);
+        let generation = match tokio::time::timeout(ALIVE_CHECK, next).await {
+            Ok(Ok(s)) => s.generation,
+            Ok(Err(_)) => return,
+            Err(_) if node.strong_count() == 0 => return,
+            Err(_) => continue,
+        };
+        let Some(inner) = node.upgrade() else {
+            return;
+        };
+        let node_now = Node { inner };
+        match node_now.reconcile_ports().await {
+            Ok(()) => reconciled = generation,
+            Err(e) => {
+                tracing::warn!(error = %e, "making OVSDB hold the desired ports failed; trying again");
+                drop(node_now);
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+impl Node {
+    /// One reconcile. It holds the gate exclusively: an operation's OVSDB part must not run
+    /// between the state read here and the fixes.
+    async fn reconcile_ports(&self) -> Result<(), Error> {
+        if self.require_active().is_err() {
+            // The active peer keeps OVSDB; a standby that takes over reconciles at its next
+            // session.
+            return Ok(());
+        }
+        let _exclusive = self.inner.gate.write().await;
+        let state = self.state().await?;
+        if state.setup.is_none() {
+            return Ok(());
+        }
+        let bridge = self.inner.cfg.bridge.clone();
+        let ovsdb = &self.inner.ovsdb;
+        if !ovsdb.with_cache(|c| c.find("Bridge", &bridge).is_some()) {
+            // A database that lost the bridge: setup's OVSDB part again.
+            tracing::warn!(%bridge, "OVSDB has no bridge of this node's setup; creating it again");
+            let cfg = &self.inner.cfg;
+            let ha_peers = cfg.ha.as_ref().map(|ha| ha.controllers.as_slice());
+            let targets = controllers(&cfg.openflow, ha_peers);
+            let steps = setup_steps(&bridge, &self.inner.datapath_type, targets);
+            for step in &steps {
+                self.execute(step).await?;
+            }
+        } else {
+            self.point_controller_here().await?;
+        }
+        let observed = ovsdb.with_cache(|c| observe(c, &bridge));
+        for fix in port_fixes(&bridge, &state, &observed) {
+            tracing::info!(?fix, "OVSDB differs from the desired state; fixing it");
+            match &fix {
+                PortFix::Remove(veth) => ovsdb.delete_port(&bridge, veth).await?,
+                PortFix::Add(spec) => {
+                    // A veth that is gone is ovs-vswitchd's error on the interface; its pod
+                    // still wants the port (the pod del removes it).
+                    if let Err(e) = ovsdb.add_port(spec).await {
+                        tracing::warn!(port = %spec.name, error = %e, "a pod's port added again is not set up");
+                    }
+                }
+                PortFix::Limit { veth, bandwidth } => {
+                    ovsdb
+                        .set_port_bandwidth(
+                            veth,
+                            bandwidth.qos_max_rate,
+                            bandwidth.ingress_policing_kbps,
+                        )
+                        .await?
+                }
+            }
+        }
+        let gone = ovsdb.with_cache(|c| removed_ports_gone(&state, &observe(c, &bridge)));
+        if !gone.is_empty() {
+            self.edit(|reply| Edit::Ports(PortEdit::ForgetRemoved(gone), reply))
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -69,23 +69,6 @@ fn pod(prefix: &str, i: usize) -> PodArgs {
     }
 }
 
-fn make_veths(ovs: &Ovs, prefix: &str, count: usize) {
-    let batch: String = (0..count)
-        .map(|i| format!("link add {prefix}{i} up type veth peer name {prefix}{i}p\n"))
-        .collect();
-    let mut ip = Command::new("ip")
-        .args(["-n", ovs.netns().name(), "-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("ip -batch");
-    ip.stdin
-        .take()
-        .expect("stdin")
-        .write_all(batch.as_bytes())
-        .expect("write batch");
-    assert!(ip.wait().expect("ip").success(), "creating veths failed");
-}
-
 fn timed(f: impl FnOnce()) -> Duration {
     let started = Instant::now();
     f();
@@ -432,7 +415,10 @@ struct Interleaved {
 fn against_seed(mut ours: impl FnMut(usize) -> Duration) -> Interleaved {
     let seed_ovs = Ovs::start().expect("OVS for the seed's way");
     seed_ovs.add_bridge("br0").expect("br0");
-    make_veths(&seed_ovs, "sv", PODS);
+    seed_ovs
+        .netns()
+        .add_veth_pairs("sv", 0..PODS)
+        .expect("veths");
     let flows_file = seed_ovs.dir().join("seed.flows");
     let mut result = Interleaved {
         ours: Vec::new(),
@@ -498,7 +484,7 @@ fn fresh_daemon(prefix: &str, count: usize) -> (Daemon, Ovs) {
     let ovs = Ovs::start().expect("OVS for the daemon");
     let daemon = Daemon::start(&ovs, Path::new(BINARY), &[]).expect("ofnode run");
     daemon.cli(ONE_NODE_SETUP).expect("ofnode setup");
-    make_veths(&ovs, prefix, count);
+    ovs.netns().add_veth_pairs(prefix, 0..count).expect("veths");
     (daemon, ovs)
 }
 
@@ -527,7 +513,7 @@ fn main() -> std::process::ExitCode {
         let ovs = Ovs::start().expect("OVS for the node");
         let state = tempfile::tempdir().expect("tempdir");
         let node = runtime.block_on(in_process_node(&ovs, state.path()));
-        make_veths(&ovs, "nv", PODS);
+        ovs.netns().add_veth_pairs("nv", 0..PODS).expect("veths");
         against_seed(|i| {
             let req = pod_request(&pod("nv", i));
             runtime.block_on(async {
@@ -568,7 +554,7 @@ fn main() -> std::process::ExitCode {
     ] {
         let ovs = Ovs::start().expect("OVS for the prototype");
         ovs.add_bridge("br0").expect("br0");
-        make_veths(&ovs, "pv", PODS);
+        ovs.netns().add_veth_pairs("pv", 0..PODS).expect("veths");
         let dir = tempfile::tempdir().expect("tempdir");
         let api = dir.path().join("prototype.sock");
         let server = runtime.block_on(serve_prototype(

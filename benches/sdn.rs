@@ -8,9 +8,7 @@
 //!    `[ha]` (which replicates the whole desired state to OVSDB with every batch) against the
 //!    same daemon without it, on the same 10,000-pod state.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -61,24 +59,6 @@ fn pod_add(prefix: &str, i: usize) -> PodAdd {
     }
 }
 
-/// Creates veth pairs `<prefix><i>` in the OVS namespace with one `ip -batch`.
-fn make_veths(ovs: &Ovs, prefix: &str, range: std::ops::Range<usize>) {
-    let batch: String = range
-        .map(|i| format!("link add {prefix}{i} up type veth peer name {prefix}{i}p\n"))
-        .collect();
-    let mut ip = Command::new("ip")
-        .args(["-n", ovs.netns().name(), "-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("ip -batch");
-    ip.stdin
-        .take()
-        .expect("stdin")
-        .write_all(batch.as_bytes())
-        .expect("write batch");
-    assert!(ip.wait().expect("ip").success(), "creating veths failed");
-}
-
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
@@ -120,7 +100,9 @@ async fn single_pod_adds() {
     let state = tempfile::tempdir().expect("tempdir");
     let node = Node::start(config(&ovs, state.path())).await.expect("node");
     node.setup(&setup_request()).await.expect("setup");
-    make_veths(&ovs, "bp", 0..2 * SINGLE_PODS);
+    ovs.netns()
+        .add_veth_pairs("bp", 0..2 * SINGLE_PODS)
+        .expect("veths");
     let mut ofnode_times = Vec::new();
     for i in 0..SINGLE_PODS {
         let pod = pod_add("bp", i);
@@ -133,7 +115,9 @@ async fn single_pod_adds() {
     let ovsdb = ofnode::ovsdb::Client::connect(&ovs.db_target(), Default::default())
         .await
         .expect("ovsdb");
-    make_veths(&ovs, "bq", 0..SINGLE_PODS);
+    ovs.netns()
+        .add_veth_pairs("bq", 0..SINGLE_PODS)
+        .expect("veths");
     let mut port_times = Vec::new();
     for i in 0..SINGLE_PODS {
         let spec = ofnode::ovsdb::PortSpec {
@@ -181,7 +165,9 @@ async fn concurrent_pod_adds() {
     let state = tempfile::tempdir().expect("tempdir");
     let node = Node::start(config(&ovs, state.path())).await.expect("node");
     node.setup(&setup_request()).await.expect("setup");
-    make_veths(&ovs, "cp", 0..CONCURRENT_PODS);
+    ovs.netns()
+        .add_veth_pairs("cp", 0..CONCURRENT_PODS)
+        .expect("veths");
     let vswitchd = ovs.vswitchd_pid().expect("ovs-vswitchd runs");
     let ovsdb = ovs.ovsdb_pid().expect("ovsdb-server runs");
     let cpu_before = (own_cpu(), process_cpu(vswitchd), process_cpu(ovsdb));
@@ -231,7 +217,9 @@ fn seed_concurrent_pod_adds() {
         "protocols=OpenFlow13",
     ])
     .expect("add-br");
-    make_veths(&ovs, "sp", 0..CONCURRENT_PODS);
+    ovs.netns()
+        .add_veth_pairs("sp", 0..CONCURRENT_PODS)
+        .expect("veths");
     let started = Instant::now();
     std::thread::scope(|scope| {
         for client in 0..CLIENTS {
@@ -419,7 +407,7 @@ fn daemon_pod_adds_at_ten_thousand(ha: Option<&str>) -> (Duration, Duration) {
         assert!(Instant::now() < deadline, "never in sync: {status}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    make_veths(&ovs, "hp", 0..HA_PODS);
+    ovs.netns().add_veth_pairs("hp", 0..HA_PODS).expect("veths");
     let mut times: Vec<Duration> = (0..HA_PODS)
         .map(|i| {
             // Address, MAC and sandbox past the 10,000 pods of the state.

@@ -5,9 +5,8 @@
 
 mod sdn_common;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -168,20 +167,7 @@ async fn ofnode_killed_during_pod_adds() {
     let ovs = ofnode_harness::Ovs::start().expect("start private OVS");
     let mut daemon = Daemon::start(&ovs, Path::new(OFNODE), &[]).unwrap();
     daemon.cli(ONE_NODE_SETUP).unwrap();
-    let batch: String = (1..=STREAM_PODS)
-        .map(|i| format!("link add vs{i} up type veth peer name vs{i}p\n"))
-        .collect();
-    let mut ip = Command::new("ip")
-        .args(["-n", ovs.netns().name(), "-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ip.stdin
-        .take()
-        .unwrap()
-        .write_all(batch.as_bytes())
-        .unwrap();
-    assert!(ip.wait().unwrap().success());
+    ovs.netns().add_veth_pairs("vs", 1..=STREAM_PODS).unwrap();
 
     let acked = Arc::new(Mutex::new(Vec::new()));
     let adder = std::thread::spawn({

@@ -24,9 +24,6 @@ pub enum OvsdbStep {
     },
     /// The port deleted if present, then added as specified (the seed's DeletePort + AddPort).
     ReplacePort(PortSpec),
-    /// A pod's port gone: its QoS cleared, the port deleted (the seed's TearDownPod ignored
-    /// failures of both; they are logged).
-    RemovePodPort { bridge: String, veth: String },
 }
 
 /// The controllers the bridge must dial: every HA peer, or this daemon when it listens (a

@@ -1,7 +1,6 @@
 //! Setup (the seed's SetupOVS and SetupSDN): the OVSDB plan, the table, the host network.
 
 use super::Node;
-use crate::ovsdb;
 use crate::sdn::core::ovsdb::{controllers, setup_steps, OvsdbStep};
 use crate::sdn::core::SetupOutcome;
 use crate::sdn::error::Error;
@@ -102,7 +101,6 @@ impl Node {
                 ovsdb.delete_port(&spec.bridge, &spec.name).await?;
                 ovsdb.add_port(spec).await?;
             }
-            OvsdbStep::RemovePodPort { bridge, veth } => remove_pod_port(ovsdb, bridge, veth).await,
         }
         Ok(())
     }
@@ -115,18 +113,5 @@ impl Node {
             setup_host_network(handle, req, self.inner.cfg.mtu).await?;
         }
         Ok(())
-    }
-}
-
-/// Clears a pod port's QoS and deletes it; failures are logged (the seed ignored them too).
-async fn remove_pod_port(ovsdb: &ovsdb::Client, bridge: &str, veth: &str) {
-    let exists = ovsdb.with_cache(|c| c.find("Port", veth).is_some());
-    if exists {
-        if let Err(e) = ovsdb.set_port_qos_max_rate(veth, None).await {
-            tracing::warn!(veth, error = %e, "clearing the pod's QoS failed");
-        }
-    }
-    if let Err(e) = ovsdb.delete_port(bridge, veth).await {
-        tracing::warn!(veth, error = %e, "deleting the pod's port failed");
     }
 }

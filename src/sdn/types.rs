@@ -274,7 +274,15 @@ pub struct PodAdd {
     pub ip: Ipv4Addr,
     pub mac: MacAddr,
     pub sandbox: SandboxId,
+    /// Absent: 0 (in the networkpolicy mode, the namespace's VNID).
+    #[serde(default)]
     pub vnid: Vnid,
+    /// The pod's namespace (required in the networkpolicy mode; kept, changing no flow, in
+    /// the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Another node's pod subnet, reached over VXLAN (the seed's HostSubnet). `fixed_vnid` is the

@@ -109,18 +109,17 @@ impl Core {
         }])
     }
 
-    /// A pod add with its namespace and labels. In the NetworkPolicy mode the namespace is
-    /// required and gives the pod its VNID (a VNID given too must agree; 0 means "the
-    /// namespace's"); in the other modes both are kept and change no flow.
-    pub fn pod_add_with_meta(&mut self, mut pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
+    /// Refuses a pod add whose namespace, labels or VNID do not fit (nothing is changed). In the
+    /// NetworkPolicy mode the namespace is required and gives the pod its VNID: a VNID given
+    /// too must agree, 0 means "the namespace's" (set in `pod`).
+    pub fn check_pod_meta(&self, pod: &mut Pod, meta: Option<&PodMeta>) -> Result<(), Error> {
         self.require_setup()?;
-        if let Some(meta) = &meta {
+        if let Some(meta) = meta {
+            check_dns_label("namespace", &meta.namespace)?;
             check_labels("labels", &meta.labels)?;
         }
         if self.mode() == Some(Mode::NetworkPolicy) {
-            let meta = meta
-                .as_ref()
-                .ok_or_else(|| refuse("namespace", "required in networkpolicy mode"))?;
+            let meta = meta.ok_or_else(|| refuse("namespace", "required in networkpolicy mode"))?;
             let ns = self.require_namespace("namespace", &meta.namespace)?;
             if pod.vnid != Vnid::GLOBAL && pod.vnid != ns.vnid {
                 return Err(refuse(
@@ -136,13 +135,20 @@ impl Core {
         if self.state.remote_pods.contains_key(&pod.ip) {
             return Err(refuse("ip", format!("{} is a remote pod's", pod.ip)));
         }
+        Ok(())
+    }
+
+    /// A pod add with its namespace and labels (in the other modes both are kept and change no
+    /// flow).
+    pub fn pod_add_with_meta(&mut self, mut pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
+        self.check_pod_meta(&mut pod, meta.as_ref())?;
         let ip = pod.ip;
         let mut changes = Vec::new();
         // Meta goes first and comes last, so a pod's flows never change the mode's flows.
         if self.state.pod_meta.contains_key(&ip) {
             changes.push(Change::PodMeta { ip, meta: None });
         }
-        changes.push(Change::Pod { ip, pod: Some(pod) });
+        changes.extend(self.pod_add_changes(pod));
         if meta.is_some() {
             changes.push(Change::PodMeta { ip, meta });
         }

@@ -333,3 +333,139 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     assert_eq!(f.ports(), ports, "a refused pod add left a port");
     assert_eq!(inputs(&api).await, held);
 }
+
+/// A networkpolicy node with namespaces x and y, pod A (x, pod=a), a remote pod of y, an
+/// ingress policy from namespace y on TCP 80 and 81..90 and an egress policy to a CIDR: flows
+/// in tables 21 and 80 of every kind (isolation, clauses, conj_id flows). Returns the table
+/// the switch holds, checked to contain them.
+async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
+    let c = &api.client;
+    c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
+    c.namespace_set(&namespace("y", 12, &[("team", "blue")]))
+        .await
+        .unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.namespace = Some("x".into());
+    pod.labels.insert("pod".into(), "a".into());
+    c.pod_add(&pod).await.unwrap();
+    c.remote_pod_set(&wire::RemotePod {
+        ip: "10.130.0.7".parse().unwrap(),
+        namespace: "y".into(),
+        labels: Default::default(),
+    })
+    .await
+    .unwrap();
+    let ingress = r#"{"podSelector":{"matchLabels":{"pod":"a"}},
+        "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}],
+                    "ports":[{"port":80},{"port":81,"endPort":90}]}]}"#;
+    c.netpol_apply(policy("x", "from-blue", ingress))
+        .await
+        .unwrap();
+    let egress = r#"{"podSelector":{},"policyTypes":["Egress"],
+        "egress":[{"to":[{"ipBlock":{"cidr":"192.0.2.0/24","except":["192.0.2.128/25"]}}]}]}"#;
+    c.netpol_apply(policy("x", "out", egress)).await.unwrap();
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    for wanted in [
+        "table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
+        "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)",
+        "table=21, priority=100,ip,reg0=0xb actions=drop",
+        "table=21, priority=200,ip,nw_dst=192.0.2.0/25 actions=conjunction(2,2/2)",
+        "table=21, priority=200,conj_id=2,ip actions=goto_table:30",
+    ] {
+        assert!(
+            flows.iter().any(|f| f == wanted),
+            "{wanted} missing from\n{}",
+            flows.join("\n")
+        );
+    }
+    flows
+}
+
+/// Waits until the node watches the switch through the flow monitor.
+async fn wait_monitoring(f: &Fixture) {
+    let deadline = std::time::Instant::now() + LIMIT;
+    while f.node.status().drift.detection != ofnode::sdn::Detection::FlowMonitor {
+        assert!(std::time::Instant::now() < deadline, "no flow monitor");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Only keeps a broken run from hanging.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+async fn restored(f: &Fixture, expected: &[String]) {
+    tokio::task::block_in_place(|| wait_for_flows(&f.ovs, expected, LIMIT));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_repair_and_resync_keep_the_modes_flows() {
+    let f = Fixture::set_up(Mode::NetworkPolicy).await;
+    let api = serve(&f).await;
+    let expected = populated(&f, &api).await;
+    wait_monitoring(&f).await;
+
+    // Behind the node's back: the policy tables' clause and conj_id flows go, a foreign flow
+    // appears in table 81, a commit flow is changed.
+    for cut in ["table=80,ip,reg0=12", "table=80,tcp", "table=21,conj_id=2"] {
+        f.ovs.ofctl("del-flows", "br0", &[cut]).expect("del-flows");
+    }
+    f.ovs
+        .ofctl("add-flow", "br0", &["table=81,priority=5,ip,actions=drop"])
+        .expect("add-flow");
+    f.ovs
+        .ofctl(
+            "mod-flows",
+            "br0",
+            &["--strict", "table=81,priority=0,ip,actions=drop"],
+        )
+        .expect("mod-flows");
+    restored(&f, &expected).await;
+
+    // A resync (forced: the whole table re-installed) leaves it exactly so.
+    f.node.resync(true).await.expect("forced resync");
+    assert_flows(&f.ovs, &expected);
+    f.node.resync(false).await.expect("resync");
+    assert_flows(&f.ovs, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reloads_the_modes_inputs_and_repairs_the_switch() {
+    let mut f = Fixture::set_up(Mode::NetworkPolicy).await;
+    let api = serve(&f).await;
+    let expected = populated(&f, &api).await;
+    let held = inputs(&api).await;
+    drop(api);
+
+    f.node.shutdown().await;
+    // While ofnode is down, the policy tables are emptied.
+    for table in ["table=21", "table=80", "table=81"] {
+        f.ovs
+            .ofctl("del-flows", "br0", &[table])
+            .expect("del-flows");
+    }
+    f.restart_node().await;
+    let api = serve(&f).await;
+    restored(&f, &expected).await;
+    // The same inputs, conjunction ids included: the table is the same, flow for flow.
+    assert_eq!(inputs(&api).await, held);
+
+    // A new policy gets fresh ids; the old ones stay where they were.
+    let more =
+        r#"{"podSelector":{},"ingress":[{"from":[{"ipBlock":{"cidr":"198.51.100.0/24"}}]}]}"#;
+    api.client
+        .netpol_apply(policy("x", "more", more))
+        .await
+        .unwrap();
+    let after = f.ovs.dump_flows("br0").unwrap();
+    for flow in expected.iter().filter(|f| f.contains("conj")) {
+        assert!(after.contains(flow), "{flow} changed after another policy");
+    }
+    assert!(
+        after
+            .iter()
+            .any(|f| f.contains("nw_src=198.51.100.0/24 actions=conjunction(3,1/2)")),
+        "{}",
+        after.join("\n")
+    );
+}

@@ -11,9 +11,7 @@
 //!
 //! Run: `cargo bench --bench netpol` (as root). Written against /work/notes/netpol-contract.md.
 
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode};
@@ -203,20 +201,9 @@ fn enforced_latency(cluster: &Cluster, client: &ofnode_harness::cluster::Pod, se
 /// 198 veths in the node's namespace, each a pod of its namespace (`ofnode pod add`).
 fn add_local_ports(cluster: &Cluster) {
     let node = cluster.node(0);
-    let batch: String = (0..LOCAL_PORTS)
-        .map(|i| format!("link add bp{i} up type veth peer name bp{i}p\n"))
-        .collect();
-    let mut ip = Command::new("ip")
-        .args(["-n", node.netns().name(), "-batch", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("ip -batch");
-    ip.stdin
-        .take()
-        .expect("stdin")
-        .write_all(batch.as_bytes())
-        .expect("write batch");
-    assert!(ip.wait().expect("ip").success(), "creating veths failed");
+    node.netns()
+        .add_veth_pairs("bp", 0..LOCAL_PORTS)
+        .expect("creating veths");
     for i in 0..LOCAL_PORTS {
         let ip = Ipv4Addr::from(u32::from(node.subnet) + 100 + i as u32).to_string();
         let ns = i % NAMESPACES;

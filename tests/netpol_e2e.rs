@@ -7,8 +7,9 @@
 mod netpol_common;
 
 use netpol_common::{policy, start, Session};
+use ofnode_harness::cluster::Cluster;
 use ofnode_harness::reachability::{ModelPod, Probe};
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn id(pod: &ModelPod) -> String {
     pod.id()
@@ -24,6 +25,8 @@ fn policy_cases() {
     let y_a_32 = format!("{}/32", y_a.ip());
 
     session.case_all("no policy", &[], model.all_connected());
+
+    refused_inputs_change_nothing(&cluster);
 
     session.case_all(
         "default-deny ingress",
@@ -175,6 +178,104 @@ fn policy_cases() {
         model.expect(|from, to| id(from) != "x/a" || to.node() == 1),
     );
 
+    session.case(
+        "egress to pods by label in another namespace, one port",
+        &[policy(
+            "x",
+            "a-to-y-b-tcp-80",
+            json!({
+                "podSelector": {"matchLabels": {"pod": "a"}},
+                "policyTypes": ["Egress"],
+                "egress": [{
+                    "to": [{
+                        "namespaceSelector": {"matchLabels": {"ns": "y"}},
+                        "podSelector": {"matchLabels": {"pod": "b"}}
+                    }],
+                    "ports": [{"protocol": "TCP", "port": 80}]
+                }]
+            }),
+        )],
+        &[
+            (
+                Probe::TCP80,
+                model.expect(|from, to| id(from) != "x/a" || id(to) == "y/b"),
+            ),
+            (Probe::TCP81, model.expect(|from, _| id(from) != "x/a")),
+            (Probe::UDP80, model.expect(|from, _| id(from) != "x/a")),
+            (Probe::UDP81, model.expect(|from, _| id(from) != "x/a")),
+        ],
+    );
+
+    // Upstream's "an IP overlapping both IPBlock.CIDR and IPBlock.Except is allowed": an except
+    // belongs to its own block; another peer may allow the address. y/a is excepted from the
+    // first block and allowed by the second, y/c only excepted.
+    let y_c_32 = format!("{}/32", model.pod("y/c").ip());
+    assert_eq!(model.pod("y/c").node(), 1);
+    session.case_all(
+        "ipBlock peers add up: an except is only its own block's",
+        &[policy(
+            "x",
+            "a-to-node1-blocks",
+            json!({
+                "podSelector": {"matchLabels": {"pod": "a"}},
+                "policyTypes": ["Egress"],
+                "egress": [{"to": [
+                    {"ipBlock": {"cidr": node1_subnet, "except": [y_a_32, y_c_32]}},
+                    {"ipBlock": {"cidr": y_a_32}}
+                ]}]
+            }),
+        )],
+        model.expect(|from, to| id(from) != "x/a" || (to.node() == 1 && id(to) != "y/c")),
+    );
+
+    session.case_all(
+        "ingress and egress in one policy",
+        &[policy(
+            "x",
+            "a-in-from-y-out-to-z",
+            json!({
+                "podSelector": {"matchLabels": {"pod": "a"}},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}],
+                "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "z"}}}]}]
+            }),
+        )],
+        model.expect(|from, to| {
+            (id(to) != "x/a" || from.namespace == "y") && (id(from) != "x/a" || to.namespace == "z")
+        }),
+    );
+
+    session.case_all(
+        "an allow-all ingress rule beside a deny-all policy",
+        &[
+            policy(
+                "x",
+                "deny-all",
+                json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+            ),
+            policy(
+                "x",
+                "allow-all",
+                json!({"podSelector": {}, "ingress": [{}]}),
+            ),
+        ],
+        model.all_connected(),
+    );
+
+    session.case_all(
+        "namespace by its implicit name label (matchExpressions)",
+        &[policy(
+            "x",
+            "allow-from-z-by-name",
+            json!({"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {
+                "matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": ["z"]
+                }]
+            }}]}]}),
+        )],
+        model.expect(|from, to| to.namespace != "x" || from.namespace == "z"),
+    );
+
     session.case_all(
         "two policies add up",
         &[
@@ -216,4 +317,79 @@ fn policy_cases() {
     );
 
     session.finish();
+}
+
+/// Policies ofnode must refuse: each is refused with a message naming the field, and br0's
+/// flows and the policy list stay as they were.
+fn refused_inputs_change_nothing(cluster: &Cluster) {
+    let refused: [(&str, Value); 6] = [
+        (
+            "spec.ingress[0].ports[0].port",
+            policy(
+                "x",
+                "named-port",
+                json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}),
+            ),
+        ),
+        ("podSelectr", policy("x", "typo", json!({"podSelectr": {}}))),
+        (
+            "spec.podSelector.matchExpressions[0].operator",
+            policy(
+                "x",
+                "bad-operator",
+                json!({"podSelector": {"matchExpressions": [
+                    {"key": "pod", "operator": "Like", "values": ["a"]}
+                ]}}),
+            ),
+        ),
+        (
+            "metadata.namespace",
+            policy("nowhere", "no-such-namespace", json!({"podSelector": {}})),
+        ),
+        (
+            "spec.ingress[0].ports[0].port",
+            policy(
+                "x",
+                "port-out-of-range",
+                json!({"podSelector": {}, "ingress": [{"ports": [{"protocol": "TCP", "port": 70000}]}]}),
+            ),
+        ),
+        (
+            "spec.ingress[0].ports[0].endPort",
+            policy(
+                "x",
+                "end-before-start",
+                json!({"podSelector": {}, "ingress": [{"ports": [
+                    {"protocol": "TCP", "port": 90, "endPort": 80}
+                ]}]}),
+            ),
+        ),
+    ];
+    let node = cluster.node(0);
+    let flows_before = sorted(node.flows().unwrap());
+    let list_before = node.cli(&["netpol", "list"]).unwrap();
+    for (field, bad) in &refused {
+        let name = bad["metadata"]["name"].as_str().unwrap_or_default();
+        let error = match node.netpol_apply(bad) {
+            Ok(out) => panic!("policy {name} was accepted: {out}"),
+            Err(e) => e.to_string(),
+        };
+        let said = error.lines().find(|line| line.contains(field));
+        println!("refused {name}: {}", said.unwrap_or_default().trim());
+        assert!(
+            error.contains(field),
+            "policy {name}: the error does not name {field}: {error}"
+        );
+    }
+    assert_eq!(
+        sorted(node.flows().unwrap()),
+        flows_before,
+        "a refused policy changed br0"
+    );
+    assert_eq!(node.cli(&["netpol", "list"]).unwrap(), list_before);
+}
+
+fn sorted(mut flows: Vec<String>) -> Vec<String> {
+    flows.sort();
+    flows
 }

@@ -5,6 +5,19 @@
 
 use super::{Cluster, ClusterError, Node, Pod};
 
+impl Node {
+    /// `ofnode netpol apply --file F.json` of one NetworkPolicy object (any JSON: refused
+    /// inputs are tested through here too), the file written in the node's OVS directory.
+    pub fn netpol_apply(&self, policy: &serde_json::Value) -> Result<String, ClusterError> {
+        let text = serde_json::to_string_pretty(policy)
+            .map_err(|e| ClusterError::Invalid(format!("policy JSON: {e}")))?;
+        let path = self.ovs().dir().join("netpol-apply.json");
+        std::fs::write(&path, &text)
+            .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
+        self.cli(&["netpol", "apply", "--file", &path.display().to_string()])
+    }
+}
+
 /// `--label k=v` for each label, as the CLI takes them.
 pub(crate) fn label_args(labels: &[(String, String)]) -> Vec<String> {
     labels
@@ -102,22 +115,7 @@ impl Cluster {
 
     /// `ofnode netpol apply --file F.json` of one NetworkPolicy object on every node.
     pub fn netpol_apply(&self, policy: &serde_json::Value) -> Result<(), ClusterError> {
-        let text = serde_json::to_string_pretty(policy)
-            .map_err(|e| ClusterError::Invalid(format!("policy JSON: {e}")))?;
-        let name = policy["metadata"]["name"].as_str().unwrap_or("policy");
-        let namespace = policy["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default");
-        self.on_every_node(|node| {
-            let path = node
-                .ovs()
-                .dir()
-                .join(format!("netpol-{namespace}-{name}.json"));
-            std::fs::write(&path, &text)
-                .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
-            node.cli(&["netpol", "apply", "--file", &path.display().to_string()])
-                .map(drop)
-        })
+        self.on_every_node(|node| node.netpol_apply(policy).map(drop))
     }
 
     /// `ofnode netpol del --namespace NS --name N` on every node.

@@ -1,31 +1,42 @@
-//! Issue 14's scale bench for the networkpolicy mode, one node, in one run:
+//! Issue 14's scale bench for the networkpolicy mode, one node, in one run, every step side by
+//! side with the seed's way (the same flows written with `ovs-ofctl bundle`) on a second node
+//! whose br0 holds the same table and the same two probe pods at the same ports and addresses:
 //! - 1,000 pods in 50 namespaces (200 local: 2 in namespaces of their own with TCP servers for
 //!   the probe, 198 as br0 ports; 800 remote pods of two other nodes' subnets, given with
 //!   `pod remote set`), 500 policies (10 per namespace, each selecting one app label, peers by
 //!   namespace label and pod label, a TCP port range and a UDP port);
-//! - the time to install all 500 (`ofnode netpol apply`, one after another), the flows br0 then
-//!   holds (and per policy), ofnode's RSS;
-//! - the latency from `netpol apply` of one policy to enforced (the first probe that sees it);
-//! - the same change the seed's way: the flows that policy added, sent with `ovs-ofctl bundle`
-//!   to a second private OVS holding the same table.
+//! - the time to install all 500 (`ofnode netpol apply`, one after another) against the seed's
+//!   way (one `ovs-ofctl bundle` per policy of exactly what that apply changed on br0), the flows
+//!   br0 then holds (and per policy), ofnode's RSS; the seed node's table must then equal
+//!   ofnode's, which shows both sides wrote the same flows;
+//! - one policy change (replace) at a time, both ways;
+//! - the latency from `netpol apply` of one policy to enforced (the first probe that sees it),
+//!   and from the seed's bundle of the same flows to enforced on its node.
+//!
+//! What the seed side does not include: computing the flows (it replays ofnode's diff).
 //!
 //! Run: `cargo bench --bench netpol` (as root). Written against /work/notes/netpol-contract.md.
 
+use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode};
+use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
 use ofnode_harness::reachability::{probe_once, Probe, Servers};
-use ofnode_harness::Ovs;
 use serde_json::json;
 
 const NAMESPACES: usize = 50;
 const POLICIES_PER_NAMESPACE: usize = 10;
 const LOCAL_PORTS: usize = 198;
 const REMOTE_PODS: usize = 800;
+/// App labels: remote pods have 10, the ~4 local pods of a namespace 4 (each a policy target).
 const APPS: usize = 10;
+const LOCAL_APPS: usize = 4;
 const TEAMS: usize = 5;
 const CHANGES: usize = 20;
+/// Rounds of the apply -> enforced measurement, and each probe's timeout.
+const ROUNDS: usize = 10;
+const PROBE_MS: u64 = 50;
 
 fn namespace(i: usize) -> String {
     format!("ns{i}")
@@ -37,7 +48,7 @@ fn bench_policy(ns: usize, k: usize, variant: usize) -> serde_json::Value {
         "kind": "NetworkPolicy",
         "metadata": {"name": format!("p{k}"), "namespace": namespace(ns)},
         "spec": {
-            "podSelector": {"matchLabels": {"app": format!("a{k}")}},
+            "podSelector": {"matchLabels": {"app": format!("a{}", k % LOCAL_APPS)}},
             "ingress": [{
                 "from": [{
                     "namespaceSelector": {"matchLabels": {"team": format!("t{}", (k + variant) % TEAMS)}},
@@ -52,10 +63,62 @@ fn bench_policy(ns: usize, k: usize, variant: usize) -> serde_json::Value {
     })
 }
 
-fn apply(cluster: &Cluster, policy: &serde_json::Value) -> Duration {
+/// The flows a change made on br0: lines to add (new or changed) and flows (table, priority,
+/// match) that are gone.
+struct Diff {
+    add: Vec<String>,
+    delete: Vec<String>,
+}
+
+/// `table=…, priority=…,match` of a dump-flows line: what identifies an OpenFlow flow.
+fn flow_key(line: &str) -> &str {
+    let line = line.split(" actions=").next().unwrap_or(line);
+    match line.strip_prefix("cookie=") {
+        Some(rest) => rest.split_once(", ").map_or(line, |(_, rest)| rest),
+        None => line,
+    }
+}
+
+fn diff(before: &[String], after: &[String]) -> Diff {
+    let before_lines: HashSet<&str> = before.iter().map(String::as_str).collect();
+    let after_keys: HashSet<&str> = after.iter().map(|f| flow_key(f)).collect();
+    Diff {
+        add: after
+            .iter()
+            .filter(|f| !before_lines.contains(f.as_str()))
+            .cloned()
+            .collect(),
+        delete: before
+            .iter()
+            .map(|f| flow_key(f))
+            .filter(|key| !after_keys.contains(key))
+            // dump-flows leaves out table 0; a delete without a table means every table.
+            .map(|key| {
+                if key.starts_with("table=") {
+                    key.to_string()
+                } else {
+                    format!("table=0, {key}")
+                }
+            })
+            .collect(),
+    }
+}
+
+/// One change through ofnode (`change`, timed) and the same flows through the seed's way
+/// (timed): returns both durations and what changed.
+fn side_by_side(
+    ours: &Cluster,
+    seed: &Cluster,
+    change: impl FnOnce(&Cluster),
+) -> (Duration, Duration, Diff) {
+    let before = ours.node(0).flows().expect("dump-flows");
     let started = Instant::now();
-    cluster.netpol_apply(policy).expect("netpol apply");
-    started.elapsed()
+    change(ours);
+    let ours_took = started.elapsed();
+    let after = ours.node(0).flows().expect("dump-flows");
+    let diff = diff(&before, &after);
+    let seed_took = seed_bundle(seed, &diff);
+    (ours_took, seed_took, diff)
 }
 
 fn rss_mb(pid: u32) -> f64 {
@@ -72,6 +135,17 @@ fn median(mut samples: Vec<f64>) -> f64 {
     samples.get(samples.len() / 2).copied().unwrap_or(0.0)
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The probe pair of one node: a client and a TCP server, not selected by any bench policy.
+struct ProbePair {
+    client: Pod,
+    server: Pod,
+    _servers: Servers,
+}
+
 fn main() {
     if std::env::args()
         .skip(1)
@@ -79,123 +153,185 @@ fn main() {
     {
         return;
     }
-    let cluster = Cluster::start(ClusterOptions {
+    let ours = Cluster::start(ClusterOptions {
         nodes: 1,
         mode: Mode::NetworkPolicy,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
         echo: false,
     })
     .expect("one node in networkpolicy mode (run as root)");
-    let node = cluster.node(0);
+    let node = ours.node(0);
     for ns in 0..NAMESPACES {
         let team = format!("t{}", ns % TEAMS);
-        cluster
-            .namespace_set(&namespace(ns), 100 + ns as u32, &labels(&[("team", &team)]))
+        ours.namespace_set(&namespace(ns), 100 + ns as u32, &labels(&[("team", &team)]))
             .expect("namespace set");
     }
-    // The probe pair: a client in ns0 and a server in ns1, not selected by any bench policy.
-    let client = cluster
+    let client = ours
         .add_pod_in(0, &namespace(0), 100, &labels(&[("app", "client")]))
         .expect("client pod");
-    let server = cluster
+    let server = ours
         .add_pod_in(0, &namespace(1), 101, &labels(&[("app", "probe")]))
         .expect("server pod");
-    let _servers = Servers::start(server.netns(), "probe".into()).expect("servers");
-    add_local_ports(&cluster);
-    add_remote_pods(&cluster);
+    let ours_pair = ProbePair {
+        _servers: Servers::start(server.netns(), "probe".into()).expect("servers"),
+        client,
+        server,
+    };
+    add_local_ports(&ours);
+    add_remote_pods(&ours);
     let flows_before = node.flows().expect("dump-flows").len();
 
-    let started = Instant::now();
+    // The seed's node: the same two pods (same ports, addresses, MACs), then ofnode's table.
+    let seed = Cluster::start(ClusterOptions {
+        nodes: 1,
+        mode: Mode::Subnet,
+        control: Control::SeedFlows,
+        echo: false,
+    })
+    .expect("the seed's node");
+    let (seed_client, seed_server) = (
+        seed.add_pod(0, 0).expect("seed client"),
+        seed.add_pod(0, 0).expect("seed server"),
+    );
+    for (a, b) in [
+        (&ours_pair.client, &seed_client),
+        (&ours_pair.server, &seed_server),
+    ] {
+        assert_eq!(
+            (a.ofport, a.ip, &a.mac),
+            (b.ofport, b.ip, &b.mac),
+            "the seed's node must have the probe pods where ofnode's has them"
+        );
+    }
+    let seed_pair = ProbePair {
+        _servers: Servers::start(seed_server.netns(), "probe".into()).expect("seed servers"),
+        client: seed_client,
+        server: seed_server,
+    };
+    replace_flows(&seed, &node.flows().expect("dump-flows"));
+
+    let (mut install_ours, mut install_seed) = (Duration::ZERO, Duration::ZERO);
     for ns in 0..NAMESPACES {
         for k in 0..POLICIES_PER_NAMESPACE {
-            cluster
-                .netpol_apply(&bench_policy(ns, k, 0))
-                .expect("netpol apply");
+            let (o, s, _) = side_by_side(&ours, &seed, |c| {
+                c.netpol_apply(&bench_policy(ns, k, 0))
+                    .expect("netpol apply")
+            });
+            install_ours += o;
+            install_seed += s;
         }
     }
-    let install = started.elapsed();
     let flows = node.flows().expect("dump-flows");
+    let same = sorted(seed.node(0).flows().expect("seed dump-flows")) == sorted(flows.clone());
+    assert!(same, "the seed's node does not hold ofnode's table");
     let pid = node.daemon().and_then(|d| d.pid()).unwrap_or(0);
     let policies = NAMESPACES * POLICIES_PER_NAMESPACE;
+    let added = flows.len().saturating_sub(flows_before);
     println!(
-        "netpol install: {policies} policies over 1000 pods in {NAMESPACES} namespaces in {:.2} s ({:.1} ms each, `ofnode netpol apply` CLI); {} flows ({} for policies, {:.1} per policy); ofnode RSS {:.1} MB (goal <= 96 MB)",
-        install.as_secs_f64(),
-        install.as_secs_f64() * 1000.0 / policies as f64,
+        "netpol install: {policies} policies over 1000 pods in {NAMESPACES} namespaces: ofnode `netpol apply` {:.2} s ({:.1} ms each); seed way (`ovs-ofctl bundle` of each apply's changes) {:.2} s ({:.1} ms each); ratio {:.1}x",
+        install_ours.as_secs_f64(),
+        ms(install_ours) / policies as f64,
+        install_seed.as_secs_f64(),
+        ms(install_seed) / policies as f64,
+        install_seed.as_secs_f64() / install_ours.as_secs_f64().max(f64::MIN_POSITIVE),
+    );
+    println!(
+        "netpol flows: {} on br0 ({added} for the policies, {:.1} per policy); the seed's node holds the same table; ofnode RSS {:.1} MB (goal <= 96 MB)",
         flows.len(),
-        flows.len().saturating_sub(flows_before),
-        flows.len().saturating_sub(flows_before) as f64 / policies as f64,
+        added as f64 / policies as f64,
         rss_mb(pid),
     );
 
-    // One change at a time: replace a policy (its TCP range grows), ofnode against the seed's
-    // way with exactly the flows that change added.
-    let seed = Ovs::start().expect("OVS for the seed's way");
-    seed.add_bridge("br0").expect("seed br0");
-    load_flows(&seed, &flows);
-    let (mut ours, mut exec) = (Vec::new(), Vec::new());
+    // One change at a time: replace a policy (its TCP range grows).
+    let (mut ours_ms, mut seed_ms, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     for change in 0..CHANGES {
-        let before = node.flows().expect("dump-flows");
-        ours.push(apply(&cluster, &bench_policy(change % NAMESPACES, 0, change + 1)).as_secs_f64());
-        let after = node.flows().expect("dump-flows");
-        let added: Vec<&String> = after.iter().filter(|f| !before.contains(f)).collect();
-        exec.push(seed_bundle(&seed, &added).as_secs_f64());
+        let policy = bench_policy(change % NAMESPACES, 0, change + 1);
+        let (o, s, diff) = side_by_side(&ours, &seed, |c| {
+            c.netpol_apply(&policy).expect("netpol apply")
+        });
+        ours_ms.push(ms(o));
+        seed_ms.push(ms(s));
+        changed.push((diff.add.len() + diff.delete.len()) as f64);
     }
-    let (ours, exec) = (median(ours) * 1000.0, median(exec) * 1000.0);
+    let (o, s) = (median(ours_ms), median(seed_ms));
     println!(
-        "netpol one policy change: ofnode `netpol apply` median {ours:.2} ms; seed way (`ovs-ofctl bundle` of the same added flows) median {exec:.2} ms; ratio {:.1}x (goal >= 10x)",
-        exec / ours.max(f64::MIN_POSITIVE)
+        "netpol one policy change ({CHANGES} replaces, median {} flows changed): ofnode `netpol apply` median {o:.2} ms; seed way median {s:.2} ms; ratio {:.1}x (goal >= 10x)",
+        median(changed),
+        s / o.max(f64::MIN_POSITIVE)
     );
 
-    enforced_latency(&cluster, &client, server.ip);
+    enforced_latency(&ours, &ours_pair, &seed, &seed_pair);
 }
 
-/// Denies ingress to the probe server and times `netpol apply` to the first probe refused,
-/// then deletes it and times to the first probe answered.
-fn enforced_latency(cluster: &Cluster, client: &ofnode_harness::cluster::Pod, server: Ipv4Addr) {
+/// Denies ingress to the probe server and times the change to the first probe refused, then
+/// deletes it and times to the first probe answered: ofnode (`netpol apply`/`del`) against
+/// the seed's way (`ovs-ofctl bundle` of the same flows) on the seed's node.
+fn enforced_latency(ours: &Cluster, ours_pair: &ProbePair, seed: &Cluster, seed_pair: &ProbePair) {
     let deny = json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": "deny-probe", "namespace": namespace(1)},
         "spec": {"podSelector": {"matchLabels": {"app": "probe"}}, "policyTypes": ["Ingress"]}
     });
-    let path = client.netns().path();
-    let probe = |want: bool| -> Duration {
+    let mut samples: [Vec<f64>; 4] = Default::default();
+    for _ in 0..ROUNDS {
+        // ofnode: the change and the probes, timed together.
+        let before = ours.node(0).flows().expect("dump-flows");
         let started = Instant::now();
-        loop {
-            let path = path.clone();
-            let seen = std::thread::spawn(move || {
-                probe_once(
-                    &path,
-                    server,
-                    "probe",
-                    Probe::TCP80,
-                    Duration::from_millis(100),
-                )
-            })
-            .join()
-            .unwrap_or(!want);
-            if seen == want || started.elapsed() > Duration::from_secs(10) {
-                return started.elapsed();
-            }
-        }
-    };
-    let (mut deny_ms, mut allow_ms) = (Vec::new(), Vec::new());
-    for _ in 0..10 {
+        ours.netpol_apply(&deny).expect("apply deny");
+        samples[0].push(ms(first_probe_seeing(ours_pair, false, started)));
+        let denied = ours.node(0).flows().expect("dump-flows");
         let started = Instant::now();
-        cluster.netpol_apply(&deny).expect("apply deny");
-        probe(false);
-        deny_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        let started = Instant::now();
-        cluster
-            .netpol_del(&namespace(1), "deny-probe")
+        ours.netpol_del(&namespace(1), "deny-probe")
             .expect("del deny");
-        probe(true);
-        allow_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        samples[1].push(ms(first_probe_seeing(ours_pair, true, started)));
+        // The seed's way: the same flows, bundled, and the same probes on its node.
+        let started = Instant::now();
+        seed_bundle(seed, &diff(&before, &denied));
+        samples[2].push(ms(first_probe_seeing(seed_pair, false, started)));
+        let started = Instant::now();
+        seed_bundle(seed, &diff(&denied, &before));
+        samples[3].push(ms(first_probe_seeing(seed_pair, true, started)));
     }
+    let [deny_ours, allow_ours, deny_seed, allow_seed] = samples.map(median);
     println!(
-        "netpol apply -> enforced (first TCP probe refused, 100 ms probes): median {:.1} ms; delete -> first probe answered: median {:.1} ms",
-        median(deny_ms),
-        median(allow_ms)
+        "netpol apply -> enforced (start of the first TCP probe refused, {PROBE_MS} ms probes, median of {ROUNDS}): ofnode {deny_ours:.1} ms, seed way {deny_seed:.1} ms, ratio {:.1}x; delete -> first probe answered: ofnode {allow_ours:.1} ms, seed way {allow_seed:.1} ms, ratio {:.1}x",
+        deny_seed / deny_ours.max(f64::MIN_POSITIVE),
+        allow_seed / allow_ours.max(f64::MIN_POSITIVE),
     );
+}
+
+/// Probes the pair's server over and over until a probe connects (`connected`) or does not;
+/// returns when that probe started, from `since`.
+fn first_probe_seeing(pair: &ProbePair, connected: bool, since: Instant) -> Duration {
+    let path = pair.client.netns().path();
+    let server = pair.server.ip;
+    loop {
+        let began = since.elapsed();
+        let path = path.clone();
+        let seen = std::thread::spawn(move || {
+            probe_once(
+                &path,
+                server,
+                "probe",
+                Probe::TCP80,
+                Duration::from_millis(PROBE_MS),
+            )
+        })
+        .join()
+        .unwrap_or(!connected);
+        assert!(
+            began < Duration::from_secs(10),
+            "the probe never saw the change"
+        );
+        if seen == connected {
+            return began;
+        }
+    }
+}
+
+fn sorted(mut flows: Vec<String>) -> Vec<String> {
+    flows.sort();
+    flows
 }
 
 /// 198 veths in the node's namespace, each a pod of its namespace (`ofnode pod add`).
@@ -207,7 +343,10 @@ fn add_local_ports(cluster: &Cluster) {
     for i in 0..LOCAL_PORTS {
         let ip = Ipv4Addr::from(u32::from(node.subnet) + 100 + i as u32).to_string();
         let ns = i % NAMESPACES;
-        let (vnid, app) = ((100 + ns).to_string(), format!("app=a{}", i % APPS));
+        let (vnid, app) = (
+            (100 + ns).to_string(),
+            format!("app=a{}", (i / NAMESPACES) % LOCAL_APPS),
+        );
         node.cli(&[
             "pod",
             "add",
@@ -247,7 +386,7 @@ fn add_remote_pods(cluster: &Cluster) {
             Ipv4Addr::new(10, 128, 4, 10)
         };
         let ip = Ipv4Addr::from(u32::from(base) + (i % (REMOTE_PODS / 2)) as u32).to_string();
-        let app = format!("app=a{}", i % APPS);
+        let app = format!("app=a{}", (i / NAMESPACES) % APPS);
         node.cli(&[
             "pod",
             "remote",
@@ -263,20 +402,28 @@ fn add_remote_pods(cluster: &Cluster) {
     }
 }
 
-fn load_flows(seed: &Ovs, flows: &[String]) {
-    let path = seed.dir().join("all-flows.txt");
+/// The seed's node takes ofnode's whole table (`ovs-ofctl replace-flows`).
+fn replace_flows(seed: &Cluster, flows: &[String]) {
+    let ovs = seed.node(0).ovs();
+    let path = ovs.dir().join("all-flows.txt");
     std::fs::write(&path, flows.join("\n") + "\n").expect("write flows");
-    seed.ofctl("add-flows", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl add-flows");
+    ovs.ofctl("replace-flows", "br0", &[&path.display().to_string()])
+        .expect("ovs-ofctl replace-flows");
 }
 
 /// The seed's way of one change: write the flows to a file and exec `ovs-ofctl bundle`.
-fn seed_bundle(seed: &Ovs, flows: &[&String]) -> Duration {
-    let path = seed.dir().join("change.txt");
+fn seed_bundle(seed: &Cluster, diff: &Diff) -> Duration {
+    let ovs = seed.node(0).ovs();
+    let path = ovs.dir().join("change.txt");
     let started = Instant::now();
-    let text: String = flows.iter().map(|f| format!("flow add {f}\n")).collect();
+    let text: String = diff
+        .delete
+        .iter()
+        .map(|f| format!("flow delete_strict {f}\n"))
+        .chain(diff.add.iter().map(|f| format!("flow add {f}\n")))
+        .collect();
     std::fs::write(&path, text).expect("write change");
-    seed.ofctl("bundle", "br0", &[&path.display().to_string()])
+    ovs.ofctl("bundle", "br0", &[&path.display().to_string()])
         .expect("ovs-ofctl bundle");
     started.elapsed()
 }

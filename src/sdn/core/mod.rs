@@ -29,9 +29,10 @@ pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
 use super::error::Error;
+use super::policy::networkpolicy::Index;
 use super::state::{Change, Entity, NodeState};
 use super::table::{self, Diff, Flow, FlowTable};
-use super::types::HostSubnet;
+use super::types::{HostSubnet, Mode};
 
 /// The desired state, its flow table, and the open batch.
 #[derive(Debug)]
@@ -39,6 +40,8 @@ pub struct Core {
     state: NodeState,
     table: FlowTable,
     batch: Batch,
+    /// The NetworkPolicy mode's flows by policy (its part of `table`, kept incrementally).
+    netpol: Index,
 }
 
 /// What the open batch did so far.
@@ -50,6 +53,7 @@ struct Batch {
     journal: Vec<Change>,
     host_subnets_changed: bool,
     egress_changed: bool,
+    netpol_changed: bool,
 }
 
 /// What the shell must carry out for a batch: the flows first (one bundle), then the journal
@@ -80,23 +84,37 @@ fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
         .collect()
 }
 
-/// The desired table of `state`, built entity by entity (never all flow texts at once).
-fn build_table(state: &NodeState) -> Result<FlowTable, Error> {
+/// The desired table of `state`, built entity by entity (never all flow texts at once), the
+/// NetworkPolicy mode's from its index.
+fn build_table(state: &NodeState, netpol: &Index) -> Result<FlowTable, Error> {
     let mut flows = Vec::new();
-    for entity in all_entities(state) {
+    for entity in all_entities(state).filter(|e| *e != Entity::NetPol) {
         flows.extend(parse_all(&entity_flows(state, entity))?);
     }
+    flows.extend(parse_all(&netpol.texts())?);
     Ok(FlowTable::from_flows(flows))
+}
+
+/// The NetworkPolicy mode's index of `state` (empty in the other modes).
+fn build_netpol(state: &NodeState) -> Index {
+    match &state.setup {
+        Some(setup) if setup.mode == Mode::NetworkPolicy => {
+            Index::build(&netpol_view(state, setup))
+        }
+        _ => Index::default(),
+    }
 }
 
 impl Core {
     /// A core holding `state`, its table derived from it.
     pub fn new(state: NodeState) -> Result<Core, Error> {
-        let table = build_table(&state)?;
+        let netpol = build_netpol(&state);
+        let table = build_table(&state, &netpol)?;
         Ok(Core {
             state,
             table,
             batch: Batch::default(),
+            netpol,
         })
     }
 
@@ -119,6 +137,9 @@ impl Core {
                 "a whole-state change inside a batch",
             ));
         }
+        if let Some(keys) = self.netpol_watchers(&change) {
+            return self.apply_netpol_change(change, keys);
+        }
         let old = parse_all(&entity_flows(&self.state, entity))?;
         let undo = self.state.apply(change);
         let new = match parse_all(&entity_flows(&self.state, entity)) {
@@ -134,6 +155,88 @@ impl Core {
         for flow in new {
             self.table.insert(flow);
         }
+        Ok(undo)
+    }
+
+    /// The policies whose flows `change` may change in the current state, when it is one the
+    /// NetworkPolicy mode's index must follow (None: an ordinary entity change).
+    fn netpol_watchers(&self, change: &Change) -> Option<Vec<String>> {
+        let setup = self.state.setup.as_ref()?;
+        if setup.mode != Mode::NetworkPolicy {
+            return None;
+        }
+        let view = netpol_view(&self.state, setup);
+        let pod = |ip: &std::net::Ipv4Addr| -> Vec<String> {
+            match (
+                self.state.pod_meta.get(ip),
+                self.state.pods.contains_key(ip),
+            ) {
+                (Some(meta), true) => view.watching_pod(&meta.namespace, &meta.labels),
+                _ => Vec::new(),
+            }
+        };
+        Some(match change {
+            Change::NetPol { key, .. } => vec![key.clone()],
+            Change::Namespace { name, .. } => view.watching_namespace(name),
+            Change::PodMeta { ip, .. } => pod(ip),
+            Change::RemotePod { ip, .. } => match self.state.remote_pods.get(ip) {
+                Some(p) => view.watching_pod(&p.namespace, &p.labels),
+                None => Vec::new(),
+            },
+            // A pod's flows alone change the mode's only when its namespace is known (the view
+            // counts a local pod with both).
+            Change::Pod { ip, .. } if self.state.pod_meta.contains_key(ip) => pod(ip),
+            _ => return None,
+        })
+    }
+
+    /// Applies a change the NetworkPolicy mode's index follows: the policies it may touch
+    /// (`keys` before it, and those after it) are recomputed, and only the merged flows that
+    /// changed are replaced in the table (with the change's own entity's flows, for a pod).
+    fn apply_netpol_change(
+        &mut self,
+        change: Change,
+        mut keys: Vec<String>,
+    ) -> Result<Change, Error> {
+        let entity = change.entity();
+        let own_flows = |state: &NodeState| match entity {
+            Entity::NetPol => Ok(Vec::new()),
+            _ => parse_all(&entity_flows(state, entity)),
+        };
+        let old = own_flows(&self.state)?;
+        let undo = self.state.apply(change.clone());
+        keys.extend(self.netpol_watchers(&change).unwrap_or_default());
+        let Some(setup) = self.state.setup else {
+            return Ok(undo);
+        };
+        let changes = self
+            .netpol
+            .update(&netpol_view(&self.state, &setup), keys.clone());
+        let parse = |text: &String| table::parse_flow(text).map_err(|e| flow_error(text, e));
+        let parsed = own_flows(&self.state).and_then(|new| {
+            let removed = changes.iter().filter_map(|c| c.before.as_ref()).map(parse);
+            let added = changes.iter().filter_map(|c| c.after.as_ref()).map(parse);
+            Ok((
+                new,
+                removed.collect::<Result<Vec<_>, _>>()?,
+                added.collect::<Result<Vec<_>, _>>()?,
+            ))
+        });
+        let (new, removed, added) = match parsed {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                self.state.apply(undo);
+                self.netpol.update(&netpol_view(&self.state, &setup), keys);
+                return Err(e);
+            }
+        };
+        for flow in old.iter().chain(&removed) {
+            self.table.remove(flow);
+        }
+        for flow in new.into_iter().chain(added) {
+            self.table.insert(flow);
+        }
+        self.batch.netpol_changed = true;
         Ok(undo)
     }
 
@@ -201,6 +304,10 @@ impl Core {
         self.table.rollback();
         while let Some(undo) = self.batch.undo.pop() {
             self.state.apply(undo);
+        }
+        if self.batch.netpol_changed {
+            // The table is back; the index follows it (rare: only a failed batch).
+            self.netpol = build_netpol(&self.state);
         }
         self.batch = Batch::default();
     }

@@ -6,8 +6,11 @@
 //! a test fails when `flows.rs` drifts from the seed. Both sides are compared as ovs-ofctl
 //! prints them.
 
+mod netpol;
 mod ops;
 mod sync;
+
+use std::collections::BTreeMap;
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

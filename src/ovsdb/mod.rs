@@ -25,7 +25,7 @@ pub use client::{Client, ClientOptions};
 pub use codec::fuzz_decode;
 pub use error::{Error, Result};
 pub use monitor::Cache;
-pub use ops::{BridgeSpec, PortSpec};
+pub use ops::{BridgeSpec, PortChange, PortSpec};
 pub use pending_port::PendingPort;
 pub use rpc::{Status, Target};
 pub use schema::Schema;

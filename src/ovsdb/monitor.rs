@@ -46,7 +46,9 @@ pub const TABLES: &[TableSpec] = &[
             "protocols",
             "datapath_type",
             "other_config",
-            "external_ids",
+            // Not external_ids: under HA they hold the replicated desired state (megabytes at
+            // 10,000 pods), which this monitor would send whole, old and new, at every batch;
+            // whoever needs them selects them.
         ],
     },
     TableSpec {

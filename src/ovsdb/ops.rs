@@ -40,6 +40,22 @@ pub struct PortSpec {
     pub ofport_request: Option<u16>,
 }
 
+/// One change of [`Client::change_ports`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortChange {
+    /// As [`Client::delete_port`].
+    Delete { bridge: String, name: String },
+    /// As [`Client::add_port`].
+    Add(PortSpec),
+    /// As [`Client::set_port_bandwidth`]; the port may be one an earlier `Add` of the same
+    /// call creates.
+    Bandwidth {
+        port: String,
+        max_rate_bps: Option<u64>,
+        policing_kbps: u32,
+    },
+}
+
 /// The largest OpenFlow port number `ofport_request` accepts (OFPP_MAX in OpenFlow 1.0 terms).
 pub(super) const MAX_OFPORT_REQUEST: u16 = 65279;
 
@@ -77,6 +93,19 @@ impl Plan {
     fn touch_one(&mut self, op: Operation, table: &'static str, record: &str) {
         let index = self.push(op);
         self.must_touch.push((index, table, record.to_string()));
+    }
+
+    /// `other`'s operations after this plan's, with their checks.
+    fn append(&mut self, other: Plan) {
+        let base = self.ops.len();
+        self.guards.extend(other.guards.iter().map(|i| i + base));
+        self.must_touch.extend(
+            other
+                .must_touch
+                .into_iter()
+                .map(|(i, table, record)| (i + base, table, record)),
+        );
+        self.ops.extend(other.ops);
     }
 }
 
@@ -226,7 +255,7 @@ impl Client {
                 "a max-rate of 0 would block the port; use None".into(),
             ));
         }
-        self.execute(self.waits(), |cache| plan_qos(cache, port, max_rate_bps))
+        self.execute(self.waits(), |cache| plan_qos(cache, port, max_rate_bps, 0))
             .await
     }
 
@@ -245,9 +274,43 @@ impl Client {
             ));
         }
         self.execute(self.waits(), |cache| {
-            plan_bandwidth(cache, port, max_rate_bps, policing_kbps)
+            plan_bandwidth(cache, port, max_rate_bps, policing_kbps, 0)
         })
         .await
+    }
+
+    /// Several port changes in one transaction, in order (one reconfiguration of
+    /// ovs-vswitchd, and OVSDB holds all of them or none). When a change adds a port, returns
+    /// once ovs-vswitchd applied the transaction, with the added ports it could not set up
+    /// (each an [`Error::Interface`]): as with `add_port`, such a port stays in the database.
+    pub async fn change_ports(&self, changes: &[PortChange]) -> Result<Vec<Error>> {
+        let mut adds = Vec::new();
+        for change in changes {
+            match change {
+                PortChange::Add(spec) => {
+                    validate_port_spec(spec)?;
+                    adds.push(spec);
+                }
+                PortChange::Bandwidth {
+                    max_rate_bps: Some(0),
+                    ..
+                } => {
+                    return Err(Error::Invalid(
+                        "a max-rate of 0 would block the port; use None".into(),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        self.execute(self.waits() || !adds.is_empty(), |cache| {
+            plan_port_changes(cache, changes)
+        })
+        .await?;
+        Ok(self.with_cache(|cache| {
+            adds.iter()
+                .filter_map(|spec| check_interface(cache, &spec.name, spec.ofport_request).err())
+                .collect()
+        }))
     }
 
     /// Polices what an interface receives (the pod's egress) at `kbps` kilobits per second;
@@ -461,6 +524,82 @@ fn plan_port_into(
     Ok(())
 }
 
+/// The plan of [`Client::change_ports`]; the index of each change is its tag for named uuids.
+fn plan_port_changes(cache: &Cache, changes: &[PortChange]) -> Result<Option<Plan>> {
+    let mut plan = Plan::new();
+    let mut added = Vec::new();
+    for (tag, change) in changes.iter().enumerate() {
+        let part = match change {
+            PortChange::Delete { bridge, name } => plan_delete_port(cache, bridge, name)?,
+            PortChange::Add(spec) => {
+                plan_port_into(&mut plan, cache, spec, &interface_row(spec), tag)?;
+                added.push(spec.name.as_str());
+                None
+            }
+            PortChange::Bandwidth {
+                port,
+                max_rate_bps,
+                policing_kbps,
+            } if cache.find("Port", port).is_none() && added.contains(&port.as_str()) => Some(
+                plan_new_port_bandwidth(port, *max_rate_bps, *policing_kbps, tag),
+            ),
+            PortChange::Bandwidth {
+                port,
+                max_rate_bps,
+                policing_kbps,
+            } => plan_bandwidth(cache, port, *max_rate_bps, *policing_kbps, tag)?,
+        };
+        if let Some(part) = part {
+            plan.append(part);
+        }
+    }
+    Ok((!plan.ops.is_empty()).then_some(plan))
+}
+
+/// The limits of a port inserted earlier in the same transaction (it has no QoS row yet; its
+/// rows are found by name like committed ones).
+fn plan_new_port_bandwidth(
+    port: &str,
+    max_rate: Option<u64>,
+    policing_kbps: u32,
+    tag: usize,
+) -> Plan {
+    let mut plan = Plan::new();
+    if let Some(rate) = max_rate {
+        let name = format!("qos{tag}");
+        plan.push(insert(
+            "QoS",
+            &name,
+            row([
+                ("type", "linux-htb".into()),
+                ("other_config", Datum::map([("max-rate", rate.to_string())])),
+            ]),
+        ));
+        plan.touch_one(
+            Operation::Update {
+                table: "Port".into(),
+                conditions: vec![named(port)],
+                row: row([("qos", named_uuid(&name))]),
+            },
+            "Port",
+            port,
+        );
+    }
+    plan.touch_one(
+        Operation::Update {
+            table: "Interface".into(),
+            conditions: vec![named(port)],
+            row: row([(
+                "ingress_policing_rate",
+                Datum::atom(i64::from(policing_kbps)),
+            )]),
+        },
+        "Interface",
+        port,
+    );
+    plan
+}
+
 fn plan_delete_port(cache: &Cache, bridge: &str, name: &str) -> Result<Option<Plan>> {
     let Some((port_uuid, port)) = cache.find("Port", name) else {
         return Ok(None);
@@ -497,7 +636,8 @@ fn plan_delete_port(cache: &Cache, bridge: &str, name: &str) -> Result<Option<Pl
     Ok(Some(plan))
 }
 
-fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>) -> Result<Option<Plan>> {
+/// `tag` keeps the new QoS row's named uuid apart from other changes' in one transaction.
+fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>, tag: usize) -> Result<Option<Plan>> {
     let (port_uuid, current_port) = cache.find("Port", port).ok_or_else(|| Error::NotFound {
         table: "Port".into(),
         record: port.to_string(),
@@ -530,12 +670,13 @@ fn plan_qos(cache: &Cache, port: &str, max_rate: Option<u64>) -> Result<Option<P
     ));
     let new_qos = match wanted_config {
         Some(config) => {
+            let name = format!("qos{tag}");
             plan.push(insert(
                 "QoS",
-                "qos",
+                &name,
                 row([("type", "linux-htb".into()), ("other_config", config)]),
             ));
-            named_uuid("qos")
+            named_uuid(&name)
         }
         None => Datum::empty(),
     };
@@ -557,8 +698,9 @@ fn plan_bandwidth(
     port: &str,
     max_rate: Option<u64>,
     policing_kbps: u32,
+    tag: usize,
 ) -> Result<Option<Plan>> {
-    let qos = plan_qos(cache, port, max_rate)?;
+    let qos = plan_qos(cache, port, max_rate, tag)?;
     let policing = i64::from(policing_kbps);
     let policed = cache
         .column("Interface", port, "ingress_policing_rate")
@@ -794,7 +936,7 @@ mod tests {
     #[test]
     fn qos_replace_destroys_the_old_row_in_the_same_transaction() {
         let cache = cache_with_port(json!(["uuid", QOS]));
-        let plan = plan_qos(&cache, "p1", Some(2000)).unwrap().unwrap();
+        let plan = plan_qos(&cache, "p1", Some(2000), 0).unwrap().unwrap();
         let ops: Vec<_> = plan.ops.iter().map(Operation::to_json).collect();
         assert!(ops
             .iter()
@@ -803,9 +945,9 @@ mod tests {
             && op["table"] == "QoS"
             && op["where"][0][2] == json!(["uuid", QOS])));
         // Same rate: nothing to do.
-        assert!(plan_qos(&cache, "p1", Some(1000)).unwrap().is_none());
+        assert!(plan_qos(&cache, "p1", Some(1000), 0).unwrap().is_none());
         // Removal: clear and destroy.
-        let plan = plan_qos(&cache, "p1", None).unwrap().unwrap();
+        let plan = plan_qos(&cache, "p1", None, 0).unwrap().unwrap();
         assert!(plan
             .ops
             .iter()
@@ -843,7 +985,7 @@ mod tests {
         );
         for plan in [
             plan_delete_port(&shared, "br0", "p1").unwrap().unwrap(),
-            plan_qos(&shared, "p1", None).unwrap().unwrap(),
+            plan_qos(&shared, "p1", None, 0).unwrap().unwrap(),
         ] {
             assert_eq!(
                 qos_users_guard(&plan)["rows"],
@@ -851,6 +993,75 @@ mod tests {
             );
             assert!(!destroys(&plan));
         }
+    }
+
+    #[test]
+    fn port_changes_are_one_plan_with_distinct_names_and_limits_of_a_port_it_adds() {
+        let cache = cache_with_port(json!(["uuid", QOS]));
+        let changes = [
+            PortChange::Delete {
+                bridge: "br0".into(),
+                name: "p1".into(),
+            },
+            PortChange::Add(spec("p2")),
+            PortChange::Bandwidth {
+                port: "p2".into(),
+                max_rate_bps: Some(3000),
+                policing_kbps: 7,
+            },
+            PortChange::Add(spec("p3")),
+            PortChange::Bandwidth {
+                port: "p3".into(),
+                max_rate_bps: Some(4000),
+                policing_kbps: 0,
+            },
+        ];
+        let plan = plan_port_changes(&cache, &changes).unwrap().unwrap();
+        let ops: Vec<_> = plan.ops.iter().map(Operation::to_json).collect();
+        let mut names: Vec<_> = ops
+            .iter()
+            .filter_map(|op| op["uuid-name"].as_str())
+            .collect();
+        assert_eq!(names.len(), 6, "{ops:#?}");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 6, "named uuids are unique in the transaction");
+        // p1 goes with its QoS row; p2 and p3 get theirs by the names inserted earlier.
+        assert!(ops
+            .iter()
+            .any(|op| op["op"] == "delete" && op["table"] == "QoS"));
+        for (port, qos, kbps) in [("p2", "qos2", 7), ("p3", "qos4", 0)] {
+            assert!(ops.iter().any(|op| op["op"] == "update"
+                && op["table"] == "Port"
+                && op["where"][0][2] == port
+                && op["row"]["qos"] == json!(["named-uuid", qos])));
+            assert!(ops.iter().any(|op| op["op"] == "update"
+                && op["table"] == "Interface"
+                && op["where"][0][2] == port
+                && op["row"]["ingress_policing_rate"] == kbps));
+        }
+        // Every guard and count check points at the operation it was made for.
+        assert!(plan.guards.iter().all(|i| ops[*i]["op"] == "wait"));
+        assert!(plan
+            .must_touch
+            .iter()
+            .all(|(i, table, _)| ops[*i]["table"] == *table));
+        // Nothing to change: no transaction.
+        let none = [PortChange::Delete {
+            bridge: "br0".into(),
+            name: "gone".into(),
+        }];
+        assert!(plan_port_changes(&cache, &none).unwrap().is_none());
+        // Limits of a port neither there nor added: the port is named.
+        let orphan = [PortChange::Bandwidth {
+            port: "p9".into(),
+            max_rate_bps: None,
+            policing_kbps: 1,
+        }];
+        assert!(matches!(
+            plan_port_changes(&cache, &orphan),
+            Err(Error::NotFound { record, .. }) if record == "p9"
+        ));
     }
 
     #[test]

@@ -18,8 +18,8 @@
 //!   active daemon asks the switch for its role at every heartbeat and steps down at once
 //!   when another claim has demoted it.
 //! - **Shared desired state through OVSDB.** Both daemons manage the same bridge, so both
-//!   reach its OVSDB. The active daemon writes its whole desired state to
-//!   `Bridge.external_ids:ofnode-ha-state` (JSON) with every batch, before answering; a
+//!   reach its OVSDB. The active daemon replicates its desired state to `Bridge.external_ids`
+//!   with every batch, before answering: a base and each batch's changes (`replica.rs`); a
 //!   daemon taking over reads it, makes it its own (journal included) and reconciles the
 //!   switch. Before reading, the new active daemon writes its generation id next to the
 //!   state, and every write of the state is conditional on that id being the writer's own:
@@ -27,6 +27,7 @@
 //!   the new one's back. An operation acknowledged by the old active daemon is therefore
 //!   never lost.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,14 +42,14 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::error::Error;
+use super::replica::{self, Replica, Write};
 use super::request::{self, Envelope, Request};
-use super::state::NodeState;
+use super::state::{Change, NodeState};
 use crate::openflow::Switch;
 use crate::ovsdb::txn::{Condition, Function, Mutation, Mutator, Operation};
 use crate::ovsdb::{self, Datum};
 
-/// The `Bridge.external_ids` key holding the replicated desired state.
-pub const STATE_KEY: &str = "ofnode-ha-state";
+pub use super::replica::STATE_KEY;
 /// The `Bridge.external_ids` key holding the generation id of the daemon allowed to write
 /// `STATE_KEY` (a fencing token: a demoted daemon's late write fails).
 pub const GENERATION_KEY: &str = "ofnode-ha-generation";
@@ -148,6 +149,8 @@ pub struct HaShared {
     /// Where the desired state is replicated.
     pub(crate) ovsdb: ovsdb::Client,
     pub(crate) bridge: String,
+    /// What this daemon wrote of the replica (it writes only while active).
+    replica: Mutex<Replica>,
 }
 
 #[derive(Debug)]
@@ -170,6 +173,7 @@ impl HaShared {
             }),
             ovsdb,
             bridge,
+            replica: Mutex::new(Replica::new()),
         }
     }
 
@@ -256,12 +260,62 @@ impl HaShared {
         ]
     }
 
-    /// Writes `state` to the bridge's external_ids (replacing the previous copy), provided
-    /// this daemon's generation still holds the fencing token.
-    pub(crate) async fn replicate(&self, state: &NodeState) -> Result<(), Error> {
-        let json = serde_json::to_string(state).map_err(|e| Error::Replication {
-            reason: format!("encoding the state: {e}"),
-        })?;
+    fn replica(&self) -> std::sync::MutexGuard<'_, Replica> {
+        self.replica.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replicates a batch that made `changes` and left the desired state `state`: only the
+    /// changes, or a whole new base when one is due (see `replica.rs`), provided this daemon's
+    /// generation still holds the fencing token.
+    pub(crate) async fn replicate(
+        &self,
+        state: &NodeState,
+        changes: &[Change],
+    ) -> Result<(), Error> {
+        let session = self.ovsdb.status().generation;
+        let write =
+            self.replica()
+                .plan(state, changes, session)
+                .map_err(|e| Error::Replication {
+                    reason: format!("encoding the state: {e}"),
+                })?;
+        let written = self.write_replica(&write).await;
+        match &written {
+            Ok(()) => self.replica().written(&write, session),
+            Err(_) => self.replica().forget(),
+        }
+        written
+    }
+
+    async fn write_replica(&self, write: &Write) -> Result<(), Error> {
+        let replication = |e: ovsdb::Error| Error::Replication {
+            reason: e.to_string(),
+        };
+        let mutations = match write {
+            Write::Full { state } => {
+                // The batches of the previous base go with it (only a fenced writer adds any,
+                // so none can appear between this read and the write).
+                let mut stale = replica::change_keys(&self.read_ids().await?);
+                stale.push(STATE_KEY.to_string());
+                vec![
+                    Mutation::new(
+                        "external_ids",
+                        Mutator::Delete,
+                        Datum::set(stale.iter().map(String::as_str)),
+                    ),
+                    Mutation::new(
+                        "external_ids",
+                        Mutator::Insert,
+                        Datum::map([(STATE_KEY, state.as_str())]),
+                    ),
+                ]
+            }
+            Write::Append { key, changes } => vec![Mutation::new(
+                "external_ids",
+                Mutator::Insert,
+                Datum::map([(key.as_str(), changes.as_str())]),
+            )],
+        };
         let generation = self.status().generation;
         let fenced = Condition::new(
             "external_ids",
@@ -271,15 +325,9 @@ impl HaShared {
         let ops = [Operation::Mutate {
             table: "Bridge".into(),
             conditions: vec![self.bridge_condition(), fenced],
-            mutations: Self::set_id(STATE_KEY, json).to_vec(),
+            mutations,
         }];
-        let results = self
-            .ovsdb
-            .transact(&ops)
-            .await
-            .map_err(|e| Error::Replication {
-                reason: e.to_string(),
-            })?;
+        let results = self.ovsdb.transact(&ops).await.map_err(replication)?;
         match results.first().and_then(|r| r.count) {
             Some(1) => Ok(()),
             _ => Err(Error::Replication {
@@ -289,6 +337,25 @@ impl HaShared {
                 ),
             }),
         }
+    }
+
+    /// The bridge's external_ids, read from the server (they are not in the client's cache).
+    async fn read_ids(&self) -> Result<BTreeMap<String, String>, Error> {
+        let select = Operation::Select {
+            table: "Bridge".into(),
+            conditions: vec![self.bridge_condition()],
+            columns: Some(vec!["external_ids".into()]),
+        };
+        let results = self
+            .ovsdb
+            .transact(std::slice::from_ref(&select))
+            .await
+            .map_err(|e| Error::Replication {
+                reason: e.to_string(),
+            })?;
+        ids_of(results.first()).ok_or_else(|| Error::Replication {
+            reason: format!("bridge {} not found in OVSDB", self.bridge),
+        })
     }
 
     /// Takes the fencing token for `generation` and returns the state the last active daemon
@@ -306,25 +373,24 @@ impl HaShared {
                 columns: Some(vec!["external_ids".into()]),
             },
         ];
+        // Whatever the outcome, the previous active daemon may have written since our last
+        // base: the next write is a whole one.
+        self.replica().forget();
         let results = self.ovsdb.transact(&ops).await?;
-        let ids = results
-            .get(1)
-            .and_then(|r| r.rows.as_ref())
-            .and_then(|rows| rows.first())
-            .and_then(|row| row.get("external_ids"))
-            .map(Datum::string_map)
-            .ok_or_else(|| Error::Replication {
-                reason: format!("bridge {} not found in OVSDB", self.bridge),
-            })?;
-        let Some(json) = ids.get(STATE_KEY) else {
-            return Ok(None);
-        };
-        serde_json::from_str(json)
-            .map(Some)
-            .map_err(|e| Error::Replication {
-                reason: format!("the replicated state in OVSDB does not parse: {e}"),
-            })
+        let ids = ids_of(results.get(1)).ok_or_else(|| Error::Replication {
+            reason: format!("bridge {} not found in OVSDB", self.bridge),
+        })?;
+        replica::read(&ids).map_err(|reason| Error::Replication { reason })
     }
+}
+
+/// The external_ids of the one row a select returned.
+fn ids_of(result: Option<&ovsdb::txn::OpResult>) -> Option<BTreeMap<String, String>> {
+    result
+        .and_then(|r| r.rows.as_ref())
+        .and_then(|rows| rows.first())
+        .and_then(|row| row.get("external_ids"))
+        .map(Datum::string_map)
 }
 
 /// The heartbeat frame of daemon `id` at `generation`.

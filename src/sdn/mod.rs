@@ -26,6 +26,7 @@ mod metrics;
 mod node;
 pub mod policy;
 pub mod readback;
+mod replica;
 pub mod report;
 mod request;
 pub mod restore;

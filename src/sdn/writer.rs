@@ -478,7 +478,7 @@ impl Writer {
             return Ok(());
         }
         if let Some(ha) = &self.ha {
-            if let Err(e) = ha.replicate(self.core.state()).await {
+            if let Err(e) = ha.replicate(self.core.state(), &changes).await {
                 // The switch already has the batch: have the next resync take it back.
                 self.in_sync = false;
                 self.request_resync();

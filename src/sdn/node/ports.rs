@@ -2,6 +2,10 @@
 //! their limits are made equal to the desired state (`core/ovsdb.rs` plans it from the cache):
 //! a deleted pod's port whose removal failed goes, a live pod's missing port comes back, an
 //! acknowledged limit is written. What OVSDB confirmed gone is then forgotten.
+//!
+//! The port fixes of a pass are one transaction. A bridge made again and the controllers are
+//! not in it: they are setup's own steps (each with its checks, e.g. that ovs-vswitchd could
+//! create the bridge), and the port fixes are planned from a cache that holds the bridge.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -77,27 +81,10 @@ impl Node {
             self.point_controller_here().await?;
         }
         let observed = ovsdb.with_cache(|c| observe(c, &bridge));
-        for fix in port_fixes(&bridge, &state, &observed) {
-            tracing::info!(?fix, "OVSDB differs from the desired state; fixing it");
-            match &fix {
-                PortFix::Remove(veth) => ovsdb.delete_port(&bridge, veth).await?,
-                PortFix::Add(spec) => {
-                    // A veth that is gone is ovs-vswitchd's error on the interface; its pod
-                    // still wants the port (the pod del removes it).
-                    if let Err(e) = ovsdb.add_port(spec).await {
-                        tracing::warn!(port = %spec.name, error = %e, "a pod's port added again is not set up");
-                    }
-                }
-                PortFix::Limit { veth, bandwidth } => {
-                    ovsdb
-                        .set_port_bandwidth(
-                            veth,
-                            bandwidth.qos_max_rate,
-                            bandwidth.ingress_policing_kbps,
-                        )
-                        .await?
-                }
-            }
+        let fixes = port_fixes(&bridge, &state, &observed);
+        if !fixes.is_empty() {
+            tracing::info!(?fixes, "OVSDB differs from the desired state; fixing it");
+            self.apply_port_fixes(&bridge, &fixes).await?;
         }
         let gone = ovsdb.with_cache(|c| removed_ports_gone(&state, &observe(c, &bridge)));
         if !gone.is_empty() {
@@ -105,5 +92,60 @@ impl Node {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The fixes in one OVSDB transaction (one reconfiguration of ovs-vswitchd however many
+    /// ports differ). Should that one be refused, each fix is tried on its own: one port the
+    /// database will not take (e.g. a name another bridge holds) must not keep the others
+    /// from their desired state.
+    async fn apply_port_fixes(&self, bridge: &str, fixes: &[PortFix]) -> Result<(), Error> {
+        let ovsdb = &self.inner.ovsdb;
+        let changes: Vec<ovsdb::PortChange> =
+            fixes.iter().map(|fix| port_change(bridge, fix)).collect();
+        let refused = match ovsdb.change_ports(&changes).await {
+            Ok(not_set_up) => {
+                warn_not_set_up(&not_set_up);
+                return Ok(());
+            }
+            // The session went (or the answer did): the next pass plans again from the cache.
+            Err(e) if e.is_transient() => return Err(e.into()),
+            Err(e) => e,
+        };
+        tracing::warn!(error = %refused, "OVSDB refused the fixes as one transaction; trying each alone");
+        let mut first_error = None;
+        for change in changes {
+            match ovsdb.change_ports(std::slice::from_ref(&change)).await {
+                Ok(not_set_up) => warn_not_set_up(&not_set_up),
+                Err(e) => {
+                    tracing::warn!(?change, error = %e, "OVSDB refused a fix");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), |e| Err(e.into()))
+    }
+}
+
+/// A fix as the OVSDB client's change.
+fn port_change(bridge: &str, fix: &PortFix) -> ovsdb::PortChange {
+    match fix {
+        PortFix::Remove(veth) => ovsdb::PortChange::Delete {
+            bridge: bridge.to_string(),
+            name: veth.clone(),
+        },
+        PortFix::Add(spec) => ovsdb::PortChange::Add(spec.clone()),
+        PortFix::Limit { veth, bandwidth } => ovsdb::PortChange::Bandwidth {
+            port: veth.clone(),
+            max_rate_bps: bandwidth.qos_max_rate,
+            policing_kbps: bandwidth.ingress_policing_kbps,
+        },
+    }
+}
+
+/// A veth that is gone is ovs-vswitchd's error on the interface; its pod still wants the port
+/// (the pod del removes it).
+fn warn_not_set_up(errors: &[ovsdb::Error]) {
+    for e in errors {
+        tracing::warn!(error = %e, "a pod's port added again is not set up");
     }
 }

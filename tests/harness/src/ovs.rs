@@ -185,6 +185,32 @@ impl Ovs {
         Ok(())
     }
 
+    /// Has the running ovsdb-server also serve `remote` (e.g. `punix:PATH`) until it stops
+    /// (`ovsdb-server/add-remote`: a restarted server serves only its command line's remotes).
+    pub fn add_ovsdb_remote(&self, remote: &str) -> Result<(), CommandError> {
+        run_ok(
+            Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("ovsdb.ctl"))
+                .args(["ovsdb-server/add-remote", remote]),
+        )
+        .map(|_| ())
+    }
+
+    /// Waits until ovs-vswitchd holds an OVSDB session again (a change made with wait is
+    /// applied): without one it serves no OpenFlow connection at all (it runs its bridges only
+    /// while it holds its database lock).
+    pub fn wait_vswitchd_on_ovsdb(&self) -> Result<(), CommandError> {
+        self.vsctl(&[
+            "--timeout=30",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "external_ids:harness=ready",
+        ])
+        .map(|_| ())
+    }
+
     /// Starts ovs-vswitchd and waits until it has read the database (cur_cfg caught up).
     pub fn start_vswitchd(&self) -> Result<(), CommandError> {
         let dir = self.dir.display();
@@ -204,14 +230,7 @@ impl Ovs {
         self.wait_for_path(&self.dir.join("vswitchd.ctl"), Duration::from_secs(10))?;
         // A change made without --no-wait returns only once ovs-vswitchd has applied it, which
         // proves it is connected to the database and serving.
-        self.vsctl(&[
-            "--timeout=10",
-            "set",
-            "Open_vSwitch",
-            ".",
-            "external_ids:harness=ready",
-        ])?;
-        Ok(())
+        self.wait_vswitchd_on_ovsdb()
     }
 
     /// Kills ovs-vswitchd with SIGKILL (a crash: flows are lost, OVSDB keeps ports).

@@ -56,6 +56,8 @@ fn pod_add(prefix: &str, i: usize) -> PodAdd {
         mac: mac.parse().unwrap(),
         sandbox: format!("{i:064x}").parse().unwrap(),
         vnid: Vnid::new(0).unwrap(),
+        namespace: None,
+        labels: Default::default(),
     }
 }
 

@@ -233,3 +233,121 @@ fn peers_started_together_elect_exactly_one() {
         .expect("the active daemon sets up");
     wait_for_flows(&ovs, &base_flows(Mode::Subnet), LIMIT);
 }
+
+/// The networkpolicy mode's inputs are part of the replicated state: after a take-over the
+/// new active daemon holds the same namespaces and policies (conjunction ids included), keeps
+/// the table exactly, and a policy change through it lands.
+#[test]
+fn the_standby_takes_over_the_networkpolicy_modes_flows() {
+    let ovs = Ovs::start().expect("private OVS");
+    ovs.add_bridge("br0").expect("br0");
+    let mut first = start_peer(&ovs, 1);
+    wait_role(&first, "active");
+    let second = start_peer(&ovs, 2);
+    let deadline = Instant::now() + LIMIT;
+    while status(&second)["ha"]["active_peer"] != 1 {
+        assert!(Instant::now() < deadline, "{}", status(&second));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let setup: Vec<&str> = ONE_NODE_SETUP
+        .iter()
+        .copied()
+        .chain(["--mode", "networkpolicy"])
+        .collect();
+    first.cli(&setup).expect("setup through the active daemon");
+    let cli = |daemon: &Daemon, args: &[&str]| {
+        daemon
+            .cli(args)
+            .unwrap_or_else(|e| panic!("ofnode {args:?}: {e}"))
+    };
+    cli(&first, &["namespace", "set", "--name", "x", "--vnid", "11"]);
+    cli(
+        &first,
+        &[
+            "namespace",
+            "set",
+            "--name",
+            "y",
+            "--vnid",
+            "12",
+            "--label",
+            "team=blue",
+        ],
+    );
+    veth(&ovs, "vethA");
+    cli(
+        &first,
+        &[
+            "pod",
+            "add",
+            "--veth",
+            "vethA",
+            "--ip",
+            "10.128.0.5",
+            "--mac",
+            "0a:58:0a:80:00:05",
+            "--sandbox",
+            SANDBOX,
+            "--namespace",
+            "x",
+            "--label",
+            "pod=a",
+        ],
+    );
+    let policy = |name: &str, spec: &str| {
+        let file = ovs.dir().join(format!("{name}.json"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+                    "metadata":{{"name":"{name}","namespace":"x"}},"spec":{spec}}}"#
+            ),
+        )
+        .unwrap();
+        file.display().to_string()
+    };
+    let from_blue = policy(
+        "from-blue",
+        r#"{"podSelector":{"matchLabels":{"pod":"a"}},
+            "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}],"ports":[{"port":80}]}]}"#,
+    );
+    cli(&first, &["netpol", "apply", "--file", &from_blue]);
+    let expected = ovs.dump_flows("br0").expect("dump-flows");
+    assert!(
+        expected
+            .iter()
+            .any(|f| f == "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)"),
+        "{}",
+        expected.join("\n")
+    );
+    let listed = cli(&first, &["netpol", "list"]);
+    assert_eq!(
+        listed.trim(),
+        "x/from-blue types=Ingress selected_pods=1 flows=5"
+    );
+
+    first.kill9();
+    wait_role(&second, "active");
+    wait_for_flows(&ovs, &expected, LIMIT);
+    assert_eq!(cli(&second, &["netpol", "list"]), listed);
+    assert_eq!(status(&second)["netpols"], 1);
+    assert_eq!(status(&second)["namespaces"], 2);
+
+    // A second policy through the new active daemon gets a fresh id; the first keeps its own.
+    let out = policy(
+        "out",
+        r#"{"podSelector":{},"policyTypes":["Egress"],"egress":[{"ports":[{"protocol":"UDP","port":53}]}]}"#,
+    );
+    cli(&second, &["netpol", "apply", "--file", &out]);
+    let mut now = expected.clone();
+    now.extend(
+        [
+            "table=21, priority=100,ip,reg0=0xb actions=drop",
+            "table=21, priority=200,ip,reg0=0xb actions=conjunction(2,1/2)",
+            "table=21, priority=200,udp,tp_dst=53 actions=conjunction(2,2/2)",
+            "table=21, priority=200,conj_id=2,ip actions=goto_table:30",
+        ]
+        .map(String::from),
+    );
+    wait_for_flows(&ovs, &now, LIMIT);
+}

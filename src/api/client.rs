@@ -137,6 +137,55 @@ impl Client {
         self.get_text(route::METRICS).await
     }
 
+    pub async fn namespace_set(&self, req: &wire::Namespace) -> Result<(), ClientError> {
+        self.act(Method::POST, route::NAMESPACES, req).await
+    }
+
+    pub async fn namespace_del(&self, req: &wire::NamespaceDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::NAMESPACES, req).await
+    }
+
+    pub async fn namespaces(&self) -> Result<Vec<wire::Namespace>, ClientError> {
+        let reply: wire::Namespaces = self.get(route::NAMESPACES).await?;
+        Ok(reply.namespaces)
+    }
+
+    pub async fn pod_labels(&self, req: &wire::PodLabels) -> Result<(), ClientError> {
+        self.act(Method::POST, route::POD_LABELS, req).await
+    }
+
+    pub async fn remote_pod_set(&self, req: &wire::RemotePod) -> Result<(), ClientError> {
+        self.act(Method::POST, route::REMOTE_PODS, req).await
+    }
+
+    pub async fn remote_pod_del(&self, req: &wire::RemotePodDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::REMOTE_PODS, req).await
+    }
+
+    pub async fn remote_pods(&self) -> Result<Vec<wire::RemotePod>, ClientError> {
+        let reply: wire::RemotePods = self.get(route::REMOTE_PODS).await?;
+        Ok(reply.remote_pods)
+    }
+
+    /// Applies one NetworkPolicy given as its JSON text (the daemon parses it: its errors name
+    /// the field).
+    pub async fn netpol_apply(&self, json: Vec<u8>) -> Result<(), ClientError> {
+        let bytes = self
+            .exchange(Method::POST, route::NETPOLS, Some(json))
+            .await?;
+        let _: wire::Ok = decode(StatusCode::OK, &bytes)?;
+        Ok(())
+    }
+
+    pub async fn netpol_del(&self, req: &wire::NetPolDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::NETPOLS, req).await
+    }
+
+    pub async fn netpols(&self) -> Result<Vec<wire::NetPolSummary>, ClientError> {
+        let reply: wire::NetPols = self.get(route::NETPOLS).await?;
+        Ok(reply.netpols)
+    }
+
     /// An operation whose success carries nothing (`{"ok": true}`).
     async fn act<B: Serialize>(
         &self,

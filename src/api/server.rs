@@ -147,6 +147,19 @@ fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> R
         .route(route::FLOWS, get(dump_flows))
         .route(route::TRACE, get(trace_packet))
         .route(route::METRICS, get(render_metrics))
+        .route(
+            route::NAMESPACES,
+            get(namespaces).post(namespace_set).delete(namespace_del),
+        )
+        .route(route::POD_LABELS, post(pod_labels))
+        .route(
+            route::REMOTE_PODS,
+            get(remote_pods).post(remote_pod_set).delete(remote_pod_del),
+        )
+        .route(
+            route::NETPOLS,
+            get(netpols).post(netpol_apply).delete(netpol_del),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(options.max_body))
         .with_state(state)
@@ -176,7 +189,8 @@ pub fn status_of(err: &sdn::Error) -> StatusCode {
     match err {
         Error::Invalid(_) => StatusCode::BAD_REQUEST,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
-        Error::NotSetUp => StatusCode::CONFLICT,
+        Error::NotSetUp | Error::Conflict { .. } => StatusCode::CONFLICT,
+        Error::NetPol(_) => StatusCode::UNPROCESSABLE_ENTITY,
         // Applied (or refused) with the seed's input error: the request was understood.
         Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         // A peer (the switch, OVSDB) refused or failed it.
@@ -320,6 +334,65 @@ async fn egress_set(State(s): Shared, Body(req): Body<wire::EgressSet>) -> ApiRe
     done()
 }
 
+async fn namespace_set(State(s): Shared, Body(req): Body<wire::Namespace>) -> ApiResult<wire::Ok> {
+    s.node.namespace_set(req).await?;
+    done()
+}
+
+async fn namespace_del(
+    State(s): Shared,
+    Body(req): Body<wire::NamespaceDel>,
+) -> ApiResult<wire::Ok> {
+    s.node.namespace_del(&req.name).await?;
+    done()
+}
+
+async fn namespaces(State(s): Shared) -> ApiResult<wire::Namespaces> {
+    let namespaces = s.node.namespaces().await?;
+    Ok(Json(wire::Namespaces { namespaces }))
+}
+
+async fn pod_labels(State(s): Shared, Body(req): Body<wire::PodLabels>) -> ApiResult<wire::Ok> {
+    s.node.pod_labels(&req.sandbox, req.labels).await?;
+    done()
+}
+
+async fn remote_pod_set(State(s): Shared, Body(req): Body<wire::RemotePod>) -> ApiResult<wire::Ok> {
+    s.node.remote_pod_set(req).await?;
+    done()
+}
+
+async fn remote_pod_del(
+    State(s): Shared,
+    Body(req): Body<wire::RemotePodDel>,
+) -> ApiResult<wire::Ok> {
+    s.node.remote_pod_del(req.ip).await?;
+    done()
+}
+
+async fn remote_pods(State(s): Shared) -> ApiResult<wire::RemotePods> {
+    let remote_pods = s.node.remote_pods().await?;
+    Ok(Json(wire::RemotePods { remote_pods }))
+}
+
+/// The body is parsed by the policy model itself, so that every refusal names its field
+/// (`spec.ingress[0].ports[1].port: …`).
+async fn netpol_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wire::Ok> {
+    let policy = sdn::policy::networkpolicy::parse_netpol(&body).map_err(sdn::Error::from)?;
+    s.node.netpol_apply(policy).await?;
+    done()
+}
+
+async fn netpol_del(State(s): Shared, Body(req): Body<wire::NetPolDel>) -> ApiResult<wire::Ok> {
+    s.node.netpol_del(&req.namespace, &req.name).await?;
+    done()
+}
+
+async fn netpols(State(s): Shared) -> ApiResult<wire::NetPols> {
+    let netpols = s.node.netpols().await?;
+    Ok(Json(wire::NetPols { netpols }))
+}
+
 async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {
     let vnids = s.node.unused_vnids().await?;
     Ok(Json(wire::UnusedVnids { vnids }))
@@ -403,6 +476,16 @@ mod tests {
             (invalid, 400),
             (sdn::Error::NotFound { what: "pod".into() }, 404),
             (sdn::Error::NotSetUp, 409),
+            (
+                sdn::Error::Conflict {
+                    what: "in use".into(),
+                },
+                409,
+            ),
+            (
+                sdn::policy::networkpolicy::NetPolError::new("spec", "bad").into(),
+                422,
+            ),
             (
                 sdn::Error::Policy {
                     message: "m".into(),

@@ -12,6 +12,7 @@ pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
     EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
+pub use crate::sdn::{Labels, Namespace, NetPolSummary, RemotePod};
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
@@ -47,6 +48,15 @@ pub mod route {
     pub const TRACE: &str = "/v1/trace";
     /// GET → Prometheus text.
     pub const METRICS: &str = "/metrics";
+    /// POST [`super::Namespace`]; DELETE [`super::NamespaceDel`]; GET → [`super::Namespaces`].
+    pub const NAMESPACES: &str = "/v1/namespaces";
+    /// POST [`super::PodLabels`].
+    pub const POD_LABELS: &str = "/v1/pods/labels";
+    /// POST [`super::RemotePod`]; DELETE [`super::RemotePodDel`]; GET → [`super::RemotePods`].
+    pub const REMOTE_PODS: &str = "/v1/remote-pods";
+    /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
+    /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
+    pub const NETPOLS: &str = "/v1/netpols";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -163,4 +173,47 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ok {
     pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceDel {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Namespaces {
+    pub namespaces: Vec<Namespace>,
+}
+
+/// Replaces a local pod's labels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodLabels {
+    pub sandbox: SandboxId,
+    #[serde(default)]
+    pub labels: Labels,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemotePodDel {
+    pub ip: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemotePods {
+    pub remote_pods: Vec<RemotePod>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetPolDel {
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NetPols {
+    pub netpols: Vec<NetPolSummary>,
 }

@@ -82,6 +82,12 @@ pub enum Command {
     /// VNIDs.
     #[command(subcommand)]
     Vnids(VnidsCommand),
+    /// Namespaces: VNIDs and labels (networkpolicy mode).
+    #[command(subcommand)]
+    Namespace(NamespaceCommand),
+    /// Kubernetes NetworkPolicies (networkpolicy mode).
+    #[command(subcommand)]
+    Netpol(NetpolCommand),
     /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
     Trace {
         /// The pod it leaves: its IP, sandbox id (or a unique prefix), or host veth.
@@ -147,10 +153,28 @@ pub enum PodCommand {
         /// The sandbox (container) id: 64 hex digits.
         #[arg(long, value_name = "HEX64")]
         sandbox: SandboxId,
-        /// The pod's VNID (0: the global network).
+        /// The pod's VNID (0: the global network; networkpolicy mode: its namespace's) [default: 0].
         #[arg(long, value_name = "N")]
-        vnid: Vnid,
+        vnid: Option<Vnid>,
+        /// The pod's namespace (required in networkpolicy mode).
+        #[arg(long, value_name = "NS")]
+        namespace: Option<String>,
+        /// A label of the pod, k=v (repeat for more; needs --namespace).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label, requires = "namespace")]
+        labels: Vec<(String, String)>,
     },
+    /// Replace the labels of a pod (found by its sandbox id).
+    Labels {
+        /// The sandbox (container) id: 64 hex digits.
+        #[arg(long, value_name = "HEX64")]
+        sandbox: SandboxId,
+        /// A label of the pod, k=v (repeat for more; none: no labels).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Pods of other nodes (selectable as NetworkPolicy peers).
+    #[command(subcommand)]
+    Remote(RemotePodCommand),
     /// Move a pod (found by its sandbox id) to another VNID.
     Update {
         /// The sandbox (container) id: 64 hex digits.
@@ -276,6 +300,75 @@ pub enum EgressCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum RemotePodCommand {
+    /// Create or replace a pod of another node.
+    Set {
+        /// The pod's IPv4 address (in another node's subnet).
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
+        ip: Ipv4Addr,
+        /// The pod's namespace.
+        #[arg(long, value_name = "NS")]
+        namespace: String,
+        /// A label of the pod, k=v (repeat for more).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Forget a pod of another node.
+    Del {
+        /// The pod's IPv4 address.
+        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
+        ip: Ipv4Addr,
+    },
+    /// List the pods of other nodes.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCommand {
+    /// Create or replace a namespace (its labels replace the old ones).
+    Set {
+        /// The namespace's name.
+        #[arg(long, value_name = "NS")]
+        name: String,
+        /// The namespace's VNID (unique per namespace in networkpolicy mode).
+        #[arg(long, value_name = "N")]
+        vnid: Vnid,
+        /// A label of the namespace, k=v (repeat for more).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Delete a namespace (refused while pods or policies of it exist).
+    Del {
+        /// The namespace's name.
+        #[arg(long, value_name = "NS")]
+        name: String,
+    },
+    /// List the namespaces.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NetpolCommand {
+    /// Create or replace a NetworkPolicy from its JSON (as `kubectl get networkpolicy -o json` prints one).
+    Apply {
+        /// The JSON file (`-`: standard input).
+        #[arg(long, value_name = "FILE.json")]
+        file: PathBuf,
+    },
+    /// Delete a NetworkPolicy.
+    Del {
+        /// The policy's namespace.
+        #[arg(long, value_name = "NS")]
+        namespace: String,
+        /// The policy's name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
+    /// List the NetworkPolicies with the local pods they select and their flows.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum VnidsCommand {
     /// VNIDs with table 80 rules but no pod or service left.
     Unused,
@@ -283,6 +376,14 @@ pub enum VnidsCommand {
 
 fn ipv4(what: &'static str) -> impl Fn(&str) -> Result<Ipv4Addr, InvalidInput> + Clone {
     move |text| parse_ipv4(what, text)
+}
+
+/// Parses a label `key=value` (the daemon checks the key's and value's syntax).
+pub fn parse_label(text: &str) -> Result<(String, String), InvalidInput> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(InvalidInput::new("label", text, "expected key=value")),
+    }
 }
 
 /// Parses a rate in bits per second: `1000000`, `10k`, `10M`, `1G` (SI: powers of 1000).
@@ -403,6 +504,89 @@ mod tests {
             assert_eq!(parsed, mode);
         }
         assert!(parse("bridged").is_err());
+    }
+
+    #[test]
+    fn networkpolicy_commands_take_labels_and_namespaces() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+        let Command::Namespace(NamespaceCommand::Set { labels, .. }) = parse(&[
+            "ofnode",
+            "namespace",
+            "set",
+            "--name",
+            "x",
+            "--vnid",
+            "11",
+            "--label",
+            "ns=x",
+            "--label",
+            "team=",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not namespace set");
+        };
+        assert_eq!(
+            labels,
+            vec![("ns".into(), "x".into()), ("team".into(), String::new())]
+        );
+        assert!(parse(&[
+            "ofnode",
+            "namespace",
+            "set",
+            "--name",
+            "x",
+            "--vnid",
+            "1",
+            "--label",
+            "nokey"
+        ])
+        .is_err());
+        assert!(parse(&["ofnode", "netpol", "apply", "--file", "-"]).is_ok());
+        assert!(parse(&["ofnode", "netpol", "del", "--namespace", "x", "--name", "p"]).is_ok());
+        assert!(parse(&[
+            "ofnode",
+            "pod",
+            "remote",
+            "set",
+            "--ip",
+            "10.129.0.5",
+            "--namespace",
+            "x"
+        ])
+        .is_ok());
+        let sandbox = "ab".repeat(32);
+        assert!(parse(&[
+            "ofnode",
+            "pod",
+            "labels",
+            "--sandbox",
+            &sandbox,
+            "--label",
+            "pod=a"
+        ])
+        .is_ok());
+        // A pod's labels need its namespace; its VNID may be left to the namespace.
+        let pod = |extra: &[&str]| {
+            let mut args = vec![
+                "ofnode",
+                "pod",
+                "add",
+                "--veth",
+                "v1",
+                "--ip",
+                "10.128.0.5",
+                "--mac",
+                "0a:58:0a:80:00:05",
+                "--sandbox",
+                &sandbox,
+            ];
+            args.extend_from_slice(extra);
+            parse(&args)
+        };
+        assert!(pod(&["--label", "pod=a"]).is_err());
+        assert!(pod(&["--namespace", "x", "--label", "pod=a"]).is_ok());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    Cli, Command, EgressCommand, HostSubnetCommand, MulticastCommand, PodCommand, ServiceCommand,
-    VnidsCommand, DEFAULT_API,
+    Cli, Command, EgressCommand, HostSubnetCommand, MulticastCommand, NamespaceCommand,
+    NetpolCommand, PodCommand, RemotePodCommand, ServiceCommand, VnidsCommand, DEFAULT_API,
 };
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
@@ -38,6 +38,24 @@ pub enum CliError {
         dir: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// A NetworkPolicy's JSON text from a file or (`-`) standard input; the daemon parses it.
+fn read_netpol(path: &Path) -> Result<Vec<u8>, CliError> {
+    let read = if path == Path::new("-") {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut text).map(|_| text)
+    } else {
+        std::fs::read(path)
+    };
+    read.map_err(|source| CliError::PolicyRead {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn labels(pairs: Vec<(String, String)>) -> wire::Labels {
+    pairs.into_iter().collect()
 }
 
 fn read_policy(path: &Path) -> Result<EgressNetworkPolicy, CliError> {
@@ -114,6 +132,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             };
             client.egress_set(&req).await?;
         }
+        Command::Namespace(cmd) => run_namespace(client, cmd).await?,
+        Command::Netpol(cmd) => run_netpol(client, cmd).await?,
         Command::Vnids(VnidsCommand::Unused) => {
             for vnid in client.unused_vnids().await? {
                 println!("{vnid}");
@@ -172,15 +192,49 @@ async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
             mac,
             sandbox,
             vnid,
+            namespace,
+            labels: pairs,
         } => {
             let req = wire::PodAdd {
                 veth,
                 ip,
                 mac,
                 sandbox,
-                vnid,
+                vnid: vnid.unwrap_or_default(),
+                namespace,
+                labels: labels(pairs),
             };
             println!("{}", client.pod_add(&req).await?);
+        }
+        PodCommand::Labels {
+            sandbox,
+            labels: pairs,
+        } => {
+            let req = wire::PodLabels {
+                sandbox,
+                labels: labels(pairs),
+            };
+            client.pod_labels(&req).await?;
+        }
+        PodCommand::Remote(RemotePodCommand::Set {
+            ip,
+            namespace,
+            labels: pairs,
+        }) => {
+            let req = wire::RemotePod {
+                ip,
+                namespace,
+                labels: labels(pairs),
+            };
+            client.remote_pod_set(&req).await?;
+        }
+        PodCommand::Remote(RemotePodCommand::Del { ip }) => {
+            client.remote_pod_del(&wire::RemotePodDel { ip }).await?;
+        }
+        PodCommand::Remote(RemotePodCommand::List) => {
+            for pod in client.remote_pods().await? {
+                println!("{} {} {}", pod.ip, pod.namespace, label_text(&pod.labels));
+            }
         }
         PodCommand::Update { sandbox, vnid } => {
             client
@@ -263,6 +317,68 @@ async fn run_multicast(client: &Client, cmd: MulticastCommand) -> Result<(), Cli
         }
     }
     Ok(())
+}
+
+async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), CliError> {
+    match cmd {
+        NamespaceCommand::Set {
+            name,
+            vnid,
+            labels: pairs,
+        } => {
+            let req = wire::Namespace {
+                name,
+                vnid,
+                labels: labels(pairs),
+            };
+            client.namespace_set(&req).await?;
+        }
+        NamespaceCommand::Del { name } => {
+            client.namespace_del(&wire::NamespaceDel { name }).await?;
+        }
+        NamespaceCommand::List => {
+            for ns in client.namespaces().await? {
+                println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_netpol(client: &Client, cmd: NetpolCommand) -> Result<(), CliError> {
+    match cmd {
+        NetpolCommand::Apply { file } => client.netpol_apply(read_netpol(&file)?).await?,
+        NetpolCommand::Del { namespace, name } => {
+            client
+                .netpol_del(&wire::NetPolDel { namespace, name })
+                .await?;
+        }
+        NetpolCommand::List => {
+            for p in client.netpols().await? {
+                println!(
+                    "{}/{} types={} selected_pods={} flows={}",
+                    p.namespace,
+                    p.name,
+                    p.policy_types.join(","),
+                    p.selected_pods,
+                    p.flows
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `k=v,k2=v2` (`-` for none).
+fn label_text(labels: &wire::Labels) -> String {
+    if labels.is_empty() {
+        return "-".to_string();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn print_status(status: &wire::StatusReply, json: bool) {

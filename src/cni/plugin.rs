@@ -169,6 +169,8 @@ impl Call<'_> {
             mac,
             sandbox: self.env.container_id,
             vnid,
+            namespace: None,
+            labels: Default::default(),
         };
         client.pod_add(&request).await?;
         if let Some(Bandwidth {

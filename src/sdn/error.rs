@@ -10,6 +10,13 @@ pub enum Error {
     /// Bad input: nothing was changed.
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
+    /// Bad NetworkPolicy-mode input (a policy, namespace, label): the message names the field;
+    /// nothing was changed.
+    #[error(transparent)]
+    NetPol(#[from] super::policy::networkpolicy::NetPolError),
+    /// The operation conflicts with what the node holds (e.g. deleting a namespace in use).
+    #[error("{what}")]
+    Conflict { what: String },
     /// The operation needs `setup` first.
     #[error("the node is not set up yet; run setup first")]
     NotSetUp,

@@ -85,7 +85,6 @@ pub fn base_flows(setup: &SetupRequest) -> Vec<String> {
         // Table 70: IP to a local container; filled in by pods.
         format!("table={TO_LOCAL}, priority=0, actions=drop"),
         // Table 80: IP policy enforcement; the policy mode adds its own below.
-        format!("table={POLICY}, priority=300, ip, nw_src={gateway}/32, actions=output:NXM_NX_REG2[]"),
         format!("table={POLICY}, priority=0, actions=drop"),
         // Table 90: IP to a remote container; filled in by host subnets.
         format!("table={TO_REMOTE}, priority=0, actions=drop"),
@@ -96,7 +95,14 @@ pub fn base_flows(setup: &SetupRequest) -> Vec<String> {
         // Table 120: multicast delivery to local pods; filled in by local multicast.
         format!("table={MULTICAST_TO_LOCAL}, priority=0, actions=drop"),
     ];
-    flows.extend(policy::of(setup.mode).base_flows(setup));
+    let mode = policy::of(setup.mode);
+    if !mode.replaces_gateway_exemption() {
+        // Table 80: all traffic from the local node passes (kubelet probes).
+        flows.push(format!(
+            "table={POLICY}, priority=300, ip, nw_src={gateway}/32, actions=output:NXM_NX_REG2[]"
+        ));
+    }
+    flows.extend(mode.base_flows(setup));
     flows
 }
 
@@ -261,6 +267,7 @@ mod tests {
     fn the_version_note_names_the_plugin_and_the_rule_version() {
         assert_eq!(version_note(Mode::Subnet), "00.03");
         assert_eq!(version_note(Mode::Multitenant), "01.03");
+        assert_eq!(version_note(Mode::NetworkPolicy), "02.03");
         assert_eq!(
             version_flow(Mode::Multitenant),
             "table=253, actions=note:01.03"

@@ -24,6 +24,8 @@ pub const TO_SERVICE: u8 = 60;
 pub const TO_LOCAL: u8 = 70;
 /// Table 80: IP policy enforcement, owned by the policy mode.
 pub const POLICY: u8 = 80;
+/// Table 81: after ingress policy: commit and deliver (networkpolicy mode).
+pub const POLICY_COMMIT: u8 = 81;
 /// Table 90: IP to a remote pod, over VXLAN (host subnets).
 pub const TO_REMOTE: u8 = 90;
 /// Table 100: egress network policy (egress policies).
@@ -38,7 +40,7 @@ pub const MULTICAST_TO_LOCAL: u8 = 120;
 pub const VERSION_NOTE: u8 = 253;
 
 /// Every table with its name, in order.
-pub const TABLES: [(u8, &str); 16] = [
+pub const TABLES: [(u8, &str); 17] = [
     (CLASSIFY, "classify"),
     (VXLAN_INGRESS, "VXLAN ingress"),
     (FROM_POD, "from pod"),
@@ -49,6 +51,7 @@ pub const TABLES: [(u8, &str); 16] = [
     (TO_SERVICE, "to service"),
     (TO_LOCAL, "to local pod"),
     (POLICY, "policy"),
+    (POLICY_COMMIT, "policy commit"),
     (TO_REMOTE, "to remote pod"),
     (EGRESS_POLICY, "egress policy"),
     (MULTICAST_OUT, "multicast out"),

@@ -35,6 +35,7 @@ pub mod table;
 pub mod types;
 mod writer;
 
+pub use self::core::NetPolSummary;
 pub use self::core::SetupOutcome;
 pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig};
@@ -44,6 +45,7 @@ pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
+pub use policy::networkpolicy::model::{Labels, Namespace, RemotePod};
 pub use report::{Detection, DriftReport, DriftStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 pub use types::{

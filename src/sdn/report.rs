@@ -29,6 +29,11 @@ pub struct Status {
     pub egress_vnids: usize,
     /// Flows in the desired table.
     pub flows: usize,
+    /// NetworkPolicies and namespaces held (in the networkpolicy mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netpols: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<usize>,
     /// The VXLAN device, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vxlan: Option<crate::netlink::VxlanStatus>,

@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::{Core, SetupOutcome};
+use super::core::{Core, NetPolSummary, SetupOutcome};
 use super::error::Error;
+use super::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
 use super::state::{EgressState, LocalMulticast, NodeState, Pod, PortIntent};
 use super::types::{HostSubnet, Service, SetupRequest};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
@@ -61,6 +62,27 @@ pub enum Edit {
         reply: Reply<Option<String>>,
     },
     EgressDnsChanged(BTreeMap<String, Vec<Ipv4Addr>>, Reply<()>),
+    /// The NetworkPolicy mode's inputs (`core/netpol.rs`).
+    PodAddWithMeta {
+        pod: Pod,
+        meta: Option<PodMeta>,
+        reply: Reply<()>,
+    },
+    PodLabels {
+        sandbox: SandboxId,
+        labels: Labels,
+        reply: Reply<()>,
+    },
+    NamespaceSet(Namespace, Reply<()>),
+    NamespaceDel(String, Reply<()>),
+    RemotePodSet(RemotePod, Reply<()>),
+    RemotePodDel(Ipv4Addr, Reply<()>),
+    NetPolApply(Box<NetPol>, Reply<()>),
+    NetPolDel {
+        namespace: String,
+        name: String,
+        reply: Reply<()>,
+    },
 }
 
 /// An edit of the OVSDB part of the desired state (`Core::pod_bandwidth` and the next two).
@@ -98,6 +120,10 @@ impl PortEdit {
 pub enum Read {
     State(Reply<NodeState>),
     PodBySandbox(SandboxId, Reply<Option<Pod>>),
+    /// Whether a pod add with this namespace and labels would be refused (asked before its
+    /// port is made, so that a refused pod changes nothing).
+    CheckPodMeta(Pod, Option<PodMeta>, Reply<()>),
+    NetPols(Reply<Vec<NetPolSummary>>),
 }
 
 /// What setup did, and the pods it dropped (whose ports go too).
@@ -165,7 +191,15 @@ impl Edit {
             | Edit::ServiceDel(_, reply)
             | Edit::MulticastLocal { reply, .. }
             | Edit::MulticastVxlan(_, reply)
-            | Edit::EgressDnsChanged(_, reply) => drop(reply.send(Err(error))),
+            | Edit::EgressDnsChanged(_, reply)
+            | Edit::PodAddWithMeta { reply, .. }
+            | Edit::PodLabels { reply, .. }
+            | Edit::NamespaceSet(_, reply)
+            | Edit::NamespaceDel(_, reply)
+            | Edit::RemotePodSet(_, reply)
+            | Edit::RemotePodDel(_, reply)
+            | Edit::NetPolApply(_, reply)
+            | Edit::NetPolDel { reply, .. } => drop(reply.send(Err(error))),
         }
     }
 }
@@ -175,6 +209,8 @@ impl Read {
         match self {
             Read::State(reply) => drop(reply.send(Err(error))),
             Read::PodBySandbox(_, reply) => drop(reply.send(Err(error))),
+            Read::CheckPodMeta(_, _, reply) => drop(reply.send(Err(error))),
+            Read::NetPols(reply) => drop(reply.send(Err(error))),
         }
     }
 }

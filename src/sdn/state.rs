@@ -7,6 +7,8 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use super::policy::networkpolicy::model::{Namespace, PodMeta, RemotePod};
+use super::policy::networkpolicy::StoredNetPol;
 use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, MacAddr, SandboxId, Service, SetupRequest, Vnid,
 };
@@ -85,6 +87,19 @@ pub struct NodeState {
     pub vxlan_multicast: Vec<Ipv4Addr>,
     #[serde(default)]
     pub egress: BTreeMap<Vnid, EgressState>,
+    /// The NetworkPolicy mode's inputs (kept, but changing no flow, in the other modes).
+    /// Namespaces by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// Local pods' namespace and labels, by pod IP (a pod without is in no namespace).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_meta: BTreeMap<Ipv4Addr, PodMeta>,
+    /// Pods of other nodes, by IP.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remote_pods: BTreeMap<Ipv4Addr, RemotePod>,
+    /// NetworkPolicies by `namespace/name`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub netpols: BTreeMap<String, StoredNetPol>,
     /// What OVSDB must hold for pods' ports beyond their existence: the bandwidth limits
     /// acknowledged, and the ports of deleted pods whose removal OVSDB has not confirmed yet.
     /// Reconciled at every OVSDB (re)connect (`core/ovsdb.rs`); journals written before it
@@ -138,6 +153,22 @@ pub enum Change {
         vnid: Vnid,
         egress: Option<EgressState>,
     },
+    Namespace {
+        name: String,
+        namespace: Option<Namespace>,
+    },
+    PodMeta {
+        ip: Ipv4Addr,
+        meta: Option<PodMeta>,
+    },
+    RemotePod {
+        ip: Ipv4Addr,
+        pod: Option<RemotePod>,
+    },
+    NetPol {
+        key: String,
+        netpol: Option<Box<StoredNetPol>>,
+    },
     /// What OVSDB must do with a pod's port (None: nothing beyond the pod's presence).
     PortIntent {
         veth: IfName,
@@ -160,6 +191,9 @@ pub enum Entity {
     Multicast(Vnid),
     VxlanMulticast,
     Egress(Vnid),
+    /// Every flow of the NetworkPolicy mode's policies (merged clause flows cannot be split by
+    /// policy, so they are one entity).
+    NetPol,
     /// OVSDB only (a [`PortIntent`]): no flows.
     Ovsdb,
     Everything,
@@ -174,6 +208,10 @@ impl Change {
             Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
             Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
             Change::Egress { vnid, .. } => Entity::Egress(*vnid),
+            Change::Namespace { .. }
+            | Change::PodMeta { .. }
+            | Change::RemotePod { .. }
+            | Change::NetPol { .. } => Entity::NetPol,
             Change::PortIntent { .. } => Entity::Ovsdb,
             Change::Replace { .. } => Entity::Everything,
         }
@@ -216,6 +254,22 @@ impl NodeState {
             Change::Egress { vnid, egress } => Change::Egress {
                 vnid,
                 egress: put(&mut self.egress, vnid, egress),
+            },
+            Change::Namespace { name, namespace } => Change::Namespace {
+                namespace: put(&mut self.namespaces, name.clone(), namespace),
+                name,
+            },
+            Change::PodMeta { ip, meta } => Change::PodMeta {
+                ip,
+                meta: put(&mut self.pod_meta, ip, meta),
+            },
+            Change::RemotePod { ip, pod } => Change::RemotePod {
+                ip,
+                pod: put(&mut self.remote_pods, ip, pod),
+            },
+            Change::NetPol { key, netpol } => Change::NetPol {
+                netpol: put(&mut self.netpols, key.clone(), netpol.map(|b| *b)).map(Box::new),
+                key,
             },
             Change::PortIntent { veth, intent } => Change::PortIntent {
                 intent: put(&mut self.port_intents, veth.clone(), intent),
@@ -284,6 +338,20 @@ mod tests {
         assert!(state.pods.is_empty());
         state.apply(undo);
         assert_eq!(state, before);
+    }
+
+    #[test]
+    fn a_state_written_before_the_networkpolicy_mode_still_loads() {
+        let old = r#"{"setup":null,"pods":{},"host_subnets":{},"services":{},"multicast":{},
+            "vxlan_multicast":[],"egress":{}}"#;
+        let state: NodeState = serde_json::from_str(old).unwrap();
+        assert_eq!(state, NodeState::default());
+        // And a state without the mode's parts is written exactly as before.
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(
+            !text.contains("namespaces") && !text.contains("netpols"),
+            "{text}"
+        );
     }
 
     #[test]

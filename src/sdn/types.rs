@@ -178,16 +178,18 @@ pub enum Mode {
     #[default]
     Subnet,
     Multitenant,
+    NetworkPolicy,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 2] = [Mode::Subnet, Mode::Multitenant];
+    pub const ALL: [Mode; 3] = [Mode::Subnet, Mode::Multitenant, Mode::NetworkPolicy];
 
     /// The name `--mode` and the API take.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Subnet => "subnet",
             Mode::Multitenant => "multitenant",
+            Mode::NetworkPolicy => "networkpolicy",
         }
     }
 }
@@ -272,7 +274,15 @@ pub struct PodAdd {
     pub ip: Ipv4Addr,
     pub mac: MacAddr,
     pub sandbox: SandboxId,
+    /// Absent: 0 (in the networkpolicy mode, the namespace's VNID).
+    #[serde(default)]
     pub vnid: Vnid,
+    /// The pod's namespace (required in the networkpolicy mode; kept, changing no flow, in
+    /// the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Another node's pod subnet, reached over VXLAN (the seed's HostSubnet). `fixed_vnid` is the

@@ -44,6 +44,8 @@ pub struct Published {
     pub egress_vnids: usize,
     pub flows: usize,
     pub in_sync: bool,
+    pub netpols: usize,
+    pub namespaces: usize,
 }
 
 /// An edit's answer, held until its batch is on the switch and on disk (or failed). Called
@@ -219,6 +221,10 @@ impl Writer {
                 let pod = self.core.state().pod_by_sandbox(&sandbox).cloned();
                 drop(reply.send(Ok(pod)));
             }
+            Read::CheckPodMeta(mut pod, meta, reply) => {
+                drop(reply.send(self.core.check_pod_meta(&mut pod, meta.as_ref())))
+            }
+            Read::NetPols(reply) => drop(reply.send(Ok(self.core.netpol_summaries()))),
         }
     }
 
@@ -261,6 +267,24 @@ impl Writer {
             Edit::EgressDnsChanged(changed, reply) => {
                 defer(reply, core.egress_dns_changed(&changed))
             }
+            Edit::PodAddWithMeta { pod, meta, reply } => {
+                defer(reply, core.pod_add_with_meta(pod, meta))
+            }
+            Edit::PodLabels {
+                sandbox,
+                labels,
+                reply,
+            } => defer(reply, core.pod_labels(&sandbox, labels)),
+            Edit::NamespaceSet(ns, reply) => defer(reply, core.namespace_set(ns)),
+            Edit::NamespaceDel(name, reply) => defer(reply, core.namespace_del(&name)),
+            Edit::RemotePodSet(pod, reply) => defer(reply, core.remote_pod_set(pod)),
+            Edit::RemotePodDel(ip, reply) => defer(reply, core.remote_pod_del(ip)),
+            Edit::NetPolApply(policy, reply) => defer(reply, core.netpol_apply(*policy)),
+            Edit::NetPolDel {
+                namespace,
+                name,
+                reply,
+            } => defer(reply, core.netpol_del(&namespace, &name)),
         }
     }
 
@@ -387,6 +411,8 @@ impl Writer {
             egress_vnids: state.egress.len(),
             flows: self.core.flows().len(),
             in_sync: self.in_sync,
+            netpols: state.netpols.len(),
+            namespaces: state.namespaces.len(),
         };
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = published;
     }

@@ -180,7 +180,10 @@ impl OwnerIndex {
             let flows = entity_flows(state, entity);
             // The per-VNID rule pods and services bring along is their tenant's policy.
             let (owner, vnid) = match entity {
-                Entity::Base | Entity::Ovsdb | Entity::Everything => (Owner::Base, None),
+                // The NetworkPolicy mode's merged flows belong to no one policy: the mode's (base).
+                Entity::Base | Entity::Ovsdb | Entity::Everything | Entity::NetPol => {
+                    (Owner::Base, None)
+                }
                 Entity::Pod(ip) => match state.pods.get(&ip) {
                     Some(pod) => {
                         if let Some(veth) = &pod.veth {

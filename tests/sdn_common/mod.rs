@@ -75,14 +75,43 @@ pub const MULTITENANT_FLOWS: &[&str] = &[
     "table=253, actions=note:01.03.00.00.00.00",
 ];
 
+/// The seed's table 80 exemption of the local node, which the networkpolicy mode replaces
+/// with its own (committing) flow.
+pub const GATEWAY_EXEMPTION: &str =
+    "table=80, priority=300,ip,nw_src=10.128.0.1 actions=output:NXM_NX_REG2[]";
+
+/// The networkpolicy plugin's flows and the version note (origin's networkpolicy.go design:
+/// every IP packet tracked once in zone 13877; replies and related pass tables 21 and 80; a
+/// connection committed once, after its node's last check: table 81 for local deliveries,
+/// table 30 for the rest; services to tun0).
+pub const NETWORKPOLICY_FLOWS: &[&str] = &[
+    "priority=1000,ct_state=-trk,ip actions=ct(table=0,zone=13877)",
+    "table=21, priority=400,ct_state=+rpl+trk,ip actions=goto_table:30",
+    "table=21, priority=390,ct_state=+rel+trk,ip actions=goto_table:30",
+    "table=30, priority=301,ct_state=+new+trk,ip,nw_dst=10.128.0.1 actions=ct(commit,zone=13877),output:2",
+    "table=30, priority=150,ct_state=+new+trk,ip,nw_dst=10.128.0.0/14 actions=ct(commit,zone=13877),goto_table:90",
+    "table=30, priority=101,ct_state=+new+trk,ip,nw_dst=172.30.0.0/16 actions=ct(commit,zone=13877),goto_table:60",
+    "table=30, priority=1,ct_state=+new+trk,ip actions=ct(commit,zone=13877),goto_table:100",
+    "table=60, priority=150,ip actions=output:2",
+    "table=80, priority=400,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]",
+    "table=80, priority=390,ct_state=+rel+trk,ip actions=output:NXM_NX_REG2[]",
+    "table=80, priority=310,ip,nw_src=10.128.0.1 actions=goto_table:81",
+    "table=80, priority=50,ip actions=goto_table:81",
+    "table=81, priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=13877),output:NXM_NX_REG2[]",
+    "table=81, priority=0,ip actions=output:NXM_NX_REG2[]",
+    "table=253, actions=note:02.03.00.00.00.00",
+];
+
 /// The whole table right after setup in `mode`.
 pub fn base_flows(mode: Mode) -> Vec<String> {
     let mode_flows = match mode {
         Mode::Subnet => SUBNET_FLOWS,
         Mode::Multitenant => MULTITENANT_FLOWS,
+        Mode::NetworkPolicy => NETWORKPOLICY_FLOWS,
     };
     SETUP_FLOWS
         .iter()
+        .filter(|flow| mode != Mode::NetworkPolicy || **flow != GATEWAY_EXEMPTION)
         .chain(mode_flows)
         .map(|s| s.to_string())
         .collect()
@@ -283,5 +312,7 @@ pub fn pod(veth: &str, ip: &str, mac: &str, sandbox: &str, vnid: u32) -> PodAdd 
         mac: mac.parse().unwrap(),
         sandbox: sandbox.parse().unwrap(),
         vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
+        namespace: None,
+        labels: Default::default(),
     }
 }

@@ -4,7 +4,27 @@
 use crate::sdn::egress::egress_flows;
 use crate::sdn::flows;
 use crate::sdn::policy;
+use crate::sdn::policy::networkpolicy::View;
 use crate::sdn::state::{Entity, NodeState};
+use crate::sdn::types::{Mode, SetupRequest};
+
+/// The NetworkPolicy mode's part of `state`. A pod counts only with both its flows and its
+/// namespace (so a pod change alone never changes the mode's flows: pods and their namespace
+/// and labels come and go in one operation, the labels' change carrying the recompute).
+pub fn netpol_view<'a>(state: &'a NodeState, setup: &'a SetupRequest) -> View<'a> {
+    View {
+        setup,
+        namespaces: &state.namespaces,
+        local: state
+            .pod_meta
+            .iter()
+            .filter(|(ip, _)| state.pods.contains_key(ip))
+            .map(|(ip, meta)| (*ip, meta))
+            .collect(),
+        remote: &state.remote_pods,
+        netpols: &state.netpols,
+    }
+}
 
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
 pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
@@ -46,6 +66,10 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&vnid)
             .map(|entry| egress_flows(vnid, entry).0)
             .unwrap_or_default(),
+        Entity::NetPol => match setup.mode {
+            Mode::NetworkPolicy => netpol_view(state, setup).flows(),
+            _ => Vec::new(),
+        },
         Entity::Base => {
             let mut out = flows::base_flows(setup);
             out.push(flows::version_flow(setup.mode));
@@ -67,4 +91,5 @@ pub fn all_entities(state: &NodeState) -> impl Iterator<Item = Entity> + '_ {
         .chain(state.multicast.keys().map(|v| Entity::Multicast(*v)))
         .chain(std::iter::once(Entity::VxlanMulticast))
         .chain(state.egress.keys().map(|v| Entity::Egress(*v)))
+        .chain(std::iter::once(Entity::NetPol))
 }

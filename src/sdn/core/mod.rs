@@ -12,6 +12,7 @@
 //! batch (the switch and the journal took it) or rolls it back (one of them failed).
 
 mod desired;
+mod netpol;
 mod ops;
 pub mod ovsdb;
 mod repair;
@@ -21,7 +22,8 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
-pub use desired::{all_entities, entity_flows};
+pub use desired::{all_entities, entity_flows, netpol_view};
+pub use netpol::NetPolSummary;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};

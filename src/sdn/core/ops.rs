@@ -24,7 +24,11 @@ impl Core {
     /// The seed's SetUpPod, once OVSDB gave the pod's veth its port: the pod's four flows (and
     /// its VNID's rule when it is the first user). A pod of the same IP is replaced.
     pub fn pod_add(&mut self, pod: Pod) -> Result<(), Error> {
-        self.require_setup()?;
+        self.pod_add_with_meta(pod, None)
+    }
+
+    /// The changes that attach `pod` (its flows; its port's old intent goes).
+    pub(super) fn pod_add_changes(&self, pod: Pod) -> Vec<Change> {
         if let Some(old) = self
             .state
             .pods
@@ -49,7 +53,7 @@ impl Core {
             ip: pod.ip,
             pod: Some(pod),
         });
-        self.apply(changes)
+        changes
     }
 
     /// The seed's UpdatePod for a pod the node knows: false when it knows none with this
@@ -85,6 +89,10 @@ impl Core {
     /// failed (no session). A pod the node does not know is no error (a repeated delete).
     pub fn pod_del(&mut self, ip: Ipv4Addr, veth: Option<IfName>) -> Result<(), Error> {
         let mut changes = Vec::new();
+        // Its namespace and labels first (so the NetworkPolicy mode's flows change with them).
+        if self.state.pod_meta.contains_key(&ip) {
+            changes.push(Change::PodMeta { ip, meta: None });
+        }
         if self.state.pods.contains_key(&ip) {
             changes.push(Change::Pod { ip, pod: None });
         }

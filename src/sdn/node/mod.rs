@@ -11,6 +11,7 @@
 //!   `ports.rs`: OVSDB made to hold the desired ports at every OVSDB session.
 
 mod egress;
+mod netpol;
 mod pods;
 mod ports;
 mod routes;

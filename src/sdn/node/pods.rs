@@ -14,8 +14,10 @@ use crate::sdn::core::ovsdb::{pod_port, Bandwidth};
 use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
 use crate::sdn::metrics::Metrics;
+use crate::sdn::policy::networkpolicy::model::PodMeta;
+use crate::sdn::policy::networkpolicy::NetPolError;
 use crate::sdn::readback;
-use crate::sdn::request::{self, Edit, Envelope, PortEdit, Request};
+use crate::sdn::request::{self, Edit, Envelope, PortEdit, Read, Request};
 use crate::sdn::state::{Pod, PortIntent};
 use crate::sdn::types::PodAdd;
 use crate::value::{IfName, SandboxId, Vnid};
@@ -27,6 +29,20 @@ impl Node {
     pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
+        let meta = req.namespace.as_ref().map(|namespace| PodMeta {
+            namespace: namespace.clone(),
+            labels: req.labels.clone(),
+        });
+        if meta.is_none() && !req.labels.is_empty() {
+            return Err(Error::NetPol(NetPolError::new(
+                "namespace",
+                "required with labels",
+            )));
+        }
+        // Refused before the port is made, so that a refused pod changes nothing.
+        let (check, pod_meta) = (pod_of(req, 0), meta.clone());
+        self.call(|reply| Request::Read(Read::CheckPodMeta(check, pod_meta, reply)))
+            .await?;
         self.require_device(&req.veth).await?;
         // The port gets its number now and ovs-vswitchd applies it while the flows go in:
         // waiting for ovs-vswitchd's reconfiguration would be most of the pod add's time.
@@ -36,15 +52,9 @@ impl Node {
             .add_port_pending(&pod_port(&self.inner.cfg.bridge, req.veth.as_str()))
             .await?;
         let ofport = port.ofport();
-        let pod = Pod {
-            veth: Some(req.veth.clone()),
-            ip: req.ip,
-            mac: req.mac,
-            sandbox: req.sandbox,
-            vnid: req.vnid,
-            ofport,
-        };
-        self.edit(|reply| Edit::PodAdd(pod, reply)).await?;
+        let pod = pod_of(req, ofport);
+        self.edit(|reply| Edit::PodAddWithMeta { pod, meta, reply })
+            .await?;
         tokio::spawn(confirm_pod_port(port, req.ip, self.inner.metrics.clone()));
         Ok(ofport)
     }
@@ -190,6 +200,18 @@ impl Node {
                 Err(e.into())
             }
         }
+    }
+}
+
+/// The pod `req` attaches, on port `ofport`.
+fn pod_of(req: &PodAdd, ofport: u16) -> Pod {
+    Pod {
+        veth: Some(req.veth.clone()),
+        ip: req.ip,
+        mac: req.mac,
+        sandbox: req.sandbox,
+        vnid: req.vnid,
+        ofport,
     }
 }
 

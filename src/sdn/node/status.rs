@@ -13,12 +13,14 @@ use crate::sdn::report::Status;
 use crate::sdn::request::{Read, Request};
 use crate::sdn::state::PodStatus;
 use crate::sdn::table::{parse_flow, Flow};
+use crate::sdn::types::Mode;
 use crate::value::{SandboxId, Vnid};
 
 impl Node {
     pub fn status(&self) -> Status {
         let p = self.published();
         let switch_connected = self.inner.switch.is_connected();
+        let networkpolicy = p.setup.is_some_and(|s| s.mode == Mode::NetworkPolicy);
         Status {
             switch_connected,
             ovsdb_connected: self.inner.ovsdb.connected(),
@@ -40,6 +42,8 @@ impl Node {
             multicast_vnids: p.multicast_vnids,
             egress_vnids: p.egress_vnids,
             flows: p.flows,
+            netpols: networkpolicy.then_some(p.netpols),
+            namespaces: networkpolicy.then_some(p.namespaces),
             vxlan: self.inner.vxlan.as_ref().map(|v| v.status()),
             drift: self
                 .inner

@@ -4,6 +4,7 @@
 //! variant (`types.rs`) and its arm in [`of`].
 
 mod multitenant;
+pub mod networkpolicy;
 mod subnet;
 
 use super::types::{Mode, SetupRequest};
@@ -20,6 +21,12 @@ pub trait Policy: Sync {
     /// user wants them; the desired table counts the users, so they leave with the last one
     /// (the seed's SyncVNIDRules).
     fn vnid_flows(&self, vnid: Vnid) -> Vec<String>;
+
+    /// True when the mode writes its own table 80 flow for traffic from the local node instead
+    /// of the seed's `priority=300, nw_src=<gateway>` one.
+    fn replaces_gateway_exemption(&self) -> bool {
+        false
+    }
 }
 
 /// The policy of `mode`.
@@ -27,5 +34,6 @@ pub fn of(mode: Mode) -> &'static dyn Policy {
     match mode {
         Mode::Subnet => &subnet::Subnet,
         Mode::Multitenant => &multitenant::Multitenant,
+        Mode::NetworkPolicy => &networkpolicy::NetworkPolicy,
     }
 }

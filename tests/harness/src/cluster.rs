@@ -28,6 +28,7 @@
 //! namespace), then etcd, then the underlay namespace.
 
 mod inventory;
+mod netpol;
 mod pod;
 mod restart;
 pub mod seed_flows;
@@ -44,6 +45,7 @@ use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
 
 pub use inventory::Inventory;
+pub use netpol::labels;
 pub use pod::{
     reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, Loss, PingStats, Pinger, Pod,
     Reply, Transfer,
@@ -101,6 +103,9 @@ impl Control {
 pub enum Mode {
     Subnet,
     Multitenant,
+    /// Kubernetes NetworkPolicy (issue 14): namespaces, labels and policies through the CLI.
+    /// Only with `Control::Ofnode` (the seed has no such plugin in this form).
+    NetworkPolicy,
 }
 
 impl Mode {
@@ -108,6 +113,7 @@ impl Mode {
         match self {
             Mode::Subnet => "subnet",
             Mode::Multitenant => "multitenant",
+            Mode::NetworkPolicy => "networkpolicy",
         }
     }
 }
@@ -416,6 +422,12 @@ impl Cluster {
         options: ClusterOptions,
         membership: Option<EtcdMembership>,
     ) -> Result<Cluster, ClusterError> {
+        if options.mode == Mode::NetworkPolicy && matches!(options.control, Control::SeedFlows) {
+            return Err(ClusterError::Invalid(
+                "networkpolicy mode needs ofnode daemons (the seed's flows have no such plugin)"
+                    .into(),
+            ));
+        }
         if !(1..=8).contains(&options.nodes) {
             return Err(ClusterError::Invalid(format!(
                 "a cluster has 1 to 8 nodes, not {}",
@@ -676,7 +688,7 @@ impl Cluster {
         Ok(pod)
     }
 
-    fn create_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
+    pub(crate) fn create_pod(&self, node: usize, vnid: u32) -> Result<Pod, ClusterError> {
         let node = self
             .nodes
             .get(node)
@@ -694,20 +706,27 @@ impl Cluster {
             .ok_or_else(|| ClusterError::Invalid(format!("no node {}", pod.node)))?;
         pod.ofport = match &self.control {
             Control::Ofnode(_) => {
-                let out = node.cli(&[
+                let (ip, vnid) = (pod.ip.to_string(), pod.vnid.to_string());
+                let mut args = vec![
                     "pod",
                     "add",
                     "--veth",
                     &pod.host_veth,
                     "--ip",
-                    &pod.ip.to_string(),
+                    &ip,
                     "--mac",
                     &pod.mac,
                     "--sandbox",
                     &pod.sandbox,
                     "--vnid",
-                    &pod.vnid.to_string(),
-                ])?;
+                    &vnid,
+                ];
+                if let Some(namespace) = &pod.namespace {
+                    args.extend(["--namespace", namespace]);
+                }
+                let labels = netpol::label_args(&pod.labels);
+                args.extend(labels.iter().map(String::as_str));
+                let out = node.cli(&args)?;
                 out.trim().parse().map_err(|_| {
                     ClusterError::Invalid(format!(
                         "`ofnode pod add` printed {out:?}, not an ofport"

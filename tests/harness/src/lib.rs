@@ -15,6 +15,7 @@ pub mod ofproxy;
 mod ovs;
 mod pki;
 mod process;
+pub mod reachability;
 mod tmpfs;
 
 pub use apifault::ApiFault;

@@ -143,6 +143,10 @@ pub struct Pod {
     pub sandbox: String,
     pub vnid: u32,
     pub ofport: u32,
+    /// The pod's Kubernetes namespace and labels, given to `ofnode pod add` when set (the
+    /// networkpolicy mode needs them; other modes store them).
+    pub namespace: Option<String>,
+    pub labels: Vec<(String, String)>,
     netns: Netns,
 }
 
@@ -161,6 +165,8 @@ impl Pod {
             sandbox: format!("{:032x}{:032x}", node.index + 1, u32::from(number) + 1),
             vnid,
             ofport: 0,
+            namespace: None,
+            labels: Vec::new(),
             netns,
         };
         let mtu = POD_MTU.to_string();

@@ -24,6 +24,12 @@
 //!    switch and journal. Alongside: the daemon through the current-thread CLI, and the
 //!    prototype in today's order (port, flows, fsync), which must cost what the daemon costs
 //!    through the same CLI (the calibration).
+//! 4. What bounds a CLI pod add from below here (a trivial process's start, `ovs-vsctl
+//!    add-port` alone), and trace latency: `GET /v1/trace` and `ofnode trace`, median and p90.
+//!
+//! `ofnode`'s client commands run on a current-thread runtime (the proposal's second step,
+//! adopted), so part 1's `ofnode pod add` and part 3's current-thread CLI are the same client;
+//! part 2 still compares the two runtimes through `ofnode::cli` in this binary.
 
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
@@ -574,8 +580,65 @@ fn main() -> std::process::ExitCode {
             assert_eq!(applied, Some(server.first_ofport + i as u16), "pv{i}");
         }
     }
+    // 4. What bounds a CLI pod add from below, and trace latency.
+    lower_bounds();
+    {
+        let (daemon, _ovs) = fresh_daemon("tv", 2);
+        trace_latency(&daemon.api);
+    }
     drop(runtime);
     std::process::ExitCode::SUCCESS
+}
+
+/// Part 4a: what no CLI pod add can beat on this machine: starting a trivial process, and
+/// the one OVSDB step the seed's way and ofnode share (`ovs-vsctl add-port` alone, which waits
+/// for ovs-vswitchd to take the port, as the seed's way does).
+fn lower_bounds() {
+    let ovs = Ovs::start().expect("OVS for ovs-vsctl add-port");
+    ovs.add_bridge("br0").expect("br0");
+    let (mut trivial, mut add_port) = (Vec::new(), Vec::new());
+    ovs.netns().add_veth_pairs("lb", 0..PODS).expect("veths");
+    for i in 0..PODS {
+        trivial.push(timed(|| run(Path::new("/bin/true"), &[])));
+        let port = format!("lb{i}");
+        add_port.push(timed(|| {
+            ovs.vsctl(&["add-port", "br0", &port]).expect("add-port");
+        }));
+    }
+    println!("cli lower bounds ({PODS} rounds, interleaved):");
+    println!("cli   process start of /bin/true: {}", summary(&trivial));
+    println!("cli   ovs-vsctl add-port alone: {}", summary(&add_port));
+}
+
+const TRACES: usize = 50;
+
+/// Part 4b: `GET /v1/trace` (the daemon builds the packet, asks ovs-vswitchd's
+/// `ofproto/trace` over its control socket, attributes each flow) and `ofnode trace`,
+/// interleaved, for a pod to another pod of the node.
+fn trace_latency(api: &Path) {
+    let (a, b) = (pod("tv", 0), pod("tv", 1));
+    for p in [&a, &b] {
+        Cli::Ofnode.run(&pod_add_args(api, p));
+    }
+    let query = format!("/v1/trace?from={}&to={}&dport=80", a.ip, b.ip);
+    let cli_args: Vec<String> = ["trace", "--from", &a.veth, "--to", &b.ip.to_string()]
+        .into_iter()
+        .map(String::from)
+        .chain(["--dport".into(), "80".into(), "--api".into()])
+        .chain([api.display().to_string()])
+        .collect();
+    let answer = http(api, "GET", &query, None);
+    assert!(answer.contains("\"verdict\""), "{answer}");
+    let (mut through_api, mut through_cli) = (Vec::new(), Vec::new());
+    for _ in 0..TRACES {
+        through_api.push(timed(|| {
+            http(api, "GET", &query, None);
+        }));
+        through_cli.push(timed(|| Cli::Ofnode.run(&cli_args)));
+    }
+    println!("cli trace latency ({TRACES} each, interleaved, one daemon, pod to local pod):");
+    println!("cli   GET /v1/trace: {}", summary(&through_api));
+    println!("cli   ofnode trace: {}", summary(&through_cli));
 }
 
 /// Part 2: the pieces of a CLI pod add, interleaved round by round against one daemon.

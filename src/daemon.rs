@@ -60,6 +60,9 @@ pub struct RunArgs {
     /// The CA certificate (PEM) peers' certificates must be signed by.
     #[arg(long, value_name = "FILE", requires_all = ["private_key", "certificate"])]
     pub ca_cert: Option<PathBuf>,
+    /// Check the config file and flags, print what the daemon would use, and exit (0: valid).
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 /// The config file. Unknown keys are an error: a typo must not silently fall back to a default.
@@ -237,6 +240,29 @@ fn refuse_tls_targets_without_files(targets: &[&str]) -> Result<(), DaemonError>
         ))),
         None => Ok(()),
     }
+}
+
+/// `ofnode run --check-config`: everything the daemon would refuse before it starts (the
+/// config file, the flags, the TLS files, the targets' syntax, `[ha]`, `[cluster]`), without
+/// touching a socket; the settings it would run with, one `key: value` a line.
+pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
+    let source = match &args.config {
+        Some(path) => format!("config file {}", path.display()),
+        None => "no config file (flags and defaults)".to_string(),
+    };
+    let settings = Settings::resolve(args)?;
+    Node::check_config(&settings.node).map_err(|e| DaemonError::ConfigInvalid(e.to_string()))?;
+    let node = &settings.node;
+    let lines = [
+        format!("{source}: ok"),
+        format!("bridge: {}", node.bridge),
+        format!("ovsdb: {}", node.ovsdb),
+        format!("openflow: {}", node.openflow),
+        format!("api: {}", settings.api.socket.display()),
+        format!("state_dir: {}", node.state_dir.display()),
+        format!("mtu: {}", node.mtu),
+    ];
+    Ok(lines.join("\n"))
 }
 
 /// How long requests in flight at SIGTERM may take to finish. An operation waits at most

@@ -106,3 +106,39 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     let ports = ovs.vsctl(&["list-ports", "br0"]).unwrap();
     assert!(!ports.lines().any(|p| p == "veth0"), "{ports}");
 }
+
+/// `--api` as ovs-vsctl's `--db`: before the subcommand, after it, or from `OFNODE_API`, all
+/// reaching the same daemon; the flag wins over the environment; a socket nobody serves is
+/// named in the error.
+#[test]
+fn the_api_socket_goes_before_or_after_the_subcommand_or_in_the_environment() {
+    let ovs = Ovs::start().unwrap();
+    let daemon = Daemon::start(&ovs, Path::new(OFNODE), &[]).unwrap();
+    let run = |args: &[&str], env: Option<&Path>| {
+        let mut command = std::process::Command::new(OFNODE);
+        command.args(args).env_remove("OFNODE_API");
+        if let Some(path) = env {
+            command.env("OFNODE_API", path);
+        }
+        let out = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stdout, stderr)
+    };
+    let api = daemon.api.to_str().unwrap();
+    let before = run(&["--api", api, "status"], None);
+    let after = run(&["status", "--api", api], None);
+    let from_env = run(&["status"], Some(&daemon.api));
+    for (how, (ok, stdout, stderr)) in [("before", &before), ("after", &after), ("env", &from_env)]
+    {
+        assert!(ok, "{how}: {stderr}");
+        assert!(stdout.contains("bridge: br0\n"), "{how}: {stdout}");
+    }
+    let missing = ovs.dir().join("nobody.sock");
+    let (ok, _, stderr) = run(&["status"], Some(&missing));
+    assert!(!ok);
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+    let (ok, stdout, stderr) = run(&["status", "--api", api], Some(&missing));
+    assert!(ok, "the flag wins over OFNODE_API: {stderr}");
+    assert!(stdout.contains("bridge: br0\n"), "{stdout}");
+}

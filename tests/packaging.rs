@@ -1,7 +1,8 @@
-//! Issue 15's packaging: `make install` lays out the binaries, the systemd unit and the example
-//! config of dist/; the unit is one systemd itself reads without complaint; the example config
-//! parses as the daemon reads it and documents every key the daemon accepts, with the daemon's
-//! own defaults.
+//! Issue 15's packaging: `make install` lays out the binaries, the systemd unit, the example
+//! config of dist/, shell completions and man pages; the unit is one systemd itself reads
+//! without complaint and its command line passes `ofnode run --check-config`; the example
+//! config parses as the daemon reads it and documents every key the daemon accepts, with the
+//! daemon's own defaults; `--check-config` names the field of a bad config.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -94,17 +95,27 @@ fn make_install_lays_out_binaries_unit_and_config() {
     let destdir = tempfile::tempdir().unwrap();
     let root = destdir.path();
     make_install(root, &["PREFIX=/usr"]);
-    let expected: BTreeSet<String> = [
+    let mut expected: BTreeSet<String> = [
         "usr/bin/ofnode",
         "usr/bin/ofnode-cni",
         "usr/lib/systemd/system/ofnode.service",
         "usr/share/doc/ofnode/ofnode.toml",
         "etc/ofnode/ofnode.toml",
         "opt/cni/bin/ofnode",
+        "usr/share/bash-completion/completions/ofnode",
+        "usr/share/zsh/site-functions/_ofnode",
+        "usr/share/fish/vendor_completions.d/ofnode.fish",
     ]
     .into_iter()
     .map(String::from)
     .collect();
+    let pages = man_pages();
+    assert!(pages.len() > 20, "{pages:?}");
+    expected.extend(
+        pages
+            .iter()
+            .map(|page| format!("usr/share/man/man1/{page}")),
+    );
     assert_eq!(files_under(root), expected, "exactly these, nothing else");
     for (installed, built) in [
         ("usr/bin/ofnode", env!("CARGO_BIN_EXE_ofnode")),
@@ -141,7 +152,25 @@ fn make_install_lays_out_binaries_unit_and_config() {
     assert!(root.join(&argv[0][1..]).exists());
     let config = root.join(&argv[3][1..]);
     load_config(&config).expect("the unit's config parses");
-    // (When `ofnode run --check-config` exists, run `argv` with it here against `config`.)
+    // The unit's own command line, checked by the installed binary.
+    let check = Command::new(root.join(&argv[0][1..]))
+        .args(&argv[1..3])
+        .arg(&config)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(
+        said.starts_with(&format!("config file {}: ok\n", config.display())),
+        "{said}"
+    );
+    assert!(said.contains("bridge: br0\n"), "{said}");
+    check_completions_and_man_pages(root);
     let complaints = systemd_complaints(root, unit_path);
     assert!(complaints.is_empty(), "systemd says: {complaints:#?}");
 
@@ -153,6 +182,130 @@ fn make_install_lays_out_binaries_unit_and_config() {
         "bridge = \"br-int\"\n"
     );
     assert_eq!(files_under(root), expected);
+}
+
+/// The man page of every command: `ofnode.1`, `ofnode-pod.1`, `ofnode-pod-add.1`, ….
+fn man_pages() -> BTreeSet<String> {
+    use clap::CommandFactory;
+    fn walk(command: &clap::Command, name: String, pages: &mut BTreeSet<String>) {
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                walk(sub, format!("{name}-{}", sub.get_name()), pages);
+            }
+        }
+        pages.insert(format!("{name}.1"));
+    }
+    let mut pages = BTreeSet::new();
+    walk(&ofnode::cli::Cli::command(), "ofnode".into(), &mut pages);
+    pages
+}
+
+/// The installed completions are scripts their shells take, naming ofnode's commands; the
+/// man pages are pages `man` renders, with the options' help.
+fn check_completions_and_man_pages(root: &Path) {
+    let share = root.join("usr/share");
+    let bash = share.join("bash-completion/completions/ofnode");
+    let syntax = Command::new("bash").arg("-n").arg(&bash).output().unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    let text = std::fs::read_to_string(&bash).unwrap();
+    assert!(text.contains("complete -F _ofnode"), "{text:.300}");
+    let zsh = std::fs::read_to_string(share.join("zsh/site-functions/_ofnode")).unwrap();
+    assert!(zsh.starts_with("#compdef ofnode"), "{zsh:.300}");
+    let fish =
+        std::fs::read_to_string(share.join("fish/vendor_completions.d/ofnode.fish")).unwrap();
+    assert!(fish.contains("complete -c ofnode"), "{fish:.300}");
+    for text in [&text, &zsh, &fish] {
+        for word in ["trace", "hostsubnet", "check-config", "dump-flows"] {
+            assert!(text.contains(word), "no {word} in {text:.300}");
+        }
+    }
+    for page in man_pages() {
+        let path = share.join("man/man1").join(&page);
+        assert_eq!(mode(&path), 0o644, "{}", path.display());
+    }
+    let page = share.join("man/man1/ofnode-trace.1");
+    let rendered = Command::new("man")
+        .arg("-l")
+        .arg(&page)
+        .env("MANWIDTH", "100")
+        .env("MAN_KEEP_FORMATTING", "0")
+        .output();
+    match rendered {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("--dport"), "{text}");
+            assert!(text.contains("Its destination port"), "{text}");
+        }
+        // No man(1) on this machine: the page is at least roff with the option in it.
+        _ => {
+            let roff = std::fs::read_to_string(&page).unwrap();
+            assert!(roff.contains(".TH ofnode-trace 1"), "{roff}");
+            assert!(roff.contains("dport"), "{roff}");
+        }
+    }
+}
+
+/// `ofnode run --check-config`: 0 and the settings for a good config; non-zero, the field
+/// named, for a bad file or a bad flag.
+#[test]
+fn check_config_names_the_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |toml: &str, flags: &[&str]| {
+        let path = dir.path().join("ofnode.toml");
+        std::fs::write(&path, toml).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_ofnode"))
+            .args(["run", "--check-config", "--config"])
+            .arg(&path)
+            .args(flags)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, text) = check("bridge = \"br-int\"\nmtu = 1400\n", &["--mtu", "9000"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("bridge: br-int\n") && text.contains("mtu: 9000\n"),
+        "{text}"
+    );
+    let bad: [(&str, &[&str], &str); 7] = [
+        ("brdge = \"br0\"\n", &[], "unknown field `brdge`"),
+        ("mtu = 10\n", &[], "mtu 10 is outside 576..=65535"),
+        ("mtu = \"big\"\n", &[], "mtu"),
+        ("openflow = \"tcp\"\n", &[], "OpenFlow target"),
+        (
+            "",
+            &["--ovsdb", "punix:/x.sock"],
+            "ofnode connects to ovsdb-server",
+        ),
+        (
+            "",
+            &["--openflow", "pssl:6653"],
+            "pssl:6653 needs TLS files",
+        ),
+        (
+            "[vxlan]\naddress = \"10.128.0.1/14\"\nvtep_device = \"much-too-long-name\"\n",
+            &[],
+            "much-too-long-name",
+        ),
+    ];
+    for (toml, flags, expected) in bad {
+        let (ok, text) = check(toml, flags);
+        assert!(!ok, "{toml} {flags:?} passed: {text}");
+        assert!(text.contains(expected), "{toml} {flags:?}: {text}");
+        assert!(text.starts_with("ofnode: "), "{text}");
+    }
+    // No socket was made, nothing was started: the check touches nothing.
+    let listed: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(listed.len(), 1);
 }
 
 #[test]

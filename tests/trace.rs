@@ -303,6 +303,207 @@ async fn malformed_trace_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(node.flows().unwrap(), before);
 }
 
+/// `ofnode trace … --api SOCK` against node `index`'s daemon: (exit status 0, stdout, stderr).
+fn cli_trace(s: &Scenario, index: usize, args: &[&str]) -> (bool, String, String) {
+    let daemon = s.cluster.node(index).daemon().expect("an ofnode daemon");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ofnode"))
+        .arg("trace")
+        .args(args)
+        .arg("--api")
+        .arg(&daemon.api)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), stdout, stderr)
+}
+
+/// The traced bridge's tables in `ofnode trace`'s text: the lines `NNN name  flow…` (other
+/// bridges' steps are named `[br-phy]`).
+fn text_tables(text: &str) -> Vec<u8> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let table = words.next()?.parse().ok()?;
+            (!words.next()?.starts_with('[')).then_some(table)
+        })
+        .collect()
+}
+
+/// `GET PATH` on node `index`'s API socket: (status, body).
+fn api_get(s: &Scenario, index: usize, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let daemon = s.cluster.node(index).daemon().expect("an ofnode daemon");
+    let mut stream = std::os::unix::net::UnixStream::connect(&daemon.api).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: ofnode\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok());
+    let (_, body) = raw.split_once("\r\n\r\n").unwrap_or_default();
+    (status.unwrap_or(0), body.to_string())
+}
+
+/// The daemon answers the operator's question (`ofnode trace`, its `--json`, `GET
+/// /v1/trace`) from what it knows: the pod by IP, veth or sandbox prefix, its port and MAC.
+#[tokio::test]
+async fn the_cli_and_the_api_trace_through_the_daemon() {
+    let s = Scenario::start();
+    if s.cluster.node(0).daemon().is_none() {
+        println!("seed control: no ofnode daemon to ask");
+        return;
+    }
+    let node1 = s.cluster.node(1);
+    let (c_ip, b_ip, service) = (
+        s.c.ip.to_string(),
+        s.b.ip.to_string(),
+        SERVICE_IP.to_string(),
+    );
+
+    // To a pod on the other node: through the tunnel to that node.
+    // (The harness's sandbox ids share their first digits: the whole id.)
+    let sandbox = s.a.sandbox.as_str();
+    let (ok, text, err) = cli_trace(&s, 0, &["--from", sandbox, "--to", &c_ip, "--dport", "80"]);
+    assert!(ok, "{err}\n{}", s.cluster.diagnostics());
+    println!("$ ofnode trace --from {sandbox} --to {c_ip} --dport 80\n{text}");
+    assert_eq!(text_tables(&text), [0, 20, 21, 30, 90], "{text}");
+    let verdict = format!(
+        "verdict: tunnel to {} (tun_id 0xa) through port 1 (vxlan0)",
+        node1.underlay_ip
+    );
+    assert!(text.contains(&verdict), "{text}");
+    assert!(
+        text.contains(&format!("[host subnet {}", node1.subnet_cidr())),
+        "{text}"
+    );
+
+    // The same as JSON, and from the API: the typed trace.
+    let (ok, json, err) = cli_trace(
+        &s,
+        0,
+        &[
+            "--from",
+            &s.a.host_veth,
+            "--to",
+            &c_ip,
+            "--dport",
+            "80",
+            "--json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let from_cli: Trace = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let path = format!("/v1/trace?from={}&to={c_ip}&dport=80", s.a.ip);
+    let (status, body) = api_get(&s, 0, &path);
+    assert_eq!(status, 200, "{body}");
+    let from_api: Trace = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    for trace in [&from_cli, &from_api] {
+        assert_eq!(trace.tables(), [0, 20, 21, 30, 90]);
+        let outputs = trace.verdict.outputs();
+        assert_eq!(outputs.len(), 1, "{:?}", trace.verdict);
+        assert!(
+            matches!(outputs[0].to, OutputTo::Tunnel { tun_dst: Some(ip), .. } if ip == node1.underlay_ip),
+            "{:?}",
+            outputs[0]
+        );
+        assert!(
+            matches!(&step_of(trace, 20).owners[..], [Owner::Pod { sandbox, .. }] if *sandbox == s.a.sandbox)
+        );
+    }
+
+    // Another tenant: dropped at table 80, by the flow named.
+    let (ok, text, err) = cli_trace(
+        &s,
+        0,
+        &[
+            "--from",
+            &s.a.ip.to_string(),
+            "--to",
+            &b_ip,
+            "--dport",
+            "80",
+        ],
+    );
+    assert!(ok, "{err}");
+    println!(
+        "$ ofnode trace --from {} --to {b_ip} --dport 80\n{text}",
+        s.a.ip
+    );
+    assert_eq!(text_tables(&text), [0, 20, 21, 30, 70, 80], "{text}");
+    assert!(
+        text.contains("verdict: dropped in table 80 (policy) by table=80, priority=0 [base]"),
+        "{text}"
+    );
+
+    // A service: through table 60, to tun0.
+    let (ok, text, err) = cli_trace(
+        &s,
+        0,
+        &[
+            "--from",
+            &s.a.host_veth,
+            "--to",
+            &service,
+            "--proto",
+            "tcp",
+            "--dport",
+            "80",
+        ],
+    );
+    assert!(ok, "{err}");
+    println!(
+        "$ ofnode trace --from {} --to {service} --proto tcp --dport 80\n{text}",
+        s.a.host_veth
+    );
+    assert_eq!(text_tables(&text), [0, 20, 21, 30, 60, 80], "{text}");
+    assert!(text.contains(&format!("[service {service}")), "{text}");
+    assert!(text.contains("(tun0)"), "{text}");
+
+    // Unknown inputs: a non-zero exit and an error naming what is wrong; the CLI refuses a
+    // bad IP before asking, the daemon what it cannot build a packet from.
+    let before = s.cluster.node(0).flows().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--from", "10.128.0.99"],
+            "--from \"10.128.0.99\" is not a pod of this node",
+        ),
+        (&["--from", "no-such-veth"], "is not a pod of this node"),
+        (
+            &["--from", &s.a.sandbox[..8]],
+            "matches 3 pods by sandbox id prefix",
+        ),
+        (
+            &["--from", &s.a.host_veth, "--to", "10.128.0.300"],
+            "destination",
+        ),
+        (
+            &["--from", &s.a.host_veth, "--proto", "udp"],
+            "--proto udp needs --dport N",
+        ),
+        (
+            &["--from", &s.a.host_veth, "--proto", "icmp", "--dport", "53"],
+            "--dport 53 needs --proto tcp or udp",
+        ),
+        (&["--from", &s.a.host_veth, "--dport", "http"], "--dport"),
+    ];
+    for (args, expected) in cases {
+        let (ok, stdout, stderr) = cli_trace(&s, 0, args);
+        assert!(!ok, "{args:?} succeeded: {stdout}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+    let (status, body) = api_get(&s, 0, "/v1/trace?from=10.128.0.99");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("is not a pod of this node"), "{body}");
+    let (status, body) = api_get(&s, 0, "/v1/trace?from=veth0&to=nowhere");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        s.cluster.node(0).flows().unwrap(),
+        before,
+        "a trace changes nothing"
+    );
+}
+
 const CAPTURE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/trace");
 
 /// Writes `ovs-appctl ofproto/trace`'s answer with a header saying how it was made.

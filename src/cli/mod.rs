@@ -2,8 +2,10 @@
 //! of its control socket (`--api PATH`, before or after the subcommand, or `OFNODE_API`).
 //! This file defines the commands and their arguments; `run.rs` carries them out.
 
+mod docs;
 mod run;
 
+pub use docs::{completions, manpages};
 pub use run::{run, CliError};
 
 use std::net::Ipv4Addr;
@@ -109,6 +111,18 @@ pub enum Command {
         /// Only this table's flows.
         #[arg(long, value_name = "N")]
         table: Option<u8>,
+    },
+    /// Print a shell completion script for ofnode (no daemon needed).
+    Completions {
+        /// The shell the script is for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write ofnode's man pages (ofnode.1, one per subcommand) into DIR (no daemon needed).
+    Manpages {
+        /// The directory the pages are written to (created when missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
     },
 }
 
@@ -433,23 +447,36 @@ mod tests {
         assert_eq!(api(&["ofnode", "status"]), None);
     }
 
+    /// Every option and argument of every command, and every command, says in one line what
+    /// it is (`--help`, the completions and the man pages show these).
     #[test]
     fn every_option_has_a_one_line_help() {
-        fn check(cmd: &clap::Command, path: &str) {
+        fn one_line(what: &str, help: Option<&clap::builder::StyledStr>) -> usize {
+            let help = help.map(|h| h.to_string()).unwrap_or_default();
+            assert!(!help.trim().is_empty(), "{what} has no help");
+            assert!(!help.contains('\n'), "{what}'s help is more than one line");
+            1
+        }
+        fn check(cmd: &clap::Command, path: &str) -> usize {
+            let mut checked = 0;
             for arg in cmd.get_arguments() {
-                let name = format!("{path} --{}", arg.get_id());
-                if arg.is_positional() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                if ["help", "version"].contains(&arg.get_id().as_str()) {
                     continue;
                 }
-                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-                assert!(!help.is_empty(), "{name} has no help");
-                assert!(!help.contains('\n'), "{name}'s help is more than one line");
+                let what = format!("`{path}` argument {}", arg.get_id());
+                checked += one_line(&what, arg.get_help());
             }
             for sub in cmd.get_subcommands() {
-                check(sub, &format!("{path} {}", sub.get_name()));
+                let sub_path = format!("{path} {}", sub.get_name());
+                checked += one_line(&format!("`{sub_path}`"), sub.get_about());
+                checked += check(sub, &sub_path);
             }
+            checked
         }
-        check(&Cli::command(), "ofnode");
+        let mut command = Cli::command();
+        command.build();
+        // The walk reaches the whole tree: `run`'s flags, `pod add`'s, the positional ones.
+        assert!(check(&command, "ofnode") > 80);
     }
 
     #[test]

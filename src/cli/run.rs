@@ -31,6 +31,13 @@ pub enum CliError {
     },
     #[error("policy file {path}: {source}")]
     PolicyInvalid { path: PathBuf, source: InvalidInput },
+    #[error("cannot write to stdout: {0}")]
+    Stdout(std::io::Error),
+    #[error("cannot write the man pages into {dir}: {source}")]
+    Manpages {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A NetworkPolicy's JSON text from a file or (`-`) standard input; the daemon parses it.
@@ -78,7 +85,12 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match command {
         Command::Run(mut args) => {
             args.api = api;
-            crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
+            if args.check_config {
+                let summary = crate::daemon::check_config(*args).map_err(CliError::Daemon)?;
+                println!("{summary}");
+            } else {
+                crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
+            }
         }
         Command::Setup {
             cluster_network,
@@ -151,6 +163,21 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::DumpFlows { table } => {
             for flow in client.flows(table).await? {
                 println!("{flow}");
+            }
+        }
+        Command::Completions { shell } => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&super::completions(shell))
+                .map_err(CliError::Stdout)?;
+        }
+        Command::Manpages { dir } => {
+            let pages = super::manpages(&dir).map_err(|source| CliError::Manpages {
+                dir: dir.clone(),
+                source,
+            })?;
+            for page in pages {
+                println!("{}", page.display());
             }
         }
     }

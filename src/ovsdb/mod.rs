@@ -27,6 +27,6 @@ pub use error::{Error, Result};
 pub use monitor::Cache;
 pub use ops::{BridgeSpec, PortChange, PortSpec};
 pub use pending_port::PendingPort;
-pub use rpc::{Status, Target};
+pub use rpc::{parse_target, Status, Target};
 pub use schema::Schema;
 pub use types::{Atom, Datum, Row, Uuid};

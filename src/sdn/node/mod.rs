@@ -82,10 +82,18 @@ fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<Strin
 }
 
 impl Node {
+    /// What [`Node::start`] refuses before it touches anything: the OVSDB and OpenFlow
+    /// targets' syntax and the `[ha]` section (`ofnode run --check-config`).
+    pub fn check_config(cfg: &NodeConfig) -> Result<(), Error> {
+        ovsdb::parse_target(&cfg.ovsdb)?;
+        switch_config(cfg)?;
+        check_ha(cfg)
+    }
+
     /// Loads the persisted state, connects to OVSDB and the switch, and starts reconciling the
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
-        check_ha(&cfg)?;
+        Node::check_config(&cfg)?;
         let (store, state) = Store::open(&cfg.state_dir)?;
         let datapath_type = datapath_type(&cfg);
         let switch_cfg = switch_config(&cfg)?;

@@ -98,6 +98,8 @@ impl PortEdit {
 pub enum Read {
     State(Reply<NodeState>),
     PodBySandbox(SandboxId, Reply<Option<Pod>>),
+    /// Every pod (the counter poll's labels and addresses).
+    Pods(Reply<Vec<Pod>>),
 }
 
 /// What setup did, and the pods it dropped (whose ports go too).
@@ -175,6 +177,7 @@ impl Read {
         match self {
             Read::State(reply) => drop(reply.send(Err(error))),
             Read::PodBySandbox(_, reply) => drop(reply.send(Err(error))),
+            Read::Pods(reply) => drop(reply.send(Err(error))),
         }
     }
 }

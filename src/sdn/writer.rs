@@ -219,6 +219,9 @@ impl Writer {
                 let pod = self.core.state().pod_by_sandbox(&sandbox).cloned();
                 drop(reply.send(Ok(pod)));
             }
+            Read::Pods(reply) => {
+                drop(reply.send(Ok(self.core.state().pods.values().cloned().collect())))
+            }
         }
     }
 

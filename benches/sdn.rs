@@ -6,7 +6,10 @@
 //!    and restarted (seconds), and the process RSS holding them;
 //! 4. the cost of high availability at 10,000 pods: a pod add through the daemon's API with
 //!    `[ha]` (which replicates the whole desired state to OVSDB with every batch) against the
-//!    same daemon without it, on the same 10,000-pod state.
+//!    same daemon without it, on the same 10,000-pod state;
+//! 5. the per-pod counter poll's cost to pod adds: pod add latency at 10,000 pods with the poll
+//!    off and polling every second (each poll: flow stats of tables 20, 40 and 70, 40,000
+//!    flows).
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
@@ -441,13 +444,66 @@ fn ha_cost_at_ten_thousand_pods() {
     );
 }
 
+/// Pod adds timed with the counter poll off and on.
+const COUNTER_ADDS: usize = 300;
+
+/// Median, p90, p99 and max of `COUNTER_ADDS` pod adds (10 ms apart, so several polls fall
+/// among them) on a node holding 10,000 pods whose counters are polled every `interval`
+/// (zero: never); and the polls made, with the last one's duration.
+async fn pod_adds_while_polling(interval: Duration) -> ([Duration; 4], u64, Duration) {
+    let ovs = Ovs::start().expect("OVS");
+    let state = tempfile::tempdir().expect("tempdir");
+    big_state(state.path());
+    let mut cfg = config(&ovs, state.path());
+    cfg.pod_counters_interval = interval;
+    let node = Node::start(cfg).await.expect("node");
+    node.setup(&setup_request()).await.expect("setup");
+    ovs.netns()
+        .add_veth_pairs("cp", 0..COUNTER_ADDS)
+        .expect("veths");
+    let mut times = Vec::new();
+    for i in 0..COUNTER_ADDS {
+        let mut pod = pod_add("x", BIG_PODS as usize + i);
+        pod.veth = format!("cp{i}").parse().expect("veth name");
+        let started = Instant::now();
+        node.pod_add(&pod).await.expect("pod add");
+        times.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let polls = node.metrics().pod_counter_polls.load(Ordering::Relaxed);
+    let took = node.metrics().pod_counters.last_poll_took();
+    node.shutdown().await;
+    let quantiles = [0.5, 0.9, 0.99, 1.0].map(|p| percentile(&mut times, p));
+    (quantiles, polls, took)
+}
+
+async fn counter_poll_cost() {
+    let (off, _, _) = pod_adds_while_polling(Duration::ZERO).await;
+    let (on, polls, took) = pod_adds_while_polling(Duration::from_secs(1)).await;
+    let show = |q: [Duration; 4]| {
+        format!(
+            "median {:.2} ms p90 {:.2} ms p99 {:.2} ms max {:.2} ms",
+            ms(q[0]),
+            ms(q[1]),
+            ms(q[2]),
+            ms(q[3])
+        )
+    };
+    println!(
+        "sdn pod counters at {BIG_PODS} pods: pod add ({COUNTER_ADDS} each) without polling {}; polling every 1 s {} ({polls} polls, the last {:.1} ms)",
+        show(off),
+        show(on),
+        ms(took)
+    );
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    // SDN_BENCH=single|concurrent|big|ha runs one part only.
+    // SDN_BENCH=single|concurrent|big|ha|counters runs one part only.
     let only = std::env::var("SDN_BENCH").ok();
     let run = |part: &str| only.as_deref().is_none_or(|o| o == part);
     runtime.block_on(async {
@@ -460,6 +516,9 @@ fn main() {
         }
         if run("big") {
             ten_thousand_pods().await;
+        }
+        if run("counters") {
+            counter_poll_cost().await;
         }
     });
     if run("ha") {

@@ -51,6 +51,9 @@ pub struct RunArgs {
     /// Leave tun0's address, routes and IP forwarding alone (the host network is managed elsewhere).
     #[arg(long)]
     pub no_host_network: bool,
+    /// Seconds between polls of the per-pod traffic counters (0: off) [default: 10].
+    #[arg(long, value_name = "SECS")]
+    pub pod_counters_interval: Option<u64>,
     /// Our TLS private key (PEM), for ssl:/pssl: targets (as ovs-vswitchd's --private-key).
     #[arg(long, value_name = "FILE", requires_all = ["certificate", "ca_cert"])]
     pub private_key: Option<PathBuf>,
@@ -90,6 +93,10 @@ pub struct ConfigFile {
     pub ha: Option<crate::sdn::HaConfig>,
     /// Watch br0 for flow changes made behind ofnode's back and undo them (default true).
     pub drift_repair: Option<bool>,
+    /// Seconds between polls of the per-pod traffic counters; 0 turns them off (default 10).
+    pub pod_counters_interval: Option<u64>,
+    /// Most pods whose counters /metrics exports (default 1000).
+    pub pod_metrics_max: Option<usize>,
     /// Membership of a cluster through etcd: `[cluster]` with `endpoints`, `network`,
     /// `subnet_prefix_len`, `service_network`, `public_ip`, ….
     pub cluster: Option<ClusterSettings>,
@@ -202,6 +209,12 @@ impl Settings {
             )
         };
         node.drift.repair = file.drift_repair.unwrap_or(true);
+        if let Some(secs) = args.pod_counters_interval.or(file.pod_counters_interval) {
+            node.pod_counters_interval = pod_counters_interval(secs)?;
+        }
+        if let Some(max) = file.pod_metrics_max {
+            node.pod_metrics_max = max;
+        }
         Ok(Settings {
             node,
             api: ApiOptions {
@@ -213,6 +226,18 @@ impl Settings {
             cluster: file.cluster,
         })
     }
+}
+
+/// The longest poll interval accepted: a day (a longer one is a typo more likely than a wish).
+const MAX_POD_COUNTERS_INTERVAL: u64 = 86_400;
+
+fn pod_counters_interval(secs: u64) -> Result<Duration, DaemonError> {
+    if secs > MAX_POD_COUNTERS_INTERVAL {
+        return Err(DaemonError::ConfigInvalid(format!(
+            "pod_counters_interval {secs} is above {MAX_POD_COUNTERS_INTERVAL} seconds (0 turns the counters off)"
+        )));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// The TLS files from the flags (all three: clap checks) or else the `[tls]` section.
@@ -361,6 +386,30 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_counter_keys_are_read_flags_win_and_a_bad_interval_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ofnode.toml");
+        std::fs::write(&path, "pod_counters_interval = 0\npod_metrics_max = 5\n").unwrap();
+        let file = |flag: Option<u64>| {
+            Settings::resolve(RunArgs {
+                config: Some(path.clone()),
+                pod_counters_interval: flag,
+                ..RunArgs::default()
+            })
+        };
+        let settings = file(None).unwrap();
+        assert_eq!(settings.node.pod_counters_interval, Duration::ZERO);
+        assert_eq!(settings.node.pod_metrics_max, 5);
+        let flag = file(Some(2)).unwrap();
+        assert_eq!(flag.node.pod_counters_interval, Duration::from_secs(2));
+        let defaults = Settings::resolve(RunArgs::default()).unwrap();
+        assert_eq!(defaults.node.pod_counters_interval, Duration::from_secs(10));
+        assert_eq!(defaults.node.pod_metrics_max, 1_000);
+        let err = file(Some(86_401)).unwrap_err().to_string();
+        assert!(err.contains("pod_counters_interval 86401"), "{err}");
+    }
 
     #[test]
     fn tls_targets_need_tls_files() {

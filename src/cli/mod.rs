@@ -184,6 +184,15 @@ pub enum PodCommand {
         #[arg(long, value_name = "N")]
         vnid: Vnid,
     },
+    /// Show a pod (found by its sandbox id): its port, missing flows and traffic counters.
+    Status {
+        /// The sandbox (container) id: 64 hex digits.
+        #[arg(long, value_name = "HEX64")]
+        sandbox: SandboxId,
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove a pod's flows, bandwidth limits and port.
     Del {
         /// The host end of the pod's veth.

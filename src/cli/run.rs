@@ -241,6 +241,9 @@ async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
                 .pod_update(&wire::PodUpdate { sandbox, vnid })
                 .await?;
         }
+        PodCommand::Status { sandbox, json } => {
+            print_pod_status(&client.pod_status(&sandbox).await?, json)
+        }
         PodCommand::Del { veth, ip } => client.pod_del(&wire::PodDel { veth, ip }).await?,
         PodCommand::Bandwidth {
             veth,
@@ -379,6 +382,45 @@ fn label_text(labels: &wire::Labels) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+fn print_pod_status(status: &wire::PodStatus, json: bool) {
+    if json {
+        let value = serde_json::to_value(status).unwrap_or_default();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+        return;
+    }
+    let pod = &status.pod;
+    println!("sandbox: {}", pod.sandbox);
+    if let Some(veth) = &pod.veth {
+        println!("veth: {veth}");
+    }
+    println!("ip: {}\nmac: {}\nvnid: {}", pod.ip, pod.mac, pod.vnid);
+    println!("ofport: {}\nport: {}", pod.ofport, status.port);
+    for flow in &status.missing_flows {
+        println!("missing flow: {flow}");
+    }
+    match &status.counters {
+        Some(c) => {
+            let t = &c.traffic;
+            println!("rx: {} packets, {} bytes", t.rx_packets, t.rx_bytes);
+            println!("tx: {} packets, {} bytes", t.tx_packets, t.tx_bytes);
+            println!("counters polled at: {}", polled_at(c.polled_at_unix_ms));
+        }
+        None => println!("counters: not polled yet (or pod_counters_interval = 0)"),
+    }
+}
+
+/// A poll time as seconds since the epoch and how long ago it was.
+fn polled_at(unix_ms: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let ago = now.saturating_sub(unix_ms) as f64 / 1e3;
+    format!("{:.3} (unix seconds; {ago:.1} s ago)", unix_ms as f64 / 1e3)
 }
 
 fn print_status(status: &wire::StatusReply, json: bool) {

@@ -44,6 +44,11 @@ pub struct NodeConfig {
     pub ha: Option<super::ha::HaConfig>,
     /// Key, certificate and CA for `ssl:`/`pssl:` OpenFlow and `ssl:` OVSDB targets.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// How often the per-pod traffic counters are read from the switch (`counters.rs`);
+    /// zero: never.
+    pub pod_counters_interval: Duration,
+    /// Most pods whose counters /metrics exports (the rest are counted as omitted).
+    pub pod_metrics_max: usize,
 }
 
 impl NodeConfig {
@@ -74,6 +79,8 @@ impl NodeConfig {
             },
             ha: None,
             tls: None,
+            pod_counters_interval: Duration::from_secs(10),
+            pod_metrics_max: super::counters::DEFAULT_POD_METRICS_MAX,
         }
     }
 }

@@ -88,6 +88,10 @@ pub struct Metrics {
     pub operation_latency: Histogram,
     /// Time of one bundle commit.
     pub transaction_latency: Histogram,
+    /// Per-pod traffic counter polls that succeeded / failed, and what the last one found.
+    pub pod_counter_polls: AtomicU64,
+    pub pod_counter_poll_errors: AtomicU64,
+    pub pod_counters: super::counters::PodCounterStore,
 }
 
 fn counter(out: &mut String, name: &str, help: &str, value: u64) {
@@ -103,6 +107,14 @@ fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
 }
 
 impl Metrics {
+    /// The node's metrics, exporting the counters of at most `pod_metrics_max` pods.
+    pub fn new(pod_metrics_max: usize) -> Metrics {
+        Metrics {
+            pod_counters: super::counters::PodCounterStore::new(pod_metrics_max),
+            ..Metrics::default()
+        }
+    }
+
     pub(crate) fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -217,6 +229,19 @@ impl Metrics {
             load(&self.drift_checks),
         );
         self.render_drift_flows(&mut out);
+        counter(
+            &mut out,
+            "ofnode_pod_counter_polls_total",
+            "Polls of the pods' flow counters that succeeded.",
+            load(&self.pod_counter_polls),
+        );
+        counter(
+            &mut out,
+            "ofnode_pod_counter_poll_errors_total",
+            "Polls of the pods' flow counters that failed (see the log).",
+            load(&self.pod_counter_poll_errors),
+        );
+        self.pod_counters.render(&mut out);
         self.operation_latency.render(
             &mut out,
             "ofnode_operation_duration_seconds",

@@ -3,7 +3,8 @@
 //!
 //! - [`types`]: validated inputs; [`layout`]: tables, ports and registers named once;
 //!   [`flows`]: the seed's flows as text; [`policy`]: the policy modes (the seed's osdnPolicy);
-//!   [`egress`]: the egress policy branches; [`readback`]: flows read back into values.
+//!   [`egress`]: the egress policy branches; [`readback`]: flows read back into values;
+//!   [`counters`]: per-pod traffic counters from the pods' flows.
 //! - [`state`] and [`store`]: the desired state and its journal on disk; [`table`]: the
 //!   desired flow table and its diffs.
 //! - [`core`]: the pure node core (operations on the state and table, and their effects).
@@ -14,6 +15,7 @@
 
 mod config;
 pub mod core;
+pub mod counters;
 pub mod dns;
 pub mod drift;
 pub mod egress;

@@ -1,6 +1,7 @@
 //! Reading the switch's flows back into values: the inverse of `flows.rs`, in one place. The
 //! seed read its own flows back in three places: AlreadySetUp (the version note), UpdatePod's
-//! getPodDetailsByContainerID (a pod from its table 20 note) and FindUnusedVNIDs.
+//! getPodDetailsByContainerID (a pod from its table 20 note) and FindUnusedVNIDs; ofnode adds
+//! a fourth: which pod a flow's counters belong to (`counters.rs`).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -9,7 +10,8 @@ use ofnode_proto::{Action, Field, FlowStats, Instruction};
 
 use super::flows::version_note_bytes;
 use super::layout::{
-    FROM_POD, POLICY, REG_DESTINATION_VNID, REG_SOURCE_VNID, TO_LOCAL, TO_SERVICE, VERSION_NOTE,
+    ARP_TO_LOCAL, FROM_POD, POLICY, REG_DESTINATION_VNID, REG_SOURCE_VNID, TO_LOCAL, TO_SERVICE,
+    VERSION_NOTE,
 };
 use super::state::Pod;
 use super::types::Mode;
@@ -64,6 +66,38 @@ pub fn unused_vnids(flows: &[FlowStats]) -> Vec<Vnid> {
         .difference(&in_use)
         .filter_map(|v| u32::try_from(*v).ok().and_then(|v| Vnid::new(v).ok()))
         .collect()
+}
+
+/// A flow of a pod's own (`flows::pod_flows`), by the direction its packets go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodFlow {
+    /// Table 20: from the pod's port with its source address (ARP or IP).
+    FromPod { ofport: u16, ip: Ipv4Addr },
+    /// Table 40 (ARP) or 70 (IP) to the pod's address.
+    ToPod { ip: Ipv4Addr },
+}
+
+/// Which pod flow `flow` is, if it is one: the match fields `pod_flows` writes, read back.
+/// The tables' other flows (their priority 0 drops) match none of these fields.
+pub fn pod_flow(flow: &FlowStats) -> Option<PodFlow> {
+    let ip = |field| {
+        let value = flow.match_.exact(field)?;
+        Some(Ipv4Addr::from(u32::try_from(value).ok()?))
+    };
+    match flow.table_id {
+        FROM_POD => {
+            let ofport = u16::try_from(flow.match_.exact(Field::InPort)?).ok()?;
+            let ip = ip(Field::ArpSpa).or_else(|| ip(Field::Ipv4Src))?;
+            Some(PodFlow::FromPod { ofport, ip })
+        }
+        ARP_TO_LOCAL => Some(PodFlow::ToPod {
+            ip: ip(Field::ArpTpa)?,
+        }),
+        TO_LOCAL => Some(PodFlow::ToPod {
+            ip: ip(Field::Ipv4Dst)?,
+        }),
+        _ => None,
+    }
 }
 
 /// The notes among a flow's actions.
@@ -125,6 +159,24 @@ mod tests {
         assert!(holds_version_note(&flows, Mode::Multitenant));
         assert!(!holds_version_note(&flows, Mode::Subnet));
         assert!(!holds_version_note(&[], Mode::Multitenant));
+    }
+
+    #[test]
+    fn a_pods_flows_are_read_back_by_direction() {
+        let p = pod([10, 128, 0, 5], 42, 7, "ab");
+        let found: Vec<Option<PodFlow>> =
+            pod_flows(&p).iter().map(|f| pod_flow(&stats(f))).collect();
+        let from = Some(PodFlow::FromPod {
+            ofport: 7,
+            ip: p.ip,
+        });
+        let to = Some(PodFlow::ToPod { ip: p.ip });
+        assert_eq!(found, [from, from, to, to]);
+        let drop = stats("table=20, priority=0, actions=drop");
+        assert_eq!(pod_flow(&drop), None);
+        let routing =
+            stats("table=30, priority=200, ip, nw_dst=10.128.0.0/23, actions=goto_table:70");
+        assert_eq!(pod_flow(&routing), None);
     }
 
     #[test]

@@ -124,6 +124,8 @@ pub enum Read {
     /// port is made, so that a refused pod changes nothing).
     CheckPodMeta(Pod, Option<PodMeta>, Reply<()>),
     NetPols(Reply<Vec<NetPolSummary>>),
+    /// Every pod (the counter poll's labels and addresses).
+    Pods(Reply<Vec<Pod>>),
 }
 
 /// What setup did, and the pods it dropped (whose ports go too).
@@ -211,6 +213,7 @@ impl Read {
             Read::PodBySandbox(_, reply) => drop(reply.send(Err(error))),
             Read::CheckPodMeta(_, _, reply) => drop(reply.send(Err(error))),
             Read::NetPols(reply) => drop(reply.send(Err(error))),
+            Read::Pods(reply) => drop(reply.send(Err(error))),
         }
     }
 }

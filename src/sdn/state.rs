@@ -34,6 +34,10 @@ pub struct PodStatus {
     pub port: bool,
     /// Its flows (ovs-ofctl text) that the switch does not hold exactly; empty when all are in.
     pub missing_flows: Vec<String>,
+    /// Its traffic at the last counter poll (`counters.rs`); absent when counters are off or
+    /// it has not been polled yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<super::counters::PodCounters>,
 }
 
 /// Local multicast of an enabled VNID: the ports that receive it.

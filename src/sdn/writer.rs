@@ -225,6 +225,9 @@ impl Writer {
                 drop(reply.send(self.core.check_pod_meta(&mut pod, meta.as_ref())))
             }
             Read::NetPols(reply) => drop(reply.send(Ok(self.core.netpol_summaries()))),
+            Read::Pods(reply) => {
+                drop(reply.send(Ok(self.core.state().pods.values().cloned().collect())))
+            }
         }
     }
 

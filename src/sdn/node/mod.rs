@@ -8,8 +8,10 @@
 //! - `setup.rs`: setup, its OVSDB plan and the host network; `pods.rs`: pods and their ports;
 //!   `routes.rs`: host subnets, services, multicast; `egress.rs`: egress policies and their DNS
 //!   names; `vxlan.rs`: the kernel VXLAN device; `status.rs`: what the node reports;
-//!   `ports.rs`: OVSDB made to hold the desired ports at every OVSDB session.
+//!   `ports.rs`: OVSDB made to hold the desired ports at every OVSDB session; `counters.rs`:
+//!   the per-pod traffic counter poll.
 
+mod counters;
 mod egress;
 mod netpol;
 mod pods;
@@ -116,7 +118,7 @@ impl Node {
             dns.remember(name, ips);
         }
         let (switch, events) = Switch::start(switch_cfg);
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max));
         let (requests, requests_rx) = mpsc::channel(4096);
         let mut writer = Writer::new(
             state,
@@ -190,6 +192,7 @@ impl Node {
             Arc::downgrade(&node.inner),
             node.inner.ovsdb.watch(),
         ));
+        counters::start(&node);
         // Only the Node holds the channel strongly: the writer stops when the last one goes.
         drop(requests);
         node.point_controller_here().await?;

@@ -72,6 +72,7 @@ impl Node {
         });
         let missing_flows = self.missing_flows(&pod_flows(&pod)).await?;
         Ok(PodStatus {
+            counters: self.pod_counters(&pod.sandbox),
             pod,
             port,
             missing_flows,

@@ -186,6 +186,14 @@ impl Daemon {
         }
     }
 
+    /// Stops the daemon (SIGTERM), then starts it again with `extra` flags added to the ones
+    /// it ran with; the state on disk carries over.
+    pub fn restart_with(&mut self, extra: &[&str]) -> Result<(), CommandError> {
+        self.stop();
+        self.args.extend(extra.iter().map(|s| s.to_string()));
+        self.spawn()
+    }
+
     /// SIGTERM and wait: the orderly stop.
     pub fn stop(&mut self) {
         if let Some(child) = self.child.take() {

@@ -141,13 +141,7 @@ fn everything_else_is_filtered_out() {
             None,
         )),
         // Neither half.
-        RouteNetlinkMessage::GetNeighbour(neighbour(
-            AddressFamily::Inet,
-            LINK,
-            0x04,
-            None,
-            None,
-        )),
+        RouteNetlinkMessage::GetNeighbour(neighbour(AddressFamily::Inet, LINK, 0x04, None, None)),
     ];
     assert_eq!(misses_in_datagram(&wire(cases), LINK), vec![]);
 }

@@ -23,8 +23,9 @@ use ipnet::Ipv4Net;
 use super::error::Result;
 use super::handle::Handle;
 use super::miss::{Answer, Miss, MissLoop, MissStats};
-use super::types::{parse_ipv4, parse_ipv4_net, MacAddr};
+use super::types::{parse_ipv4, MacAddr};
 use super::vxlan::{EnsureOutcome, VxlanDevice};
+use crate::value::{Cidr, InvalidInput};
 pub use settings::{VxlanManagerOptions, VxlanSettings, REPAIR_INTERVAL};
 use steps::{KernelTables, Steps};
 
@@ -51,11 +52,11 @@ pub struct KnownHost {
 
 impl KnownHost {
     /// Parses the three values of `hostsubnet add --host-ip --subnet --vtep-mac`, with an error
-    /// naming the value that is wrong (IPv6, bad MAC, not a network).
+    /// naming the value that is wrong (IPv6, bad MAC, not a network, host bits set).
     pub fn parse(host_ip: &str, subnet: &str, vtep_mac: &str) -> Result<KnownHost> {
         Ok(KnownHost {
             host_ip: parse_ipv4("host IP", host_ip)?,
-            subnet: parse_ipv4_net("host subnet", subnet)?.trunc(),
+            subnet: parse_subnet(subnet)?.into(),
             vtep_mac: vtep_mac.parse()?,
         })
     }
@@ -64,6 +65,17 @@ impl KnownHost {
     pub fn gateway(&self) -> Ipv4Addr {
         overlay_address(self.subnet)
     }
+}
+
+/// A host subnet as the API's `hostsubnet add` takes it (a network: no host bits set).
+fn parse_subnet(text: &str) -> Result<Cidr> {
+    text.parse::<Cidr>().map_err(|e| {
+        InvalidInput {
+            what: "host subnet",
+            ..e
+        }
+        .into()
+    })
 }
 
 /// The address a node's VXLAN device holds inside the node's subnet: the first host address

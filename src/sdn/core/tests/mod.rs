@@ -130,3 +130,22 @@ pub(super) fn vnid_rule(v: u32) -> String {
 pub(super) fn seed_of(texts: &[String]) -> BTreeSet<String> {
     seed(&texts.iter().map(String::as_str).collect::<Vec<_>>())
 }
+
+/// The seed's AddHostSubnetRules table 10 flow of host 192.0.2.`host` (one per host).
+pub(super) fn seed_tunnel_flow(host: u8) -> String {
+    format!("table=10, priority=100, tun_src=192.0.2.{host}, actions=goto_table:30")
+}
+
+/// The seed's AddHostSubnetRules table 50 and 90 flows of host 192.0.2.`host`'s `subnet`: the
+/// fixed VNID's, or the packet's own.
+pub(super) fn seed_subnet_flows(host: u8, subnet: &str, fixed: Option<u32>) -> Vec<String> {
+    let vnid = match fixed {
+        Some(v) => format!("load:{v}->NXM_NX_TUN_ID[0..31]"),
+        None => "move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]".to_string(),
+    };
+    let to = format!("{vnid},set_field:192.0.2.{host}->tun_dst,output:1");
+    vec![
+        format!("table=50, priority=100, arp, nw_dst={subnet}, actions={to}"),
+        format!("table=90, priority=100, ip, nw_dst={subnet}, actions={to}"),
+    ]
+}

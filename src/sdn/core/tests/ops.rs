@@ -178,10 +178,7 @@ fn host_subnet_delete_leaves_what_another_subnet_of_the_host_needs() {
     assert_eq!(
         diff(&e.flows),
         (
-            seed(&[
-                "table=50, priority=100, arp, nw_dst=10.128.2.0/23, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
-                "table=90, priority=100, ip, nw_dst=10.128.2.0/23, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
-            ]),
+            seed_of(&seed_subnet_flows(2, "10.128.2.0/23", None)),
             none()
         )
     );
@@ -397,17 +394,6 @@ fn a_rolled_back_batch_leaves_state_and_table_exactly_as_they_were() {
     assert!(core.take_effects().flows.is_empty());
 }
 
-/// The seed's table 50 and 90 flows of a host subnet without a fixed VNID.
-fn subnet_flows(host: u8, subnet: &str) -> Vec<String> {
-    let to = format!(
-        "move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:192.0.2.{host}->tun_dst,output:1"
-    );
-    vec![
-        format!("table=50, priority=100, arp, nw_dst={subnet}, actions={to}"),
-        format!("table=90, priority=100, ip, nw_dst={subnet}, actions={to}"),
-    ]
-}
-
 #[test]
 fn a_host_subnet_added_again_for_another_host_or_vnid_is_replaced() {
     let mut core = set_up(Mode::Multitenant);
@@ -425,10 +411,7 @@ fn a_host_subnet_added_again_for_another_host_or_vnid_is_replaced() {
         diff(&e.flows),
         (
             none(),
-            seed(&[
-                "table=50, priority=100, arp, nw_dst=10.128.2.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
-                "table=90, priority=100, ip, nw_dst=10.128.2.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1",
-            ])
+            seed_of(&seed_subnet_flows(2, "10.128.2.0/23", Some(7)))
         )
     );
     // The same subnet moved to another host: the old host's table 10 flow goes with it.
@@ -436,14 +419,11 @@ fn a_host_subnet_added_again_for_another_host_or_vnid_is_replaced() {
         c.hostsubnet_add(host_subnet(3, "10.128.2.0/23", None))
             .unwrap()
     });
-    let mut adds = subnet_flows(3, "10.128.2.0/23");
-    adds.push("table=10, priority=100, tun_src=192.0.2.3, actions=goto_table:30".into());
+    let mut adds = seed_subnet_flows(3, "10.128.2.0/23", None);
+    adds.push(seed_tunnel_flow(3));
     assert_eq!(
         diff(&e.flows),
-        (
-            seed(&["table=10, priority=100, tun_src=192.0.2.2, actions=goto_table:30"]),
-            seed_of(&adds)
-        )
+        (seed_of(&[seed_tunnel_flow(2)]), seed_of(&adds))
     );
     let hosts = e.vxlan_hosts.unwrap();
     assert_eq!(hosts, vec![host_subnet(3, "10.128.2.0/23", None)]);
@@ -473,8 +453,8 @@ fn a_hosts_last_subnet_takes_its_tunnel_flow_with_it() {
         c.hostsubnet_del(host, "10.128.6.0/23".parse().unwrap())
             .unwrap()
     });
-    let mut gone = subnet_flows(2, "10.128.6.0/23");
-    gone.push("table=10, priority=100, tun_src=192.0.2.2, actions=goto_table:30".into());
+    let mut gone = seed_subnet_flows(2, "10.128.6.0/23", None);
+    gone.push(seed_tunnel_flow(2));
     assert_eq!(diff(&e.flows), (seed_of(&gone), none()));
     assert_eq!(e.vxlan_hosts, Some(vec![]));
 }

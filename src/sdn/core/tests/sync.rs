@@ -413,11 +413,8 @@ fn the_resync_after_a_reconnect_adds_what_the_switch_lacks() {
     let Reconcile::Patch(patch) = core.reconcile(&before) else {
         panic!("the note is there");
     };
-    let mut lacking: Vec<String> = vec![
-        "table=10, priority=100, tun_src=192.0.2.2, actions=goto_table:30".into(),
-        "table=50, priority=100, arp, nw_dst=10.128.2.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1".into(),
-        "table=90, priority=100, ip, nw_dst=10.128.2.0/23, actions=load:7->NXM_NX_TUN_ID[0..31],set_field:192.0.2.2->tun_dst,output:1".into(),
-    ];
+    let mut lacking = seed_subnet_flows(2, "10.128.2.0/23", Some(7));
+    lacking.push(seed_tunnel_flow(2));
     lacking.extend(pod_3_flows(10));
     lacking.push(vnid_rule(10));
     assert_eq!(diff(&patch), (none(), seed_of(&lacking)));

@@ -105,17 +105,7 @@ pub(super) fn plan_port_into(
                 name,
             );
             // Inserting into a set is idempotent: this re-attaches the port if it were detached.
-            plan.touch_one(
-                mutate_set(
-                    "Bridge",
-                    &spec.bridge,
-                    "ports",
-                    Mutator::Insert,
-                    Datum::atom(port_uuid),
-                ),
-                "Bridge",
-                &spec.bridge,
-            );
+            attach_port(plan, &spec.bridge, Datum::atom(port_uuid));
         }
         None => {
             if cache.find("Interface", name).is_some() {
@@ -131,20 +121,20 @@ pub(super) fn plan_port_into(
                 &port_id,
                 row([("name", name.into()), ("interfaces", named_uuid(&iface_id))]),
             ));
-            plan.touch_one(
-                mutate_set(
-                    "Bridge",
-                    &spec.bridge,
-                    "ports",
-                    Mutator::Insert,
-                    named_uuid(&port_id),
-                ),
-                "Bridge",
-                &spec.bridge,
-            );
+            attach_port(plan, &spec.bridge, named_uuid(&port_id));
         }
     }
     Ok(())
+}
+
+/// Adds `port` to `bridge`'s ports (`Bridge.ports` is mutated, never rewritten); the bridge
+/// must exist.
+fn attach_port(plan: &mut Plan, bridge: &str, port: Datum) {
+    plan.touch_one(
+        mutate_set("Bridge", bridge, "ports", Mutator::Insert, port),
+        "Bridge",
+        bridge,
+    );
 }
 
 /// The plan of [`Client::change_ports`]; the index of each change is its tag for named uuids.

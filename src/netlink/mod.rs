@@ -40,8 +40,7 @@ pub use manager::{
 pub use miss::{Answer, Miss, MissLoop, MissOptions, MissStats};
 pub use neigh::{FdbEntry, NeighEntry, NudState};
 pub use types::{
-    parse_ipv4, parse_ipv4_net, require_ipv4, validate_ifname, validate_vni, MacAddr,
-    MAX_IFNAME_LEN, MAX_VNI,
+    parse_ipv4, require_ipv4, validate_ifname, validate_vni, MacAddr, MAX_IFNAME_LEN, MAX_VNI,
 };
 pub use veth::{disable_tx_checksum, VethPair};
 pub use vxlan::{incompatibility, EnsureOutcome, VxlanAttrs, VxlanDevice, VxlanInfo, APP_SOLICIT};

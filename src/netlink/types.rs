@@ -1,5 +1,5 @@
 //! The netlink module's checks of the shared values (`crate::value`), worded as netlink
-//! errors: interface names, VNIs, IPv4 addresses and networks.
+//! errors: interface names, VNIs and IPv4 addresses (networks are `crate::value::Cidr`'s).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -54,22 +54,6 @@ pub fn parse_ipv4(what: &'static str, text: &str) -> Result<Ipv4Addr> {
     })
 }
 
-/// Parses `text` as an IPv4 network `a.b.c.d/len`, saying clearly when it is IPv6.
-pub fn parse_ipv4_net(what: &'static str, text: &str) -> Result<ipnet::Ipv4Net> {
-    let net: ipnet::IpNet = text.trim().parse().map_err(|_| Error::BadAddress {
-        what,
-        text: text.to_string(),
-        reason: "not an address/prefix-length network".into(),
-    })?;
-    match net {
-        ipnet::IpNet::V4(v4) => Ok(v4),
-        ipnet::IpNet::V6(v6) => Err(Error::NotIpv4 {
-            what,
-            addr: IpAddr::V6(v6.addr()),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,15 +92,5 @@ mod tests {
             parse_ipv4("VTEP address", "nope"),
             Err(Error::BadAddress { .. })
         ));
-        assert!(matches!(
-            parse_ipv4_net("subnet", "2001:db8::/64"),
-            Err(Error::NotIpv4 { .. })
-        ));
-        assert_eq!(
-            parse_ipv4_net("subnet", "10.128.2.0/23")
-                .unwrap()
-                .to_string(),
-            "10.128.2.0/23"
-        );
     }
 }

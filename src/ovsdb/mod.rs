@@ -17,6 +17,8 @@ pub mod types;
 
 mod client;
 mod error;
+#[cfg(test)]
+pub(crate) mod fake;
 mod ops;
 mod pending_port;
 mod rpc;

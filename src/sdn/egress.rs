@@ -25,17 +25,32 @@ pub fn global_vnid_error(policies: &[EgressNetworkPolicy]) -> String {
     )
 }
 
-/// Table 100's flows for `vnid`, and the seed's input error when the policy cannot be honoured
-/// (then the flows drop all of the VNID's outgoing traffic and the error says so).
-pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> (Vec<String>, Option<String>) {
-    let drop_all = || vec![egress_drop_all_flow(vnid)];
+/// Table 100's flows for one VNID's policy input, and what the seed would say about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressFlows {
+    pub flows: Vec<String>,
+    /// The seed's input error when the policy cannot be honoured (the flows then drop all of
+    /// the VNID's outgoing traffic and the error says so).
+    pub error: Option<String>,
+    /// The policy (`ns:name`) of each `0.0.0.0/32` selector read as `0.0.0.0/0`, which the seed
+    /// warns about (the caller says it: this is pure).
+    pub corrected: Vec<String>,
+}
+
+/// Table 100's flows for `vnid`, in the seed's order of checks.
+pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> EgressFlows {
+    let drop_all = |error: String, corrected: Vec<String>| EgressFlows {
+        flows: vec![egress_drop_all_flow(vnid)],
+        error: Some(error),
+        corrected,
+    };
     if entry.namespaces.len() > 1 {
         // Shared namespaces share a VNID, so one namespace's policy would bind the others.
         let error = format!(
             "EgressNetworkPolicy not allowed in shared NetNamespace ({}); dropping all traffic",
             entry.namespaces.join(", ")
         );
-        return (drop_all(), Some(error));
+        return drop_all(error, Vec::new());
     }
     let [policy] = entry.policies.as_slice() else {
         // Several policies could contradict each other depending on order.
@@ -43,8 +58,11 @@ pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> (Vec<String>, Option<Str
             "multiple EgressNetworkPolicies in same network namespace ({}) is not allowed; dropping all traffic",
             policy_names(&entry.policies)
         );
-        return (drop_all(), Some(error));
+        return drop_all(error, Vec::new());
     };
+    // The seed computes the rules (and warns about their selectors) before it checks the
+    // resolver.
+    let (flows, corrected) = rule_flows(vnid, policy, entry);
     if let (Some(reason), Some(_)) = (&entry.resolver_error, entry.dns_names().next()) {
         let namespace = entry
             .namespaces
@@ -54,15 +72,25 @@ pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> (Vec<String>, Option<Str
         let error = format!(
             "DNS resolver failed: {reason}, dropping all traffic for namespace: {namespace:?}"
         );
-        return (drop_all(), Some(error));
+        return drop_all(error, corrected);
     }
-    (rule_flows(vnid, policy, entry), None)
+    EgressFlows {
+        flows,
+        error: None,
+        corrected,
+    }
 }
 
-/// One flow per selector of each rule; earlier rules get higher priorities.
-fn rule_flows(vnid: Vnid, policy: &EgressNetworkPolicy, entry: &EgressState) -> Vec<String> {
+/// One flow per selector of each rule (earlier rules get higher priorities), and the policy's
+/// name once per selector corrected.
+fn rule_flows(
+    vnid: Vnid,
+    policy: &EgressNetworkPolicy,
+    entry: &EgressState,
+) -> (Vec<String>, Vec<String>) {
     let rules = &policy.spec.egress;
     let mut flows = Vec::new();
+    let mut corrected = Vec::new();
     for (i, rule) in rules.iter().enumerate() {
         let priority = rules.len() - i;
         let allow = rule.rule_type == EgressRuleType::Allow;
@@ -76,32 +104,23 @@ fn rule_flows(vnid: Vnid, policy: &EgressNetworkPolicy, entry: &EgressState) -> 
             (None, None) => Vec::new(),
         };
         for selector in selectors {
-            flows.push(egress_flow(
-                vnid,
-                priority,
-                destination(policy, selector),
-                allow,
-            ));
+            if is_corrected(selector) {
+                corrected.push(format!("{}:{}", policy.namespace, policy.name));
+            }
+            flows.push(egress_flow(vnid, priority, destination(selector), allow));
         }
     }
-    flows
+    (flows, corrected)
 }
 
-/// `None` (match any destination) for 0.0.0.0/0, and for 0.0.0.0/32, which the seed corrects
-/// to 0.0.0.0/0 with a warning.
-fn destination(policy: &EgressNetworkPolicy, selector: Cidr) -> Option<Cidr> {
-    if selector == Cidr::ANY {
-        return None;
-    }
-    if selector.addr().is_unspecified() && selector.prefix() == 32 {
-        tracing::warn!(
-            "Correcting CIDRSelector '0.0.0.0/32' to '0.0.0.0/0' in EgressNetworkPolicy {}:{}",
-            policy.namespace,
-            policy.name
-        );
-        return None;
-    }
-    Some(selector)
+/// `0.0.0.0/32`, which the seed corrects to `0.0.0.0/0` with a warning.
+fn is_corrected(selector: Cidr) -> bool {
+    selector.addr().is_unspecified() && selector.prefix() == 32
+}
+
+/// `None` (match any destination) for 0.0.0.0/0, and for the corrected 0.0.0.0/32.
+fn destination(selector: Cidr) -> Option<Cidr> {
+    (selector != Cidr::ANY && !is_corrected(selector)).then_some(selector)
 }
 
 #[cfg(test)]
@@ -142,8 +161,13 @@ pub(crate) mod tests {
                 "198.51.100.8".parse().unwrap(),
             ],
         );
-        let (flows, error) = egress_flows(vnid, &e);
+        let EgressFlows {
+            flows,
+            error,
+            corrected,
+        } = egress_flows(vnid, &e);
         assert_eq!(error, None);
+        assert_eq!(corrected, vec!["ns1:p1".to_string()], "the seed warns once");
         assert_eq!(
             flows,
             vec![
@@ -160,9 +184,14 @@ pub(crate) mod tests {
         let vnid = Vnid::new(7).unwrap();
         let drop = vec!["table=100, reg0=7, priority=1, actions=drop".to_string()];
         let shared = entry(&["a", "b"], vec![policy("a", "p", RULES)]);
+        let dropped = |error: &str, corrected: &[&str]| EgressFlows {
+            flows: drop.clone(),
+            error: Some(error.to_string()),
+            corrected: corrected.iter().map(|p| p.to_string()).collect(),
+        };
         assert_eq!(
             egress_flows(vnid, &shared),
-            (drop.clone(), Some("EgressNetworkPolicy not allowed in shared NetNamespace (a, b); dropping all traffic".into()))
+            dropped("EgressNetworkPolicy not allowed in shared NetNamespace (a, b); dropping all traffic", &[])
         );
         let several = entry(
             &["a"],
@@ -170,13 +199,17 @@ pub(crate) mod tests {
         );
         assert_eq!(
             egress_flows(vnid, &several),
-            (drop.clone(), Some("multiple EgressNetworkPolicies in same network namespace (a:p1, a:p2) is not allowed; dropping all traffic".into()))
+            dropped("multiple EgressNetworkPolicies in same network namespace (a:p1, a:p2) is not allowed; dropping all traffic", &[])
         );
         let mut resolver = entry(&["a"], vec![policy("a", "p", RULES)]);
         resolver.resolver_error = Some("no nameservers".into());
         assert_eq!(
             egress_flows(vnid, &resolver),
-            (drop, Some("DNS resolver failed: no nameservers, dropping all traffic for namespace: \"a\"".into()))
+            // The seed warns about the selectors before it finds the resolver broken.
+            dropped(
+                "DNS resolver failed: no nameservers, dropping all traffic for namespace: \"a\"",
+                &["a:p"]
+            )
         );
     }
 
@@ -188,10 +221,11 @@ pub(crate) mod tests {
         e.resolver_error = Some("broken".into());
         assert_eq!(
             egress_flows(vnid, &e),
-            (
-                vec!["table=100, reg0=7, priority=1, ip, actions=drop".to_string()],
-                None
-            )
+            EgressFlows {
+                flows: vec!["table=100, reg0=7, priority=1, ip, actions=drop".to_string()],
+                error: None,
+                corrected: Vec::new(),
+            }
         );
     }
 }

@@ -20,7 +20,7 @@ use ofnode_proto::FlowStatsRequest;
 use tokio::sync::{mpsc, watch};
 
 use super::config::NodeConfig;
-use super::core::{Core, Effects, Reconcile, Repaired, SetupOutcome, SetupPlan};
+use super::core::{Core, Effects, Notice, Reconcile, Repaired, SetupOutcome, SetupPlan};
 use super::dns::Dns;
 use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
@@ -308,6 +308,7 @@ impl Writer {
             journal,
             vxlan_hosts,
             dns_names,
+            notices,
         } = self.core.take_effects();
         let outcome = match self.commit_diff(&flows).await {
             Ok(()) => self.persist(journal).await,
@@ -317,6 +318,7 @@ impl Writer {
         match &outcome {
             Ok(()) => {
                 self.core.commit();
+                say(&notices);
                 self.carry_out(vxlan_hosts, dns_names);
             }
             Err(_) => self.core.rollback(),
@@ -704,5 +706,16 @@ fn release_freed_memory() {
     // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Logs what the core wants said about a committed batch (the core itself does not log).
+fn say(notices: &[Notice]) {
+    for notice in notices {
+        if notice.is_warning() {
+            tracing::warn!("{notice}");
+        } else {
+            tracing::info!("{notice}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::parse::{Matched, Step};
 use crate::sdn::core::{all_entities, entity_flows};
-use crate::sdn::layout::{TUN_OFPORT, VXLAN_OFPORT};
+use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
 use crate::sdn::policy;
 use crate::sdn::state::{Entity, NodeState};
 
@@ -174,8 +174,8 @@ impl OwnerIndex {
         let Some(setup) = &state.setup else {
             return Ok(index);
         };
-        index.name_port(u32::from(VXLAN_OFPORT), "vxlan0");
-        index.name_port(u32::from(TUN_OFPORT), "tun0");
+        index.name_port(u32::from(VXLAN_OFPORT), VXLAN_PORT);
+        index.name_port(u32::from(TUN_OFPORT), TUN_PORT);
         for entity in all_entities(state) {
             let flows = entity_flows(state, entity);
             // The per-VNID rule pods and services bring along is their tenant's policy.

@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdn::MacAddr;
+use crate::value::MacAddr;
 
 /// OpenFlow's highest physical port number (`OFPP_MAX`); above are reserved ports.
 const OFPP_MAX: u32 = 0xffff_ff00;

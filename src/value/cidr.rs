@@ -1,7 +1,7 @@
 //! IPv4 networks in CIDR form.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use ipnet::Ipv4Net;
@@ -108,9 +108,17 @@ impl FromStr for Cidr {
         let (addr, prefix) = text
             .split_once('/')
             .ok_or_else(|| InvalidInput::new("CIDR", text, "expected ADDRESS/PREFIX"))?;
-        let addr: Ipv4Addr = addr
-            .parse()
-            .map_err(|_| InvalidInput::new("CIDR", text, "address is not IPv4 dotted quad"))?;
+        let addr = match addr.parse::<IpAddr>() {
+            Ok(IpAddr::V4(addr)) => addr,
+            Ok(IpAddr::V6(_)) => {
+                let reason = "IPv6 is not supported here; an IPv4 network is required";
+                return Err(InvalidInput::new("CIDR", text, reason));
+            }
+            Err(_) => {
+                let reason = "address is not IPv4 dotted quad";
+                return Err(InvalidInput::new("CIDR", text, reason));
+            }
+        };
         let prefix: u8 = prefix
             .parse()
             .map_err(|_| InvalidInput::new("CIDR", text, "prefix length is not a number"))?;
@@ -137,7 +145,10 @@ mod tests {
         assert!(!c.contains("10.132.0.1".parse().unwrap()));
         assert!("10.128.0.1/14".parse::<Cidr>().is_err());
         assert!("10.128.0.0/33".parse::<Cidr>().is_err());
-        assert!("fd00::/8".parse::<Cidr>().is_err());
+        let ipv6 = "fd00::/8".parse::<Cidr>().unwrap_err();
+        assert!(ipv6.reason.starts_with("IPv6 is not supported"), "{ipv6}");
+        let garbage = "10.128.0/14".parse::<Cidr>().unwrap_err();
+        assert_eq!(garbage.reason, "address is not IPv4 dotted quad");
         assert_eq!(
             "0.0.0.0/0".parse::<Cidr>().unwrap().mask(),
             Ipv4Addr::UNSPECIFIED

@@ -64,7 +64,7 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
         Entity::Egress(vnid) => state
             .egress
             .get(&vnid)
-            .map(|entry| egress_flows(vnid, entry).0)
+            .map(|entry| egress_flows(vnid, entry).flows)
             .unwrap_or_default(),
         Entity::NetPol => match setup.mode {
             Mode::NetworkPolicy => netpol_view(state, setup).flows(),

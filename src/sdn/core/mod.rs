@@ -13,6 +13,7 @@
 
 mod desired;
 mod netpol;
+mod notice;
 mod ops;
 pub mod ovsdb;
 mod repair;
@@ -24,6 +25,7 @@ use std::collections::HashSet;
 
 pub use desired::{all_entities, entity_flows, netpol_view};
 pub use netpol::NetPolSummary;
+pub use notice::Notice;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
@@ -51,6 +53,8 @@ struct Batch {
     undo: Vec<Change>,
     /// The batch's changes, as the journal records them.
     journal: Vec<Change>,
+    /// What the batch's operations want said (the core does not log).
+    notices: Vec<Notice>,
     host_subnets_changed: bool,
     egress_changed: bool,
     netpol_changed: bool,
@@ -68,6 +72,8 @@ pub struct Effects {
     pub vxlan_hosts: Option<Vec<HostSubnet>>,
     /// The DNS names egress policies still use, when the batch changed a policy.
     pub dns_names: Option<HashSet<String>>,
+    /// What the shell should say (log) once the batch is committed.
+    pub notices: Vec<Notice>,
 }
 
 fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
@@ -242,8 +248,18 @@ impl Core {
 
     /// Applies an operation's changes to the open batch: all of them, or (on error) none.
     fn apply(&mut self, changes: Vec<Change>) -> Result<(), Error> {
+        self.apply_saying(changes, Vec::new())
+    }
+
+    /// [`Core::apply`], with what the operation wants said beyond what its changes tell.
+    fn apply_saying(
+        &mut self,
+        changes: Vec<Change>,
+        mut notices: Vec<Notice>,
+    ) -> Result<(), Error> {
         let mark = self.batch.undo.len();
         for change in &changes {
+            notices.extend(Notice::of_change(&self.state, change));
             match self.apply_change(change.clone()) {
                 Ok(undo) => self.batch.undo.push(undo),
                 Err(e) => {
@@ -260,6 +276,7 @@ impl Core {
             }
         }
         self.batch.journal.extend(changes);
+        self.batch.notices.extend(notices);
         Ok(())
     }
 
@@ -290,6 +307,7 @@ impl Core {
             journal: std::mem::take(&mut self.batch.journal),
             vxlan_hosts,
             dns_names,
+            notices: std::mem::take(&mut self.batch.notices),
         }
     }
 

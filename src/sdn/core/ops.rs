@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use super::Core;
+use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
@@ -27,16 +27,9 @@ impl Core {
         self.pod_add_with_meta(pod, None)
     }
 
-    /// The changes that attach `pod` (its flows; its port's old intent goes).
+    /// The changes that attach `pod` (its flows; its port's old intent goes). A pod of another
+    /// sandbox at its IP is replaced (and a [`Notice`] says so).
     pub(super) fn pod_add_changes(&self, pod: Pod) -> Vec<Change> {
-        if let Some(old) = self
-            .state
-            .pods
-            .get(&pod.ip)
-            .filter(|old| old.sandbox != pod.sandbox)
-        {
-            tracing::warn!(ip = %pod.ip, old = %old.sandbox, new = %pod.sandbox, "pod IP reused before its old pod was deleted; replacing it");
-        }
         // A port of this name deleted before (or limited for an older pod) starts afresh.
         let mut changes = Vec::new();
         if let Some(veth) = pod
@@ -165,7 +158,7 @@ impl Core {
     /// Moves pods' flows to the OpenFlow port their interface has now: `ofport_of` is OVSDB's
     /// view of the interface (ovs-vswitchd may give a port another number than ofnode chose).
     pub fn follow_ports(&mut self, ofport_of: impl Fn(&str) -> Option<i64>) -> Result<(), Error> {
-        let changes: Vec<Change> = self
+        let (changes, notices): (Vec<Change>, Vec<Notice>) = self
             .state
             .pods
             .values()
@@ -174,17 +167,23 @@ impl Core {
                 let now = ofport_of(veth.as_str())
                     .and_then(|port| u16::try_from(port).ok())
                     .filter(|port| *port > 0 && *port != pod.ofport)?;
-                tracing::info!(ip = %pod.ip, %veth, from = pod.ofport, to = now, "the pod's port has a new OpenFlow number; its flows follow");
-                Some(Change::Pod {
+                let moved = Notice::PortMoved {
+                    ip: pod.ip,
+                    veth: veth.clone(),
+                    from: pod.ofport,
+                    to: now,
+                };
+                let change = Change::Pod {
                     ip: pod.ip,
                     pod: Some(Pod {
                         ofport: now,
                         ..pod.clone()
                     }),
-                })
+                };
+                Some((change, moved))
             })
-            .collect();
-        self.apply(changes)
+            .unzip();
+        self.apply_saying(changes, notices)
     }
 
     /// The seed's AddHostSubnetRules; a subnet that is already routed is replaced.
@@ -258,7 +257,7 @@ impl Core {
         self.require_setup()?;
         let policy_error = egress
             .as_ref()
-            .and_then(|entry| egress_flows(vnid, entry).1);
+            .and_then(|entry| egress_flows(vnid, entry).error);
         self.apply(vec![Change::Egress { vnid, egress }])?;
         Ok(policy_error)
     }

@@ -6,8 +6,10 @@
 //! a test fails when `flows.rs` drifts from the seed. Both sides are compared as ovs-ofctl
 //! prints them.
 
+mod egress;
 mod netpol;
 mod ops;
+mod ports;
 mod sync;
 
 use std::collections::BTreeMap;
@@ -100,4 +102,50 @@ pub(super) fn diff(d: &Diff) -> (BTreeSet<String>, BTreeSet<String>) {
 
 pub(super) fn none() -> BTreeSet<String> {
     BTreeSet::new()
+}
+
+/// The seed's SetUpPod flows of the pod at 10.128.0.`last` (MAC 0a:58:0a:80:00:`last`) on port
+/// `ofport`, whose sandbox id is the byte `sandbox` repeated (its note), in `vnid`.
+pub(super) fn seed_pod_flows(last: u8, ofport: u16, sandbox: u8, vnid: u32) -> Vec<String> {
+    let note = vec![format!("{sandbox:02x}"); 32].join(".");
+    vec![
+        format!("table=20, priority=100, in_port={ofport}, arp, nw_src=10.128.0.{last}, arp_sha=0a:58:0a:80:00:{last:02x}, actions=load:{vnid}->NXM_NX_REG0[], note:{note}, goto_table:21"),
+        format!("table=20, priority=100, in_port={ofport}, ip, nw_src=10.128.0.{last}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:21"),
+        format!("table=40, priority=100, arp, nw_dst=10.128.0.{last}, actions=output:{ofport}"),
+        format!("table=70, priority=100, ip, nw_dst=10.128.0.{last}, actions=load:{vnid}->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:80"),
+    ]
+}
+
+/// The flows of [`pod`]`(3, vnid)`.
+pub(super) fn pod_3_flows(vnid: u32) -> Vec<String> {
+    seed_pod_flows(3, 3, 3, vnid)
+}
+
+/// The multitenant mode's table 80 rule of a VNID in use.
+pub(super) fn vnid_rule(v: u32) -> String {
+    format!("table=80, priority=100, reg0={v}, reg1={v}, actions=output:NXM_NX_REG2[]")
+}
+
+/// [`seed`] of owned texts.
+pub(super) fn seed_of(texts: &[String]) -> BTreeSet<String> {
+    seed(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The seed's AddHostSubnetRules table 10 flow of host 192.0.2.`host` (one per host).
+pub(super) fn seed_tunnel_flow(host: u8) -> String {
+    format!("table=10, priority=100, tun_src=192.0.2.{host}, actions=goto_table:30")
+}
+
+/// The seed's AddHostSubnetRules table 50 and 90 flows of host 192.0.2.`host`'s `subnet`: the
+/// fixed VNID's, or the packet's own.
+pub(super) fn seed_subnet_flows(host: u8, subnet: &str, fixed: Option<u32>) -> Vec<String> {
+    let vnid = match fixed {
+        Some(v) => format!("load:{v}->NXM_NX_TUN_ID[0..31]"),
+        None => "move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]".to_string(),
+    };
+    let to = format!("{vnid},set_field:192.0.2.{host}->tun_dst,output:1");
+    vec![
+        format!("table=50, priority=100, arp, nw_dst={subnet}, actions={to}"),
+        format!("table=90, priority=100, ip, nw_dst={subnet}, actions={to}"),
+    ]
 }

@@ -1,33 +1,12 @@
 //! The seed's operations, one by one: the flow diff each makes.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use super::*;
-use crate::sdn::core::{check_egress, check_multicast_local, check_multicast_vxlan};
-use crate::sdn::egress::tests::{entry, policy};
+use crate::sdn::core::{check_multicast_local, check_multicast_vxlan};
 use crate::sdn::error::Error;
-use crate::sdn::state::{Change, EgressState, LocalMulticast};
+use crate::sdn::state::{Change, LocalMulticast};
 use crate::sdn::types::Service;
-
-const NOTE_3: &str = "03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03.03";
-
-fn pod_3_flows(vnid: u32) -> Vec<String> {
-    vec![
-        format!("table=20, priority=100, in_port=3, arp, nw_src=10.128.0.3, arp_sha=0a:58:0a:80:00:03, actions=load:{vnid}->NXM_NX_REG0[], note:{NOTE_3}, goto_table:21"),
-        format!("table=20, priority=100, in_port=3, ip, nw_src=10.128.0.3, actions=load:{vnid}->NXM_NX_REG0[], goto_table:21"),
-        "table=40, priority=100, arp, nw_dst=10.128.0.3, actions=output:3".to_string(),
-        format!("table=70, priority=100, ip, nw_dst=10.128.0.3, actions=load:{vnid}->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80"),
-    ]
-}
-
-fn vnid_rule(v: u32) -> String {
-    format!("table=80, priority=100, reg0={v}, reg1={v}, actions=output:NXM_NX_REG2[]")
-}
-
-fn seed_of(texts: &[String]) -> BTreeSet<String> {
-    seed(&texts.iter().map(String::as_str).collect::<Vec<_>>())
-}
 
 #[test]
 fn pod_add_is_the_seeds_four_flows_and_its_vnids_rule_for_the_first_user() {
@@ -194,13 +173,15 @@ fn host_subnet_delete_leaves_what_another_subnet_of_the_host_needs() {
         )
         .unwrap()
     });
-    let (deletes, adds) = diff(&e.flows);
+    // Tables 50 and 90; table 10's flow serves the host's other subnet (the seed deletes it
+    // with either subnet: a deliberate difference).
     assert_eq!(
-        deletes.len(),
-        2,
-        "tables 50 and 90; table 10's flow serves the other"
+        diff(&e.flows),
+        (
+            seed_of(&seed_subnet_flows(2, "10.128.2.0/23", None)),
+            none()
+        )
     );
-    assert!(adds.is_empty());
     assert_eq!(e.vxlan_hosts.unwrap().len(), 1);
     // Another host's subnet is not this host's to delete; an unknown one is no error.
     let err = run(&mut core, |c| {
@@ -244,7 +225,17 @@ fn service_flows_are_the_fragment_rule_then_one_per_port() {
         )
     );
     let ((), e) = run(&mut core, |c| c.service_del(svc.ip).unwrap());
-    assert_eq!((e.flows.deletes.len(), e.flows.adds.len()), (3, 0));
+    assert_eq!(
+        diff(&e.flows),
+        (
+            seed(&[
+                &format!("table=60, ip, nw_dst=172.30.0.1, ip_frag=later, {action}"),
+                &format!("table=60, ip, nw_dst=172.30.0.1, tcp, tcp_dst=80, {action}"),
+                &format!("table=60, ip, nw_dst=172.30.0.1, udp, udp_dst=53, {action}"),
+            ]),
+            none()
+        )
+    );
 }
 
 #[test]
@@ -265,7 +256,16 @@ fn local_multicast_sorts_its_outputs_as_the_seed_does() {
         )
     );
     let ((), e) = run(&mut core, |c| c.multicast_local(vnid(7), None).unwrap());
-    assert_eq!((e.flows.deletes.len(), e.flows.adds.len()), (2, 0));
+    assert_eq!(
+        diff(&e.flows),
+        (
+            seed(&[
+                "table=110, reg0=7, actions=goto_table:111",
+                "table=120, priority=100, reg0=7, actions=output:10,output:3,output:4",
+            ]),
+            none()
+        )
+    );
     let no_ports = Some(LocalMulticast { ofports: vec![] });
     let ((), e) = run(&mut core, |c| c.multicast_local(vnid(7), no_ports).unwrap());
     assert_eq!(
@@ -311,105 +311,6 @@ fn multicast_input_is_checked_against_one_flows_size() {
     let err = check_multicast_vxlan(&vec![Ipv4Addr::LOCALHOST; 5000]).unwrap_err();
     assert!(err.to_string().contains("multicast remotes"), "{err}");
     assert!(check_multicast_vxlan(&vec![Ipv4Addr::LOCALHOST; 100]).is_ok());
-}
-
-const RULES: &str = r#"{"type":"Allow","to":{"cidrSelector":"192.0.2.0/24"}},
-    {"type":"Allow","to":{"dnsName":"example.test"}},
-    {"type":"Deny","to":{"cidrSelector":"0.0.0.0/0"}}"#;
-
-#[test]
-fn egress_policy_is_the_final_rule_set_in_one_bundle() {
-    let mut core = set_up(Mode::Multitenant);
-    let mut e1 = entry(&["ns1"], vec![policy("ns1", "p1", RULES)]);
-    e1.dns
-        .insert("example.test".into(), vec![Ipv4Addr::new(198, 51, 100, 7)]);
-    let (error, e) = run(&mut core, |c| c.egress_set(vnid(42), Some(e1)).unwrap());
-    assert_eq!(error, None);
-    assert_eq!(
-        diff(&e.flows),
-        (
-            none(),
-            seed(&[
-                "table=100, reg0=42, priority=3, ip, nw_dst=192.0.2.0/24, actions=output:2",
-                "table=100, reg0=42, priority=2, ip, nw_dst=198.51.100.7/32, actions=output:2",
-                "table=100, reg0=42, priority=1, ip, actions=drop",
-            ])
-        )
-    );
-    assert_eq!(
-        e.dns_names.unwrap().into_iter().collect::<Vec<_>>(),
-        vec!["example.test".to_string()]
-    );
-    // The DNS name gets another address: only that rule changes.
-    let changed = BTreeMap::from([(
-        "example.test".to_string(),
-        vec![Ipv4Addr::new(198, 51, 100, 8)],
-    )]);
-    let ((), e) = run(&mut core, |c| c.egress_dns_changed(&changed).unwrap());
-    assert_eq!(
-        diff(&e.flows),
-        (
-            seed(&["table=100, reg0=42, priority=2, ip, nw_dst=198.51.100.7/32, actions=output:2"]),
-            seed(&["table=100, reg0=42, priority=2, ip, nw_dst=198.51.100.8/32, actions=output:2"])
-        )
-    );
-    // No policies: the VNID's flows go, and the name is no longer used.
-    let (error, e) = run(&mut core, |c| c.egress_set(vnid(42), None).unwrap());
-    assert_eq!(
-        (error, e.flows.deletes.len(), e.flows.adds.len()),
-        (None, 3, 0)
-    );
-    assert!(e.dns_names.unwrap().is_empty());
-}
-
-#[test]
-fn egress_error_branches_drop_all_of_the_vnids_traffic_and_say_so() {
-    let drop_all = seed(&["table=100, reg0=7, priority=1, actions=drop"]);
-    let cases = [
-        (
-            entry(&["a", "b"], vec![policy("a", "p", RULES)]),
-            "EgressNetworkPolicy not allowed in shared NetNamespace (a, b); dropping all traffic",
-        ),
-        (
-            entry(&["a"], vec![policy("a", "p1", RULES), policy("a", "p2", RULES)]),
-            "multiple EgressNetworkPolicies in same network namespace (a:p1, a:p2) is not allowed; dropping all traffic",
-        ),
-        (
-            EgressState {
-                resolver_error: Some("no nameservers".into()),
-                ..entry(&["a"], vec![policy("a", "p", RULES)])
-            },
-            "DNS resolver failed: no nameservers, dropping all traffic for namespace: \"a\"",
-        ),
-    ];
-    for (egress, message) in cases {
-        let mut core = set_up(Mode::Multitenant);
-        let (error, e) = run(&mut core, |c| c.egress_set(vnid(7), Some(egress)).unwrap());
-        assert_eq!(error.as_deref(), Some(message));
-        assert_eq!(diff(&e.flows), (none(), drop_all.clone()), "{message}");
-        assert_eq!(e.journal.len(), 1, "applied: the state holds the policy");
-    }
-}
-
-#[test]
-fn egress_input_the_seed_ignores_is_refused_before_anything_is_done() {
-    let p = vec![policy("a", "p", RULES)];
-    let err = check_egress(Vnid::GLOBAL, &["a".into()], &p).unwrap_err();
-    assert!(
-        matches!(&err, Error::Policy { message, applied: false } if message.contains("global network namespace is not allowed (a:p); ignoring")),
-        "{err}"
-    );
-    assert!(matches!(
-        check_egress(vnid(7), &[], &p),
-        Err(Error::Invalid(_))
-    ));
-    let bad = vec![policy("a", "p", r#"{"type":"Deny","to":{}}"#)];
-    assert!(matches!(
-        check_egress(vnid(7), &["a".into()], &bad),
-        Err(Error::Invalid(_))
-    ));
-    // Removing policies needs nothing else.
-    assert!(check_egress(Vnid::GLOBAL, &[], &[]).is_ok());
 }
 
 #[test]
@@ -491,4 +392,130 @@ fn a_rolled_back_batch_leaves_state_and_table_exactly_as_they_were() {
     );
     // And the next batch starts clean.
     assert!(core.take_effects().flows.is_empty());
+}
+
+#[test]
+fn a_host_subnet_added_again_for_another_host_or_vnid_is_replaced() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| {
+        c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", None))
+            .unwrap()
+    });
+    // The same subnet, now a fixed VNID: tables 50 and 90 change their actions (adds that
+    // replace), table 10 stays.
+    let ((), e) = run(&mut core, |c| {
+        c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", Some(7)))
+            .unwrap()
+    });
+    assert_eq!(
+        diff(&e.flows),
+        (
+            none(),
+            seed_of(&seed_subnet_flows(2, "10.128.2.0/23", Some(7)))
+        )
+    );
+    // The same subnet moved to another host: the old host's table 10 flow goes with it.
+    let ((), e) = run(&mut core, |c| {
+        c.hostsubnet_add(host_subnet(3, "10.128.2.0/23", None))
+            .unwrap()
+    });
+    let mut adds = seed_subnet_flows(3, "10.128.2.0/23", None);
+    adds.push(seed_tunnel_flow(3));
+    assert_eq!(
+        diff(&e.flows),
+        (seed_of(&[seed_tunnel_flow(2)]), seed_of(&adds))
+    );
+    let hosts = e.vxlan_hosts.unwrap();
+    assert_eq!(hosts, vec![host_subnet(3, "10.128.2.0/23", None)]);
+    // The very same subnet again: nothing for the switch.
+    let ((), e) = run(&mut core, |c| {
+        c.hostsubnet_add(host_subnet(3, "10.128.2.0/23", None))
+            .unwrap()
+    });
+    assert!(e.flows.is_empty());
+}
+
+#[test]
+fn a_hosts_last_subnet_takes_its_tunnel_flow_with_it() {
+    let mut core = set_up(Mode::Subnet);
+    run(&mut core, |c| {
+        c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", None))
+            .unwrap();
+        c.hostsubnet_add(host_subnet(2, "10.128.6.0/23", None))
+            .unwrap();
+    });
+    let host = Ipv4Addr::new(192, 0, 2, 2);
+    run(&mut core, |c| {
+        c.hostsubnet_del(host, "10.128.2.0/23".parse().unwrap())
+            .unwrap()
+    });
+    let ((), e) = run(&mut core, |c| {
+        c.hostsubnet_del(host, "10.128.6.0/23".parse().unwrap())
+            .unwrap()
+    });
+    let mut gone = seed_subnet_flows(2, "10.128.6.0/23", None);
+    gone.push(seed_tunnel_flow(2));
+    assert_eq!(diff(&e.flows), (seed_of(&gone), none()));
+    assert_eq!(e.vxlan_hosts, Some(vec![]));
+}
+
+#[test]
+fn a_service_added_again_is_replaced_port_by_port_and_its_vnid_rule_follows() {
+    let mut core = set_up(Mode::Multitenant);
+    let ip = Ipv4Addr::new(172, 30, 0, 1);
+    let svc = |v: u32, ports: &[&str]| Service {
+        ip,
+        vnid: vnid(v),
+        ports: ports.iter().map(|p| p.parse().unwrap()).collect(),
+    };
+    let action = |v: u32| {
+        format!(
+            "priority=100, actions=load:{v}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
+        )
+    };
+    run(&mut core, |c| {
+        c.service_add(svc(5, &["tcp/80", "udp/53"])).unwrap()
+    });
+    // Port 53 goes, 443 comes; 80 and the fragment rule are untouched.
+    let ((), e) = run(&mut core, |c| {
+        c.service_add(svc(5, &["tcp/80", "tcp/443"])).unwrap()
+    });
+    assert_eq!(
+        diff(&e.flows),
+        (
+            seed(&[&format!(
+                "table=60, ip, nw_dst=172.30.0.1, udp, udp_dst=53, {}",
+                action(5)
+            )]),
+            seed(&[&format!(
+                "table=60, ip, nw_dst=172.30.0.1, tcp, tcp_dst=443, {}",
+                action(5)
+            )])
+        )
+    );
+    // Another VNID: every flow's action changes (adds that replace), the rules move.
+    let ((), e) = run(&mut core, |c| {
+        c.service_add(svc(6, &["tcp/80", "tcp/443"])).unwrap()
+    });
+    assert_eq!(
+        diff(&e.flows),
+        (
+            seed_of(&[vnid_rule(5)]),
+            seed(&[
+                &format!(
+                    "table=60, ip, nw_dst=172.30.0.1, ip_frag=later, {}",
+                    action(6)
+                ),
+                &format!(
+                    "table=60, ip, nw_dst=172.30.0.1, tcp, tcp_dst=80, {}",
+                    action(6)
+                ),
+                &format!(
+                    "table=60, ip, nw_dst=172.30.0.1, tcp, tcp_dst=443, {}",
+                    action(6)
+                ),
+                &vnid_rule(6),
+            ])
+        )
+    );
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::ovsdb::PortSpec;
 use crate::sdn::core::ovsdb::{controllers, pod_port, setup_steps, Bandwidth, OvsdbStep};
 use crate::sdn::core::{Reconcile, Repaired, SetupOutcome, SetupPlan};
-use crate::sdn::state::Change;
+use crate::sdn::state::{Change, PortIntent};
 
 /// The switch holding exactly the core's table.
 fn switch_of(core: &Core) -> Vec<FlowStats> {
@@ -293,4 +293,129 @@ fn pod_ports_and_bandwidth_as_ovsdb_holds_them() {
     );
     let huge = Bandwidth::of(None, Some(u64::MAX));
     assert_eq!(huge.ingress_policing_kbps, u32::MAX);
+}
+
+#[test]
+fn a_rebuild_marks_the_dropped_pods_ports_removed_and_keeps_pending_removals() {
+    let veth = |name: &str| -> crate::value::IfName { name.parse().unwrap() };
+    let limited = PortIntent::Limited {
+        qos_max_rate: None,
+        ingress_policing_kbps: 100,
+    };
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| {
+        c.pod_add(pod(3, 10)).unwrap();
+        c.pod_add(pod(4, 10)).unwrap();
+        c.pod_bandwidth(veth("veth3"), limited, false).unwrap();
+        // A port of no pod that OVSDB showed, limited; and a deleted pod's pending removal.
+        c.pod_bandwidth(veth("veth8"), limited, true).unwrap();
+        c.pod_del(pod(9, 10).ip, Some(veth("veth9"))).unwrap();
+    });
+    let Ok(SetupPlan::Replace {
+        outcome,
+        dropped,
+        next,
+        record,
+    }) = core.setup(setup_request(Mode::Subnet))
+    else {
+        panic!("other parameters rebuild");
+    };
+    assert_eq!(outcome, SetupOutcome::Rebuilt);
+    assert_eq!(dropped, vec![pod(3, 10), pod(4, 10)]);
+    let intents: Vec<(&str, PortIntent)> = next
+        .state()
+        .port_intents
+        .iter()
+        .map(|(veth, intent)| (veth.as_str(), *intent))
+        .collect();
+    assert_eq!(
+        intents,
+        vec![
+            ("veth3", PortIntent::Removed),
+            ("veth4", PortIntent::Removed),
+            ("veth9", PortIntent::Removed),
+        ],
+        "the dropped pods' ports go (a limit of theirs with them), pending removals stay, \
+         limits of ports no pod owns are the old setup's and go"
+    );
+    // The journal record holds them, so a restart after the rebuild still removes the ports.
+    let Change::Replace { state } = record else {
+        panic!("{record:?}");
+    };
+    assert_eq!(&*state, next.state());
+}
+
+#[test]
+fn drift_repair_of_a_foreign_flow_alone_only_deletes_it() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
+    let foreign = [
+        // Another priority of a table ofnode writes, and a table it never writes.
+        "table=70, priority=99, ip, nw_dst=10.128.0.3, actions=drop",
+        "table=200, priority=1, actions=drop",
+    ];
+    let mut switch = switch_of(&core);
+    switch.extend(foreign.iter().map(|f| stats_of(f)));
+    let plan = core.reconcile(&switch);
+    let Reconcile::Patch(patch) = &plan else {
+        panic!("{plan:?}");
+    };
+    assert_eq!(diff(patch), (seed(&foreign), none()));
+    assert_eq!(
+        plan.repaired(core.flows().len()).to_string(),
+        "removed 2 foreign flows (table 70: 1, table 200: 1)"
+    );
+}
+
+#[test]
+fn drift_repair_of_a_modified_flow_alone_restores_it_without_a_delete() {
+    let mut core = set_up(Mode::Multitenant);
+    run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
+    let wanted_70 = "table=70, priority=100, ip, nw_dst=10.128.0.3, actions=load:10->NXM_NX_REG1[], load:3->NXM_NX_REG2[], goto_table:80";
+    let wanted_40 = "table=40, priority=100, arp, nw_dst=10.128.0.3, actions=output:3";
+    let mut switch = switch_of(&core);
+    for flow in &mut switch {
+        if flow.table_id == 70 && flow.priority == 100 {
+            // Someone changed its actions (the same match: the same flow, altered) ...
+            *flow = stats_of("table=70, priority=100, ip, nw_dst=10.128.0.3, actions=load:10->NXM_NX_REG1[], load:4->NXM_NX_REG2[], goto_table:80");
+        } else if flow.table_id == 40 && flow.priority == 100 {
+            // ... or only its cookie.
+            flow.cookie = 0xbad;
+        } else {
+            // Counters and age are the switch's own: never drift.
+            flow.packet_count = 7;
+            flow.byte_count = 700;
+            flow.duration_sec = 60;
+        }
+    }
+    let plan = core.reconcile(&switch);
+    let Reconcile::Patch(patch) = &plan else {
+        panic!("{plan:?}");
+    };
+    // An add replaces a flow of the same match: no delete, so no moment without the flow.
+    assert_eq!(diff(patch), (none(), seed(&[wanted_40, wanted_70])));
+    assert_eq!(
+        plan.repaired(core.flows().len()).to_string(),
+        "restored 2 missing or altered flows (table 40: 1, table 70: 1)"
+    );
+}
+
+#[test]
+fn the_resync_after_a_reconnect_adds_what_the_switch_lacks() {
+    let mut core = set_up(Mode::Multitenant);
+    let before = switch_of(&core);
+    // Operations while the switch was away (the journal has them, the switch does not).
+    run(&mut core, |c| {
+        c.pod_add(pod(3, 10)).unwrap();
+        c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", Some(7)))
+            .unwrap();
+    });
+    let Reconcile::Patch(patch) = core.reconcile(&before) else {
+        panic!("the note is there");
+    };
+    let mut lacking = seed_subnet_flows(2, "10.128.2.0/23", Some(7));
+    lacking.push(seed_tunnel_flow(2));
+    lacking.extend(pod_3_flows(10));
+    lacking.push(vnid_rule(10));
+    assert_eq!(diff(&patch), (none(), seed_of(&lacking)));
 }

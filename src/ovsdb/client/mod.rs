@@ -488,3 +488,6 @@ pub(crate) fn expect_count(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,263 @@
+//! The command line as clap parses it: options, their checks, and the rate suffixes.
+
+use super::*;
+use clap::CommandFactory;
+
+#[test]
+fn cli_definition_is_consistent() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn api_goes_before_or_after_the_subcommand_or_in_the_environment() {
+    let api = |args: &[&str]| Cli::try_parse_from(args.iter().copied()).unwrap().api;
+    let path = Some(PathBuf::from("/tmp/a.sock"));
+    assert_eq!(api(&["ofnode", "--api", "/tmp/a.sock", "status"]), path);
+    assert_eq!(api(&["ofnode", "status", "--api", "/tmp/a.sock"]), path);
+    assert_eq!(
+        api(&[
+            "ofnode",
+            "pod",
+            "del",
+            "--api",
+            "/tmp/a.sock",
+            "--veth",
+            "v",
+            "--ip",
+            "10.128.0.5"
+        ]),
+        path
+    );
+    // `run` takes it too, as the socket it serves (over the config file's `api`).
+    assert_eq!(api(&["ofnode", "run", "--api", "/tmp/a.sock"]), path);
+    // Only this test sets OFNODE_API; the others never read `api`.
+    std::env::set_var("OFNODE_API", "/tmp/env.sock");
+    let from_env = api(&["ofnode", "status"]);
+    let flag_wins = api(&["ofnode", "status", "--api", "/tmp/a.sock"]);
+    std::env::remove_var("OFNODE_API");
+    assert_eq!(from_env, Some(PathBuf::from("/tmp/env.sock")));
+    assert_eq!(flag_wins, path);
+    assert_eq!(api(&["ofnode", "status"]), None);
+}
+
+/// Every option and argument of every command, and every command, says in one line what
+/// it is (`--help`, the completions and the man pages show these).
+#[test]
+fn every_option_has_a_one_line_help() {
+    fn one_line(what: &str, help: Option<&clap::builder::StyledStr>) -> usize {
+        let help = help.map(|h| h.to_string()).unwrap_or_default();
+        assert!(!help.trim().is_empty(), "{what} has no help");
+        assert!(!help.contains('\n'), "{what}'s help is more than one line");
+        1
+    }
+    fn check(cmd: &clap::Command, path: &str) -> usize {
+        let mut checked = 0;
+        for arg in cmd.get_arguments() {
+            if ["help", "version"].contains(&arg.get_id().as_str()) {
+                continue;
+            }
+            let what = format!("`{path}` argument {}", arg.get_id());
+            checked += one_line(&what, arg.get_help());
+        }
+        for sub in cmd.get_subcommands() {
+            let sub_path = format!("{path} {}", sub.get_name());
+            checked += one_line(&format!("`{sub_path}`"), sub.get_about());
+            checked += check(sub, &sub_path);
+        }
+        checked
+    }
+    let mut command = Cli::command();
+    command.build();
+    // The walk reaches the whole tree: `run`'s flags, `pod add`'s, the positional ones.
+    assert!(check(&command, "ofnode") > 80);
+}
+
+#[test]
+fn modes_are_the_nodes_own() {
+    let parse = |mode: &str| {
+        Cli::try_parse_from([
+            "ofnode",
+            "setup",
+            "--cluster-network",
+            "10.128.0.0/14",
+            "--service-network",
+            "172.30.0.0/16",
+            "--local-subnet",
+            "10.128.0.0/23",
+            "--gateway",
+            "10.128.0.1",
+            "--mode",
+            mode,
+        ])
+    };
+    for mode in Mode::ALL {
+        let Command::Setup { mode: parsed, .. } = parse(mode.name()).unwrap().command else {
+            panic!("not setup");
+        };
+        assert_eq!(parsed, mode);
+    }
+    assert!(parse("bridged").is_err());
+}
+
+#[test]
+fn networkpolicy_commands_take_labels_and_namespaces() {
+    let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+    let Command::Namespace(NamespaceCommand::Set { labels, .. }) = parse(&[
+        "ofnode",
+        "namespace",
+        "set",
+        "--name",
+        "x",
+        "--vnid",
+        "11",
+        "--label",
+        "ns=x",
+        "--label",
+        "team=",
+    ])
+    .unwrap()
+    .command
+    else {
+        panic!("not namespace set");
+    };
+    assert_eq!(
+        labels,
+        vec![("ns".into(), "x".into()), ("team".into(), String::new())]
+    );
+    assert!(parse(&[
+        "ofnode",
+        "namespace",
+        "set",
+        "--name",
+        "x",
+        "--vnid",
+        "1",
+        "--label",
+        "nokey"
+    ])
+    .is_err());
+    assert!(parse(&["ofnode", "netpol", "apply", "--file", "-"]).is_ok());
+    assert!(parse(&["ofnode", "netpol", "del", "--namespace", "x", "--name", "p"]).is_ok());
+    assert!(parse(&[
+        "ofnode",
+        "pod",
+        "remote",
+        "set",
+        "--ip",
+        "10.129.0.5",
+        "--namespace",
+        "x"
+    ])
+    .is_ok());
+    let sandbox = "ab".repeat(32);
+    assert!(parse(&[
+        "ofnode",
+        "pod",
+        "labels",
+        "--sandbox",
+        &sandbox,
+        "--label",
+        "pod=a"
+    ])
+    .is_ok());
+    // A pod's labels need its namespace; its VNID may be left to the namespace.
+    let pod = |extra: &[&str]| {
+        let mut args = vec![
+            "ofnode",
+            "pod",
+            "add",
+            "--veth",
+            "v1",
+            "--ip",
+            "10.128.0.5",
+            "--mac",
+            "0a:58:0a:80:00:05",
+            "--sandbox",
+            &sandbox,
+        ];
+        args.extend_from_slice(extra);
+        parse(&args)
+    };
+    assert!(pod(&["--label", "pod=a"]).is_err());
+    assert!(pod(&["--namespace", "x", "--label", "pod=a"]).is_ok());
+}
+
+#[test]
+fn rates() {
+    assert_eq!(parse_rate("1000000").unwrap(), 1_000_000);
+    assert_eq!(parse_rate("10M").unwrap(), 10_000_000);
+    assert_eq!(parse_rate("500k").unwrap(), 500_000);
+    assert!(parse_rate("10X").is_err());
+    assert!(parse_rate("99999999999999999999G").is_err());
+}
+
+#[test]
+fn multicast_local_needs_enable_with_ports_or_disable() {
+    let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+    assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5"]).is_err());
+    assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5", "--enable"]).is_err());
+    assert!(parse(&[
+        "ofnode",
+        "multicast",
+        "local",
+        "--vnid",
+        "5",
+        "--enable",
+        "--ofport",
+        "3"
+    ])
+    .is_ok());
+    assert!(parse(&["ofnode", "multicast", "local", "--vnid", "5", "--disable"]).is_ok());
+    assert!(parse(&[
+        "ofnode",
+        "multicast",
+        "local",
+        "--vnid",
+        "5",
+        "--disable",
+        "--ofport",
+        "3"
+    ])
+    .is_err());
+}
+
+#[test]
+fn bad_input_is_refused_by_the_cli() {
+    let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+    let sandbox = "ab".repeat(32);
+    let good = [
+        "ofnode",
+        "pod",
+        "add",
+        "--veth",
+        "veth1",
+        "--ip",
+        "10.128.0.5",
+        "--mac",
+        "0a:58:0a:80:00:05",
+        "--sandbox",
+        &sandbox,
+        "--vnid",
+        "10",
+    ];
+    assert!(parse(&good).is_ok());
+    let mut bad_ip = good;
+    bad_ip[6] = "fd00::5";
+    let err = parse(&bad_ip).unwrap_err().to_string();
+    assert!(err.contains("IPv6 is not supported"), "{err}");
+    let mut bad_vnid = good;
+    bad_vnid[12] = "16777216";
+    assert!(parse(&bad_vnid).is_err());
+    assert!(parse(&[
+        "ofnode",
+        "service",
+        "add",
+        "--ip",
+        "172.30.0.1",
+        "--vnid",
+        "1",
+        "--port",
+        "sctp/80"
+    ])
+    .is_err());
+}

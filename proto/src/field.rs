@@ -791,9 +791,29 @@ impl FieldRange {
         self.ofs == 0 && self.n_bits == self.field.info().action_id().bits()
     }
 
-    /// NX `ofs_nbits` encoding: offset in the top ten bits, n_bits - 1 in the low six.
-    pub(crate) fn ofs_nbits(&self) -> u16 {
-        (self.ofs << 6) | (self.n_bits.saturating_sub(1) & 0x3f)
+    /// Refuses a range NX actions cannot address (`what` names the action): empty, past the
+    /// end of the field, or wider than the 64 bits of an `ofs_nbits`.
+    pub(crate) fn check_sendable(&self, what: &'static str) -> Result<(), crate::EncodeError> {
+        let reason = if !self.is_valid() {
+            "empty or past the end of the field"
+        } else if self.n_bits > 64 {
+            "wider than the 64 bits an NX action addresses"
+        } else {
+            return Ok(());
+        };
+        Err(crate::EncodeError::BadFieldRange {
+            what,
+            range: *self,
+            reason,
+        })
+    }
+
+    /// NX `ofs_nbits` encoding: offset in the top ten bits, n_bits - 1 in the low six; a
+    /// range it cannot say (empty, outside the field, over 64 bits) is an error, never the
+    /// other range its bits would mean.
+    pub(crate) fn ofs_nbits(&self, what: &'static str) -> Result<u16, crate::EncodeError> {
+        self.check_sendable(what)?;
+        Ok((self.ofs << 6) | (self.n_bits - 1))
     }
 
     pub(crate) fn from_ofs_nbits(field: Field, ofs_nbits: u16) -> FieldRange {

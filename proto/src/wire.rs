@@ -160,6 +160,29 @@ pub(crate) fn put_fixed_str(out: &mut BytesMut, text: &str, n: usize) {
     put_zeros(out, n - len);
 }
 
+/// Writes a structure kept verbatim (an action or instruction this crate does not model),
+/// whose 16-bit length field at offset 2 must equal its length, a multiple of 8: a structure
+/// built by hand that disagrees with its own length field is refused, not sent.
+pub(crate) fn put_raw(
+    out: &mut BytesMut,
+    raw: &[u8],
+    what: &'static str,
+) -> Result<(), EncodeError> {
+    let stated = match raw.get(2..4) {
+        Some(&[hi, lo]) => usize::from(u16::from_be_bytes([hi, lo])),
+        _ => 0,
+    };
+    if stated != raw.len() || stated < 8 || stated % 8 != 0 {
+        return Err(EncodeError::RawLength {
+            what,
+            stated,
+            actual: raw.len(),
+        });
+    }
+    out.put_slice(raw);
+    Ok(())
+}
+
 /// A length field written as a placeholder and patched once the structure is complete.
 pub(crate) struct LengthSlot {
     /// Offset of the structure's first byte in the output buffer.

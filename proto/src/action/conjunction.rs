@@ -30,9 +30,19 @@ pub struct Conjunction {
 
 impl Conjunction {
     pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        // On the wire the clause is 0-based: clause 0 has no wire form.
+        let wire_clause = match (self.check(), self.clause.checked_sub(1)) {
+            (Ok(()), Some(clause)) => clause,
+            _ => {
+                return Err(EncodeError::BadConjunction {
+                    id: self.id,
+                    clause: self.clause,
+                    n_clauses: self.n_clauses,
+                })
+            }
+        };
         let slot = nx_header(out, NXAST_CONJUNCTION, "conjunction action");
-        // On the wire the clause is 0-based.
-        out.put_u8(self.clause.wrapping_sub(1));
+        out.put_u8(wire_clause);
         out.put_u8(self.n_clauses);
         out.put_u32(self.id);
         slot.finish(out, true).map(|_| ())

@@ -92,18 +92,24 @@ impl Ct {
     }
 
     pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let (zone_src, zone_bits) = match self.zone {
+            CtZone::Imm(zone) => (0, zone),
+            CtZone::Field(range) if range.n_bits != 16 => {
+                return Err(EncodeError::BadFieldRange {
+                    what: "ct zone",
+                    range,
+                    reason: "a conntrack zone is 16 bits",
+                })
+            }
+            CtZone::Field(range) => (
+                range.field.info().action_id().header(false),
+                range.ofs_nbits("ct zone")?,
+            ),
+        };
         let slot = nx_header(out, NXAST_CT, "ct action");
         out.put_u16(self.flags);
-        match self.zone {
-            CtZone::Imm(zone) => {
-                out.put_u32(0);
-                out.put_u16(zone);
-            }
-            CtZone::Field(range) => {
-                out.put_u32(range.field.info().action_id().header(false));
-                out.put_u16(range.ofs_nbits());
-            }
-        }
+        out.put_u32(zone_src);
+        out.put_u16(zone_bits);
         out.put_u8(self.table.unwrap_or(NX_CT_RECIRC_NONE));
         put_zeros(out, 3);
         out.put_u16(self.alg);

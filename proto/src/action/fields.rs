@@ -38,9 +38,6 @@ pub(super) static MOVE: Kind = Kind {
     parse: parse_move,
 };
 
-/// OpenFlow 1.1+ reserved ports are the 16-bit ones plus this offset.
-const OFPP11_OFFSET: u128 = 0xffff_0000;
-
 pub(super) fn encode_set_field(
     field: Field,
     value: u128,
@@ -48,9 +45,20 @@ pub(super) fn encode_set_field(
 ) -> Result<(), EncodeError> {
     let info = field.info();
     let id = info.set_field_id();
-    // in_port goes as the 16-bit NXM_OF_IN_PORT: reserved ports in OpenFlow 1.0 numbers.
-    let value = if id.bytes < info.bytes && value >= 0xffff_ff00 {
-        value - OFPP11_OFFSET
+    let value = if field == Field::InPort {
+        // in_port goes as the 16-bit NXM_OF_IN_PORT: reserved ports in OpenFlow 1.0 numbers.
+        let port = u32::try_from(value).ok().and_then(super::output::port16);
+        u128::from(port.ok_or(EncodeError::BadValue {
+            what: "set_field of in_port",
+            value,
+            reason: "NXM_OF_IN_PORT holds a port below 0xff00 or a reserved port",
+        })?)
+    } else if value & !info.significant != 0 {
+        return Err(EncodeError::BadValue {
+            what: "set_field value",
+            value,
+            reason: "it has bits the field does not have",
+        });
     } else {
         value
     };
@@ -68,8 +76,16 @@ pub(super) fn encode_load(
     value: u64,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
+    let ofs_nbits = dst.ofs_nbits("load action")?;
+    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
+        return Err(EncodeError::BadValue {
+            what: "load value",
+            value: u128::from(value),
+            reason: "wider than its destination range",
+        });
+    }
     let slot = nx_header(out, NXAST_REG_LOAD, "load action");
-    out.put_u16(dst.ofs_nbits());
+    out.put_u16(ofs_nbits);
     out.put_u32(dst.field.info().action_id().header(false));
     out.put_u64(value);
     slot.finish(out, true).map(|_| ())
@@ -80,6 +96,16 @@ pub(super) fn encode_move(
     dst: &FieldRange,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
+    src.check_sendable("move source")?;
+    dst.check_sendable("move destination")?;
+    if src.n_bits != dst.n_bits {
+        // The wire form has one width: the destination would silently take the source's.
+        return Err(EncodeError::BadFieldRange {
+            what: "move destination",
+            range: *dst,
+            reason: "not as wide as the source",
+        });
+    }
     let slot = nx_header(out, NXAST_REG_MOVE, "move action");
     out.put_u16(src.n_bits);
     out.put_u16(src.ofs);
@@ -172,8 +198,9 @@ fn decode_set_field(
         // OpenFlow forbids setting OXM_OF_IN_PORT (OVS: OFPBAC_BAD_SET_ARGUMENT).
         return Err(decode_not_writable(field, "set_field of OXM_OF_IN_PORT"));
     }
-    if id.bytes < info.bytes && value >= 0xff00 {
-        value += OFPP11_OFFSET;
+    if id.bytes < info.bytes {
+        // NXM_OF_IN_PORT: 16 bits, reserved ports in OpenFlow 1.0 numbers.
+        value = u16::try_from(value).map_or(value, |p| u128::from(super::output::port32(p)));
     }
     if !info.writable(ctx.inside_ct) {
         return Err(decode_not_writable(

@@ -29,7 +29,7 @@ use crate::field::{Field, FieldRange};
 use crate::oxm::Match;
 use crate::text::lexer::Token;
 use crate::text::ParseError;
-use crate::wire::{LengthSlot, Reader};
+use crate::wire::{put_raw, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
 pub const OFPAT_OUTPUT: u16 = 0;
@@ -176,10 +176,7 @@ impl Action {
             Action::Resubmit(r) => r.encode(out),
             Action::Group(id) => group::encode(*id, out),
             Action::DecTtl => ttl::encode_dec_ttl(out),
-            Action::Unknown(raw) => {
-                out.put_slice(raw);
-                Ok(())
-            }
+            Action::Unknown(raw) => put_raw(out, raw, "unknown action"),
         }
     }
 

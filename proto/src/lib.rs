@@ -24,6 +24,7 @@
 
 mod action;
 mod bundle;
+mod bundle_order;
 mod decode_error;
 mod encode_error;
 mod error;
@@ -48,6 +49,7 @@ mod test_util;
 
 pub use action::*;
 pub use bundle::*;
+pub use bundle_order::*;
 pub use decode_error::DecodeError;
 pub use encode_error::EncodeError;
 pub use error::{ErrorKind, ErrorMsg, NX_EXPERIMENTER_ID, OFPET_EXPERIMENTER};

@@ -317,7 +317,8 @@ fn check_writable(token: &Token<'_>, field: Field, ctx: Ctx) -> Result<(), Parse
 /// becomes one load per run of mask bits, as ovs-ofctl sends it in OpenFlow 1.3.
 fn parse_set_field(token: &Token<'_>, ctx: Ctx) -> Result<Vec<Action>, ParseError> {
     let v = token.value.ok_or_else(|| bad(token, "missing value"))?;
-    let (value, name) = match token.key {
+    // The keyword matched case-insensitively (see `kind_of_keyword`).
+    let (value, name) = match token.key.to_ascii_lowercase().as_str() {
         "mod_dl_src" => (v, "eth_src"),
         "mod_dl_dst" => (v, "eth_dst"),
         _ => split_arrow(token, v)?,

@@ -7,8 +7,10 @@
 
 mod conjunction;
 mod ct;
+mod ct_clear;
 mod fields;
 mod group;
+mod nat;
 mod note;
 mod output;
 mod resubmit;
@@ -17,11 +19,12 @@ mod ttl;
 use bytes::{BufMut, BytesMut};
 
 pub use conjunction::Conjunction;
-pub use ct::{
-    Ct, CtZone, Nat, NatRange, NX_CT_F_COMMIT, NX_CT_F_FORCE, NX_NAT_F_DST, NX_NAT_F_PERSISTENT,
-    NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM, NX_NAT_F_SRC,
-};
+pub use ct::{Ct, CtZone, NX_CT_F_COMMIT, NX_CT_F_FORCE};
 pub use group::OFPG_MAX;
+pub use nat::{
+    Nat, NatRange, NX_NAT_F_DST, NX_NAT_F_PERSISTENT, NX_NAT_F_PROTO_HASH, NX_NAT_F_PROTO_RANDOM,
+    NX_NAT_F_SRC,
+};
 pub use note::Note;
 pub use resubmit::Resubmit;
 
@@ -130,8 +133,8 @@ static KINDS: [&Kind; 13] = [
     &fields::MOVE,
     &note::NOTE,
     &ct::CT,
-    &ct::CT_CLEAR,
-    &ct::NAT,
+    &ct_clear::CT_CLEAR,
+    &nat::NAT,
     &conjunction::CONJUNCTION,
     &resubmit::RESUBMIT,
     &group::GROUP,
@@ -142,7 +145,8 @@ fn kind_of_wire(id: WireId) -> Option<&'static Kind> {
     KINDS.iter().copied().find(|k| k.wire.contains(&id))
 }
 
-/// The kind a keyword names.
+/// The kind a keyword names, matched case-insensitively as ovs-ofctl matches action names
+/// (strcasecmp; their arguments are case-sensitive).
 fn kind_of_keyword(keyword: &str) -> Option<&'static Kind> {
     KINDS
         .iter()
@@ -170,12 +174,12 @@ impl Action {
             Action::SetField { field, value } => fields::encode_set_field(*field, *value, out),
             Action::Note(note) => note.encode(out),
             Action::Ct(ct) => ct.encode(out),
-            Action::CtClear => ct::encode_ct_clear(out),
+            Action::CtClear => ct_clear::encode(out),
             Action::Nat(nat) => nat.encode(out),
             Action::Conjunction(c) => c.encode(out),
             Action::Resubmit(r) => r.encode(out),
             Action::Group(id) => group::encode(*id, out),
-            Action::DecTtl => ttl::encode_dec_ttl(out),
+            Action::DecTtl => ttl::encode(out),
             Action::Unknown(raw) => put_raw(out, raw, "unknown action"),
         }
     }
@@ -190,12 +194,12 @@ impl Action {
             Action::SetField { field, value } => fields::format_set_field(*field, *value, out),
             Action::Note(note) => note.format(out),
             Action::Ct(ct) => ct.format(out),
-            Action::CtClear => out.push_str("ct_clear"),
+            Action::CtClear => ct_clear::format(out),
             Action::Nat(nat) => nat.format(out),
             Action::Conjunction(c) => c.format(out),
             Action::Resubmit(r) => r.format(out),
             Action::Group(id) => group::format(*id, out),
-            Action::DecTtl => out.push_str("dec_ttl"),
+            Action::DecTtl => ttl::format(out),
             Action::Unknown(raw) => format_unknown(raw, out),
         }
     }

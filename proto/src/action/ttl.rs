@@ -18,10 +18,14 @@ pub(super) static DEC_TTL: Kind = Kind {
     parse: parse_dec_ttl,
 };
 
-pub(super) fn encode_dec_ttl(out: &mut BytesMut) -> Result<(), EncodeError> {
+pub(super) fn encode(out: &mut BytesMut) -> Result<(), EncodeError> {
     let slot = std_header(out, OFPAT_DEC_NW_TTL, "dec_ttl action");
     put_zeros(out, 4);
     slot.finish(out, true).map(|_| ())
+}
+
+pub(super) fn format(out: &mut String) {
+    out.push_str("dec_ttl");
 }
 
 fn decode_dec_ttl(_: WireId, body: &mut Reader<'_>, _: Ctx) -> Result<Option<Action>, DecodeError> {

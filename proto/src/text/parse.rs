@@ -368,7 +368,7 @@ enum Stage {
 /// write_actions(...) and goto_table:N in that order.
 pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     let toks = tokens(text).map_err(ParseError::Syntax)?;
-    if toks.iter().any(|t| t.key == "drop") {
+    if toks.iter().any(|t| t.key.eq_ignore_ascii_case("drop")) {
         return match toks.len() {
             1 => Ok(Vec::new()),
             _ => Err(ParseError::Syntax(
@@ -404,10 +404,12 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
 }
 
 /// One token of an action list: an action (`Ok`) or an instruction (`Err`), with its stage.
+/// Instruction and action names are case-insensitive, as ovs-ofctl reads them (strcasecmp);
+/// their arguments are not.
 fn parse_instruction_token(
     token: &Token<'_>,
 ) -> Result<(Stage, Result<Vec<Action>, Instruction>), ParseError> {
-    Ok(match token.key {
+    Ok(match token.key.to_ascii_lowercase().as_str() {
         "goto_table" => {
             let value = token.value.ok_or_else(|| bad(token, "missing table"))?;
             (

@@ -681,6 +681,20 @@ pub const SHARED_STORAGE: [(&[Field], &str); 5] = [
     ),
 ];
 
+/// The row of [`FIELDS`] an OXM/NXM id names, and the id (see [`Field::from_id`]).
+pub(crate) fn row_of_id(class: u16, field: u8, experimenter: u32) -> Option<(usize, OxmId)> {
+    let plane = plane(class, experimenter)?;
+    let entry = *ROW_OF_ID[plane].get(usize::from(field))?;
+    let row = usize::from(entry & !NXM_BIT);
+    let info = FIELDS.get(row)?;
+    let id = if entry & NXM_BIT != 0 {
+        info.nxm
+    } else {
+        info.oxm
+    }?;
+    (id.class == class && id.field == field && id.experimenter == experimenter).then_some((row, id))
+}
+
 impl Field {
     /// The fields sharing this one's flow slot (itself included) and what the slot needs,
     /// if it shares one (see [`SHARED_STORAGE`]).
@@ -718,16 +732,7 @@ impl Field {
     /// Looks a field up by an OXM/NXM id (class, field number and, for the experimenter
     /// class, experimenter id), returning the id matched.
     pub fn from_id(class: u16, field: u8, experimenter: u32) -> Option<(Field, OxmId)> {
-        let plane = plane(class, experimenter)?;
-        let entry = *ROW_OF_ID[plane].get(usize::from(field))?;
-        let info = FIELDS.get(usize::from(entry & !NXM_BIT))?;
-        let id = if entry & NXM_BIT != 0 {
-            info.nxm
-        } else {
-            info.oxm
-        }?;
-        (id.class == class && id.field == field && id.experimenter == experimenter)
-            .then_some((info.field, id))
+        row_of_id(class, field, experimenter).map(|(row, id)| (FIELDS[row].field, id))
     }
 
     /// Looks a field up by its NXM/OXM name (`NXM_NX_REG0`, `OXM_OF_IN_PORT`) or field name,

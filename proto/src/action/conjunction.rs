@@ -2,7 +2,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_CONJUNCTION};
+use super::{nx_fixed, Action, Ctx, Kind, WireId, NXAST_CONJUNCTION};
 use crate::text::lexer::Token;
 use crate::text::parse::bad;
 use crate::text::value::parse_uint;
@@ -41,11 +41,12 @@ impl Conjunction {
                 })
             }
         };
-        let slot = nx_header(out, NXAST_CONJUNCTION, "conjunction action");
-        out.put_u8(wire_clause);
-        out.put_u8(self.n_clauses);
-        out.put_u32(self.id);
-        slot.finish(out, true).map(|_| ())
+        let mut action = nx_fixed::<16>(NXAST_CONJUNCTION);
+        action[10] = wire_clause;
+        action[11] = self.n_clauses;
+        action[12..].copy_from_slice(&self.id.to_be_bytes());
+        out.put_slice(&action);
+        Ok(())
     }
 
     pub(super) fn format(&self, out: &mut String) {

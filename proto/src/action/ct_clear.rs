@@ -1,13 +1,13 @@
 //! `ct_clear`: NXAST_CT_CLEAR, forget the packet's conntrack state (its ct_state, zone, mark,
 //! label and original-direction fields), as if it had never been through `ct`.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 
-use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_CT_CLEAR};
+use super::{nx_fixed, Action, Ctx, Kind, WireId, NXAST_CT_CLEAR};
 use crate::text::lexer::Token;
 use crate::text::parse::bad;
 use crate::text::ParseError;
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 
 pub(super) static CT_CLEAR: Kind = Kind {
@@ -18,9 +18,8 @@ pub(super) static CT_CLEAR: Kind = Kind {
 };
 
 pub(super) fn encode(out: &mut BytesMut) -> Result<(), EncodeError> {
-    let slot = nx_header(out, NXAST_CT_CLEAR, "ct_clear action");
-    put_zeros(out, 6);
-    slot.finish(out, true).map(|_| ())
+    out.put_slice(&nx_fixed::<16>(NXAST_CT_CLEAR));
+    Ok(())
 }
 
 pub(super) fn format(out: &mut String) {

@@ -5,7 +5,7 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{
-    must_be_zero, nx_header, std_header, Action, Ctx, Kind, WireId, NXAST_REG_LOAD, NXAST_REG_MOVE,
+    must_be_zero, nx_fixed, std_header, Action, Ctx, Kind, WireId, NXAST_REG_LOAD, NXAST_REG_MOVE,
     OFPAT_SET_FIELD,
 };
 use crate::field::{Access, Field, FieldRange, TlvHeader, OFPXMC_EXPERIMENTER};
@@ -84,11 +84,12 @@ pub(super) fn encode_load(
             reason: "wider than its destination range",
         });
     }
-    let slot = nx_header(out, NXAST_REG_LOAD, "load action");
-    out.put_u16(ofs_nbits);
-    out.put_u32(dst.field.info().action_id().header(false));
-    out.put_u64(value);
-    slot.finish(out, true).map(|_| ())
+    let mut action = nx_fixed::<24>(NXAST_REG_LOAD);
+    action[10..12].copy_from_slice(&ofs_nbits.to_be_bytes());
+    action[12..16].copy_from_slice(&dst.field.info().action_id().header(false).to_be_bytes());
+    action[16..].copy_from_slice(&value.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn encode_move(
@@ -106,13 +107,14 @@ pub(super) fn encode_move(
             reason: "not as wide as the source",
         });
     }
-    let slot = nx_header(out, NXAST_REG_MOVE, "move action");
-    out.put_u16(src.n_bits);
-    out.put_u16(src.ofs);
-    out.put_u16(dst.ofs);
-    out.put_u32(src.field.info().action_id().header(false));
-    out.put_u32(dst.field.info().action_id().header(false));
-    slot.finish(out, true).map(|_| ())
+    let mut action = nx_fixed::<24>(NXAST_REG_MOVE);
+    action[10..12].copy_from_slice(&src.n_bits.to_be_bytes());
+    action[12..14].copy_from_slice(&src.ofs.to_be_bytes());
+    action[14..16].copy_from_slice(&dst.ofs.to_be_bytes());
+    action[16..20].copy_from_slice(&src.field.info().action_id().header(false).to_be_bytes());
+    action[20..24].copy_from_slice(&dst.field.info().action_id().header(false).to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn format_set_field(field: Field, value: u128, out: &mut String) {

@@ -5,14 +5,14 @@ use bytes::{BufMut, BytesMut};
 
 use super::fields::{decode_range, parse_subfield};
 use super::{
-    must_be_zero, nx_header, std_header, Action, Ctx, Kind, WireId, NXAST_OUTPUT_REG, OFPAT_OUTPUT,
+    must_be_zero, nx_fixed, std_fixed, Action, Ctx, Kind, WireId, NXAST_OUTPUT_REG, OFPAT_OUTPUT,
     OFPCML_NO_BUFFER,
 };
 use crate::field::FieldRange;
 use crate::text::lexer::Token;
 use crate::text::parse::{bad, number};
 use crate::text::{format_port, parse_port, ParseError};
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{
     DecodeError, EncodeError, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL,
     OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
@@ -85,11 +85,11 @@ pub(super) fn encode_output(
     max_len: u16,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let slot = std_header(out, OFPAT_OUTPUT, "output action");
-    out.put_u32(port);
-    out.put_u16(max_len);
-    put_zeros(out, 6);
-    slot.finish(out, true).map(|_| ())
+    let mut action = std_fixed::<16>(OFPAT_OUTPUT);
+    action[4..8].copy_from_slice(&port.to_be_bytes());
+    action[8..10].copy_from_slice(&max_len.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn encode_output_reg(
@@ -98,12 +98,12 @@ pub(super) fn encode_output_reg(
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
     let ofs_nbits = src.ofs_nbits("output:REG action")?;
-    let slot = nx_header(out, NXAST_OUTPUT_REG, "output:REG action");
-    out.put_u16(ofs_nbits);
-    out.put_u32(src.field.info().action_id().header(false));
-    out.put_u16(max_len);
-    put_zeros(out, 6);
-    slot.finish(out, true).map(|_| ())
+    let mut action = nx_fixed::<24>(NXAST_OUTPUT_REG);
+    action[10..12].copy_from_slice(&ofs_nbits.to_be_bytes());
+    action[12..16].copy_from_slice(&src.field.info().action_id().header(false).to_be_bytes());
+    action[16..18].copy_from_slice(&max_len.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 /// Whether OVS accepts an output to `port`: a port number below 0xff00 or a reserved port

@@ -6,7 +6,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::output::{port16, port32};
 use super::{
-    must_be_zero, nx_header, Action, Ctx, Kind, WireId, NXAST_RESUBMIT, NXAST_RESUBMIT_TABLE,
+    must_be_zero, nx_fixed, Action, Ctx, Kind, WireId, NXAST_RESUBMIT, NXAST_RESUBMIT_TABLE,
     NXAST_RESUBMIT_TABLE_CT,
 };
 use crate::field::Prereq;
@@ -14,7 +14,7 @@ use crate::oxm::Match;
 use crate::text::lexer::Token;
 use crate::text::parse::{bad, number};
 use crate::text::{format_port, parse_port, ParseError};
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{DecodeError, EncodeError, OFPP_IN_PORT};
 
 pub(super) static RESUBMIT: Kind = Kind {
@@ -58,15 +58,13 @@ impl Resubmit {
             (false, true) => NXAST_RESUBMIT_TABLE_CT,
             (false, false) => NXAST_RESUBMIT_TABLE,
         };
-        let slot = nx_header(out, subtype, "resubmit action");
-        out.put_u16(port);
-        if legacy {
-            put_zeros(out, 4);
-        } else {
-            out.put_u8(self.table.unwrap_or(TABLE_CURRENT));
-            put_zeros(out, 3);
+        let mut action = nx_fixed::<16>(subtype);
+        action[10..12].copy_from_slice(&port.to_be_bytes());
+        if !legacy {
+            action[12] = self.table.unwrap_or(TABLE_CURRENT);
         }
-        slot.finish(out, true).map(|_| ())
+        out.put_slice(&action);
+        Ok(())
     }
 
     /// format_RESUBMIT: `resubmit:PORT` for a port alone, else `resubmit([PORT],[TABLE][,ct])`.

@@ -20,7 +20,7 @@ count() { # workload runs -> instructions (and the driver's line in $tmp/line)
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
 }
 printf '%-12s %8s %8s %14s %14s\n' workload flows bytes instr/flow instr/byte
-for w in pod_encode conj_encode pod_decode ct_decode; do
+for w in pod_encode conj_encode pod_decode ct_decode ct_decode_1000; do
     i1=$(count "$w" "$r1")
     i2=$(count "$w" "$r2")
     flows=$(sed -n 's/.* runs of \([0-9]*\) flows.*/\1/p' "$tmp/line")

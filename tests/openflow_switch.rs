@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ofnode::openflow::{Error, Switch, SwitchEvent};
 use ofnode_proto::{
-    Action, Field, FlowModCommand, FlowStatsRequest, Instruction, Match, Message,
-    MultipartReplyBody, MultipartRequest, OFPFF_CHECK_OVERLAP,
+    text, Action, Field, FlowModCommand, FlowStatsRequest, GroupCommand, Instruction, Match,
+    Message, MultipartReplyBody, MultipartRequest, OFPFF_CHECK_OVERLAP,
 };
 use openflow_common::*;
 
@@ -241,6 +241,92 @@ async fn a_flow_failing_at_commit_rolls_back_everything_and_is_named() {
         "{err}"
     );
     assert_eq!(oracle_flows(&ovs), before);
+}
+
+/// Groups travel in the same transaction as the flows that use them, in the order OVS needs
+/// (the flows are pushed first here, and would fail if sent first): an EgressIP-like select
+/// group and two flows land together; deleting the flows and the group in one transaction
+/// leaves neither; a bad group (a bucket chaining to a group that does not exist) fails the
+/// whole bundle, is named, and nothing of it applies. `ovs-ofctl` is the oracle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_and_the_flows_that_use_them_commit_in_one_transaction() {
+    let ovs = ovs_with_br0();
+    let (switch, _events) = connect_br0(&ovs).await;
+    let select = "group_id=42,type=select,bucket=weight:100,actions=output:1,bucket=weight:50,actions=set_field:0x1a->pkt_mark,output:2";
+    let uses_42 = |table, reg0| {
+        let mut flow = reg_flow(table, 100, reg0, 0, 1);
+        flow.instructions = vec![Instruction::ApplyActions(vec![Action::Group(42)])];
+        flow
+    };
+    let mut tx = switch.transaction();
+    tx.add(uses_42(0, 42)).add(uses_42(1, 43));
+    tx.add_group_text(select).unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(oracle_groups(&ovs), vec![select]);
+    assert_eq!(
+        oracle_flows(&ovs),
+        vec![
+            "priority=100,reg0=0x2a,reg1=0 actions=group:42",
+            "table=1, priority=100,reg0=0x2b,reg1=0 actions=group:42",
+        ]
+    );
+
+    // The group delete is pushed first here; it goes after the flow deletes.
+    let mut tx = switch.transaction();
+    tx.delete_group(42)
+        .delete(reg_flow_delete(0, 100, 42, 0))
+        .delete(reg_flow_delete(1, 100, 43, 0));
+    tx.commit().await.unwrap();
+    assert!(oracle_groups(&ovs).is_empty());
+    assert!(oracle_flows(&ovs).is_empty());
+
+    // A good group and a flow using it, with a group the switch refuses (an id it already
+    // has; a modify of a group it does not have): the whole bundle fails, the bad group mod
+    // is named, and nothing applies. (OVS 3.1 accepts a bucket chaining to a group that does
+    // not exist, so that is no bad group.)
+    ovs.ofctl(
+        "add-group",
+        "br0",
+        &["group_id=7,type=all,bucket=actions=output:3"],
+    )
+    .unwrap();
+    let groups_before = oracle_groups(&ovs);
+    for (command, bad, error_name, named) in [
+        (
+            GroupCommand::Add,
+            "group_id=7,type=indirect,bucket=actions=output:2",
+            "OFPGMFC_GROUP_EXISTS",
+            "group add group_id=7,type=indirect,bucket=actions=output:2",
+        ),
+        (
+            GroupCommand::Modify,
+            "group_id=8,type=all,bucket=actions=output:2",
+            "OFPGMFC_UNKNOWN_GROUP",
+            "group modify group_id=8,type=all,bucket=actions=output:2",
+        ),
+    ] {
+        let mut tx = switch.transaction();
+        tx.add_group_text("group_id=5,type=all,bucket=actions=output:1")
+            .unwrap()
+            .add(reg_flow(0, 5, 5, 5, 1))
+            .push_group(text::parse_group(bad, command).unwrap());
+        let err = tx.commit().await.unwrap_err();
+        let Error::Switch { flow, error } = &err else {
+            panic!("expected a switch error, got {err:?}")
+        };
+        assert_eq!(error.kind.name(), error_name, "{err}");
+        assert_eq!(flow.as_deref(), Some(named), "{err}");
+        assert!(err.to_string().contains(named), "{err}");
+        assert_eq!(oracle_groups(&ovs), groups_before);
+        assert!(oracle_flows(&ovs).is_empty());
+    }
+
+    // Deleted and added again in one transaction: refused before anything is sent.
+    let mut tx = switch.transaction();
+    tx.delete_group(5)
+        .add_group_text("group_id=5,type=all,bucket=actions=output:1")
+        .unwrap();
+    assert!(matches!(tx.commit().await, Err(Error::BundleOrder(_))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

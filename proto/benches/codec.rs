@@ -3,7 +3,9 @@
 //! and for the stateful pipelines, encoding conjunction-heavy flow_mods (NetworkPolicy-style
 //! clauses, each flow in several conjunctions) in a bundle and decoding a 10,000-flow dump
 //! with conntrack fields and actions. Prints ns per flow_mod / per flow at the end.
-//! Run: `cargo bench -p ofnode-proto --bench codec`.
+//! Run: `cargo bench -p ofnode-proto --bench codec`; instruction counts per flow (independent
+//! of the machine's load): `scripts/codec-instructions.sh` (callgrind over
+//! `codec --instructions WORKLOAD RUNS`).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -284,6 +286,18 @@ fn summary() {
     );
 }
 
+/// The first `n` messages of a stream.
+fn first_messages(stream: &[u8], n: usize) -> Vec<u8> {
+    let mut len = 0;
+    for _ in 0..n {
+        match message_length(&stream[len..]) {
+            Some(l) => len += l,
+            None => break,
+        }
+    }
+    stream[..len].to_vec()
+}
+
 fn count_frames(mut rest: &[u8]) -> usize {
     let mut n = 0;
     while let Some(len) = message_length(rest) {
@@ -293,9 +307,68 @@ fn count_frames(mut rest: &[u8]) -> usize {
     n
 }
 
+/// `codec --instructions WORKLOAD RUNS`: runs one workload RUNS times and nothing else, for
+/// counting instructions with `valgrind --tool=callgrind` (load-independent, unlike time): the
+/// difference between two run counts, divided by the runs and the flows per run, is the
+/// instructions per flow. Prints the flows per run.
+fn instructions(workload: &str, runs: u32) {
+    // (flows per run, bytes per run, one run)
+    type Run = Box<dyn FnMut()>;
+    let (flows, bytes, mut run): (usize, usize, Run) = match workload {
+        "pod_encode" | "conj_encode" => {
+            let flows = if workload == "pod_encode" {
+                pod_flow_mods()
+            } else {
+                conjunction_flows()
+            };
+            let mut out = BytesMut::with_capacity(64 * 1024);
+            encode_transaction(&flows, &mut out);
+            let (n, bytes) = (flows.len(), out.len());
+            let run = move || {
+                out.clear();
+                encode_transaction(black_box(&flows), &mut out);
+            };
+            (n, bytes, Box::new(run))
+        }
+        "pod_decode" | "ct_decode" | "ct_decode_1000" => {
+            let stream = match workload {
+                "pod_decode" => stats_reply_stream(),
+                "ct_decode" => ct_stats_reply_stream(),
+                // The first 1,000 flows of the same dump (5 messages, as the pod dump): the
+                // per-flow cost at the pod dump's size, without the larger working set.
+                _ => first_messages(&ct_stats_reply_stream(), 5),
+            };
+            let (n, bytes) = (decode_stream(&stream).len(), stream.len());
+            let run = move || {
+                black_box(decode_stream(black_box(&stream)));
+            };
+            (n, bytes, Box::new(run))
+        }
+        other => panic!(
+            "unknown workload {other}: pod_encode, conj_encode, pod_decode, ct_decode, ct_decode_1000"
+        ),
+    };
+    for _ in 0..runs {
+        run();
+    }
+    println!("{workload}: {runs} runs of {flows} flows, {bytes} bytes");
+}
+
 criterion_group!(codec, benches);
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--instructions") {
+        let workload = args.get(at + 1).map_or("", String::as_str);
+        let runs = args.get(at + 2).and_then(|r| r.parse().ok()).unwrap_or(1);
+        instructions(workload, runs);
+        return;
+    }
+    // `codec --summary`: the plain averages alone, without criterion's runs.
+    if args.iter().any(|a| a == "--summary") {
+        summary();
+        return;
+    }
     codec();
     Criterion::default().configure_from_args().final_summary();
     summary();

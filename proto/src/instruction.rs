@@ -3,7 +3,7 @@
 use bytes::{BufMut, BytesMut};
 
 use crate::action::{decode_actions, encode_actions, Action};
-use crate::wire::{put_zeros, LengthSlot, Reader};
+use crate::wire::{put_raw, put_zeros, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
 pub const OFPIT_GOTO_TABLE: u16 = 1;
@@ -44,7 +44,7 @@ impl Instruction {
                 out.put_u16(8);
                 put_zeros(out, 4);
             }
-            Instruction::Unknown(raw) => out.put_slice(raw),
+            Instruction::Unknown(raw) => put_raw(out, raw, "unknown instruction")?,
         }
         Ok(())
     }

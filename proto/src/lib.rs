@@ -3,7 +3,8 @@
 //!
 //! Bytes in, values out; values in, bytes out. Decoders return [`DecodeError`] for any input
 //! they cannot accept and never panic; encoders return [`EncodeError`] for a value whose
-//! length does not fit its 16-bit length field, and never write a length that lies.
+//! length does not fit its 16-bit length field or whose number does not fit its wire field,
+//! and never write a length that lies or a value other than the one given.
 //!
 //! From ovs-ofctl text to wire bytes and back:
 //!
@@ -23,6 +24,7 @@
 
 mod action;
 mod bundle;
+mod bundle_order;
 mod decode_error;
 mod encode_error;
 mod error;
@@ -47,6 +49,7 @@ mod test_util;
 
 pub use action::*;
 pub use bundle::*;
+pub use bundle_order::*;
 pub use decode_error::DecodeError;
 pub use encode_error::EncodeError;
 pub use error::{ErrorKind, ErrorMsg, NX_EXPERIMENTER_ID, OFPET_EXPERIMENTER};

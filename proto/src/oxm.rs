@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 use bytes::{BufMut, BytesMut};
 
-use crate::field::{ExactForm, Field, FieldInfo, OxmId, TlvHeader, OFPXMC_EXPERIMENTER};
+use crate::field::{ExactForm, Field, FieldInfo, OxmId, TlvHeader, FIELDS, OFPXMC_EXPERIMENTER};
 use crate::wire::{be_uint, pad8, put_uint, put_zeros, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
@@ -76,12 +76,13 @@ impl Match {
             self.set_masked_u128(hi, (value >> 32) & 0xffff_ffff, (mask >> 32) & 0xffff_ffff);
             return self.set_masked_u128(lo, value & 0xffff_ffff, mask & 0xffff_ffff);
         }
-        self.put(field.info(), value, mask);
+        self.put(field.index(), value, mask);
         self
     }
 
-    /// Sets (or with an empty mask removes) the field of row `info`.
-    fn put(&mut self, info: &FieldInfo, value: u128, mask: u128) {
+    /// Sets (or with an empty mask removes) the field of table row `row`.
+    fn put(&mut self, row: usize, value: u128, mask: u128) {
+        let info = &FIELDS[row];
         let full = info.full_mask();
         let mask = mask & full;
         let field = info.field;
@@ -94,7 +95,6 @@ impl Match {
             value: value & mask,
             mask: (mask != full).then_some(mask),
         };
-        let row = field.index();
         if self.present >> row == 0 {
             // No field at or after this one's row: it goes at the end (the usual case, as
             // fields come in canonical order).
@@ -102,7 +102,7 @@ impl Match {
             self.present |= 1 << row;
             return;
         }
-        match self.position(field) {
+        match self.position_of_row(row) {
             Ok(i) => self.entries[i] = entry,
             Err(i) => {
                 self.entries.insert(i, entry);
@@ -147,7 +147,6 @@ impl Match {
 
     /// The entry of `field`, by reference (what the decoder's checks read, per field).
     pub(crate) fn entry(&self, field: Field) -> Option<&MatchEntry> {
-        let field = field.info().field;
         self.position(field).ok().and_then(|i| self.entries.get(i))
     }
 
@@ -178,8 +177,12 @@ impl Match {
         self.entries.is_empty() && self.unknown.is_empty()
     }
 
+    /// Where `field`'s entry is (`Ok`) or would go (`Err`) in `entries`.
     fn position(&self, field: Field) -> Result<usize, usize> {
-        let row = field.index();
+        self.position_of_row(field.index())
+    }
+
+    fn position_of_row(&self, row: usize) -> Result<usize, usize> {
         let below = (self.present & ((1u64 << row) - 1)).count_ones() as usize;
         if self.present >> row & 1 == 1 {
             Ok(below)
@@ -248,7 +251,7 @@ impl Match {
         let raw_header = r.u32()?;
         let h = TlvHeader::from_u32(raw_header);
         let payload = r.take(usize::from(h.len))?;
-        let Some((field, id, body)) = known_field(h, payload)? else {
+        let Some((row, id, body)) = known_field(h, payload)? else {
             self.unknown.push(RawOxm {
                 header: raw_header,
                 payload: payload.to_vec(),
@@ -272,8 +275,8 @@ impl Match {
         } else {
             all_ones
         };
-        let row = field.index();
-        let info = &crate::field::FIELDS[row];
+        let info = &FIELDS[row];
+        let field = info.field;
         if r.is_lenient() {
             self.set_masked_u128(field, value, mask);
             return Ok(());
@@ -295,7 +298,7 @@ impl Match {
         } else {
             (value, mask)
         };
-        check_value(field, value)?;
+        check_value(info, value)?;
         if let Field::XReg(_) = field {
             for part in parts(field).into_iter().flatten() {
                 if self.entry(part).is_some() {
@@ -314,7 +317,7 @@ impl Match {
                 needs: info.prereq.describe(),
             });
         }
-        self.put(info, value, mask);
+        self.put(row, value, mask);
         Ok(())
     }
 }
@@ -329,8 +332,9 @@ fn count_tlvs(mut tlvs: &[u8]) -> usize {
     n
 }
 
-/// A TLV of a field in the table: the field, the id it came as, and its value-and-mask bytes.
-type KnownTlv<'a> = (Field, OxmId, &'a [u8]);
+/// A TLV of a field in the table: the field's row, the id it came as, and its value-and-mask
+/// bytes.
+type KnownTlv<'a> = (usize, OxmId, &'a [u8]);
 
 /// The field a TLV names, or `None` for a field this crate does not know (kept raw). An
 /// experimenter TLV's payload starts with the experimenter id.
@@ -347,7 +351,7 @@ fn known_field(h: TlvHeader, payload: &[u8]) -> Result<Option<KnownTlv<'_>>, Dec
     } else {
         (0, payload)
     };
-    Ok(Field::from_id(h.class, h.field, experimenter).map(|(field, id)| (field, id, body)))
+    Ok(crate::field::row_of_id(h.class, h.field, experimenter).map(|(row, id)| (row, id, body)))
 }
 
 /// The fields a TLV of `field` sets in a match: itself, or an xreg's two registers.
@@ -363,8 +367,8 @@ fn parts(field: Field) -> [Option<Field>; 2] {
 
 /// Refuses a value OVS refuses (mf_is_value_valid): bits beyond the field's significant ones,
 /// or an in_port that is neither a port nor a reserved port.
-fn check_value(field: Field, value: u128) -> Result<(), DecodeError> {
-    let info = field.info();
+fn check_value(info: &FieldInfo, value: u128) -> Result<(), DecodeError> {
+    let field = info.field;
     let valid = match field {
         Field::InPort => value < 0xff00 || (0xffff_ff00..=0xffff_ffff).contains(&value),
         _ => value & !info.significant == 0,

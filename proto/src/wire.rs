@@ -130,11 +130,22 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Big-endian value of up to 16 bytes (callers guarantee the bound; field widths are).
+/// Big-endian value of up to 16 bytes (callers guarantee the bound; field widths are). The
+/// usual widths are read whole rather than a byte at a time (the match decoder's hot path).
 pub(crate) fn be_uint(bytes: &[u8]) -> u128 {
-    bytes
-        .iter()
-        .fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
+    if let Ok(b) = <[u8; 4]>::try_from(bytes) {
+        u128::from(u32::from_be_bytes(b))
+    } else if let Ok(b) = <[u8; 2]>::try_from(bytes) {
+        u128::from(u16::from_be_bytes(b))
+    } else if let Ok(b) = <[u8; 8]>::try_from(bytes) {
+        u128::from(u64::from_be_bytes(b))
+    } else if let Ok(b) = <[u8; 16]>::try_from(bytes) {
+        u128::from_be_bytes(b)
+    } else {
+        bytes
+            .iter()
+            .fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
+    }
 }
 
 /// Writes the low `n` (at most 16) bytes of `value`, big-endian.
@@ -149,7 +160,10 @@ pub(crate) fn pad8(len: usize) -> usize {
 }
 
 pub(crate) fn put_zeros(out: &mut BytesMut, n: usize) {
-    out.put_bytes(0, n);
+    // Most paddings are empty (structures already a multiple of 8): skip the memset call.
+    if n > 0 {
+        out.put_bytes(0, n);
+    }
 }
 
 /// Writes `text` into a fixed-size NUL-padded field, truncating so a NUL always ends it.
@@ -158,6 +172,29 @@ pub(crate) fn put_fixed_str(out: &mut BytesMut, text: &str, n: usize) {
     let len = bytes.len().min(n.saturating_sub(1));
     out.put_slice(&bytes[..len]);
     put_zeros(out, n - len);
+}
+
+/// Writes a structure kept verbatim (an action or instruction this crate does not model),
+/// whose 16-bit length field at offset 2 must equal its length, a multiple of 8: a structure
+/// built by hand that disagrees with its own length field is refused, not sent.
+pub(crate) fn put_raw(
+    out: &mut BytesMut,
+    raw: &[u8],
+    what: &'static str,
+) -> Result<(), EncodeError> {
+    let stated = match raw.get(2..4) {
+        Some(&[hi, lo]) => usize::from(u16::from_be_bytes([hi, lo])),
+        _ => 0,
+    };
+    if stated != raw.len() || stated < 8 || stated % 8 != 0 {
+        return Err(EncodeError::RawLength {
+            what,
+            stated,
+            actual: raw.len(),
+        });
+    }
+    out.put_slice(raw);
+    Ok(())
 }
 
 /// A length field written as a placeholder and patched once the structure is complete.
@@ -210,6 +247,17 @@ impl LengthSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn be_uint_reads_every_width_alike() {
+        let bytes: Vec<u8> = (1..=16).collect();
+        for n in 0..=16 {
+            let slow = bytes[..n]
+                .iter()
+                .fold(0u128, |acc, &b| (acc << 8) | u128::from(b));
+            assert_eq!(be_uint(&bytes[..n]), slow, "{n} bytes");
+        }
+    }
 
     #[test]
     fn a_length_slot_writes_the_true_length_or_refuses() {

@@ -298,7 +298,7 @@ fn c_printer_matches_ovs_ofctl_dump_on_a_real_bridge() {
         .collect();
     let mut messages: Vec<Message> = adds.iter().cloned().map(Message::FlowMod).collect();
     messages.extend(groups.iter().cloned().map(Message::GroupMod));
-    try_commit_bundle(&mut session, order_for_bundle(messages))
+    try_commit_bundle(&mut session, order_for_bundle(messages).unwrap())
         .unwrap_or_else(|e| panic!("{e}: {:?}", Message::decode_lenient(&e.data)));
     check_groups_on_the_bridge(&ovs, &mut session, &groups);
 
@@ -640,7 +640,7 @@ fn b_groups_and_flows_in_one_bundle_from_ovs_ofctl() {
     ));
     assert_eq!(
         order_for_bundle(expected.clone()),
-        expected,
+        Ok(expected.clone()),
         "the file is in bundle order"
     );
     assert_eq!(adds.len(), expected.len());
@@ -681,7 +681,7 @@ fn c_groups_go_before_the_flows_that_use_them() {
     let err = try_commit_bundle(&mut session, wrong.clone()).unwrap_err();
     assert_eq!(err.kind.name(), "OFPBAC_BAD_OUT_GROUP", "{err}");
     assert!(ovs.dump_flows("br0").unwrap().is_empty());
-    try_commit_bundle(&mut session, order_for_bundle(wrong)).unwrap();
+    try_commit_bundle(&mut session, order_for_bundle(wrong).unwrap()).unwrap();
     assert_eq!(ovs.dump_flows("br0").unwrap(), vec![format_flow_mod(&flow)]);
     let mut delete = flow.clone();
     delete.command = FlowModCommand::DeleteStrict;
@@ -690,10 +690,96 @@ fn c_groups_go_before_the_flows_that_use_them() {
         Message::GroupMod(GroupMod::delete(42)),
         Message::FlowMod(delete),
     ];
-    try_commit_bundle(&mut session, order_for_bundle(removal)).unwrap();
+    try_commit_bundle(&mut session, order_for_bundle(removal).unwrap()).unwrap();
     assert!(ovs.dump_flows("br0").unwrap().is_empty());
     let groups = ovs.ofctl("dump-groups", "br0", &[]).unwrap();
     assert!(!groups.contains("group_id="), "{groups}");
+}
+
+/// Why `order_for_bundle` refuses a group deleted and added again in one bundle, on a real
+/// bridge: moved to the front (as group adds go), the add fails with OFPGMFC_GROUP_EXISTS and
+/// nothing applies; in the caller's order OVS replaces the group but also deletes every flow
+/// that used it; a modify changes the group (its type too) and keeps them, which is what the
+/// error suggests.
+#[test]
+fn c_a_group_deleted_and_added_in_one_bundle() {
+    ofnode_harness::init();
+    let ovs = ofnode_harness::Ovs::start().unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let mut session = Session::connect(&ovs.mgmt_sock("br0"));
+    let group = |text: &str, command| parse_group(text, command).unwrap();
+    let all = group(
+        "group_id=5,type=all,bucket=actions=output:1",
+        GroupCommand::Add,
+    );
+    let select = group(
+        "group_id=5,type=select,bucket=actions=output:2",
+        GroupCommand::Add,
+    );
+    let flow = parse_flow(
+        "table=1, priority=5, reg0=5, actions=group:5",
+        FlowModCommand::Add,
+    )
+    .unwrap();
+    let dump_groups = |ovs: &ofnode_harness::Ovs| -> Vec<String> {
+        ovs.ofctl("dump-groups", "br0", &[])
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("group_id="))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let install = vec![
+        Message::GroupMod(all.clone()),
+        Message::FlowMod(flow.clone()),
+    ];
+    try_commit_bundle(&mut session, order_for_bundle(install.clone()).unwrap()).unwrap();
+    let flows_before = ovs.dump_flows("br0").unwrap();
+    assert_eq!(flows_before, vec![format_flow_mod(&flow)]);
+
+    let replace = vec![
+        Message::GroupMod(GroupMod::delete(5)),
+        Message::GroupMod(select.clone()),
+    ];
+    assert_eq!(
+        order_for_bundle(replace.clone()),
+        Err(BundleOrderError::GroupReusedAfterDelete {
+            group_id: 5,
+            after_delete_all: false
+        })
+    );
+    // Group adds first, deletes last (what a reordering without the check sent).
+    let reordered = vec![replace[1].clone(), replace[0].clone()];
+    let err = try_commit_bundle(&mut session, reordered).unwrap_err();
+    assert_eq!(err.kind.name(), "OFPGMFC_GROUP_EXISTS", "{err}");
+    assert_eq!(ovs.dump_flows("br0").unwrap(), flows_before);
+    assert_eq!(
+        dump_groups(&ovs),
+        vec!["group_id=5,type=all,bucket=actions=output:1"]
+    );
+
+    // The caller's order: the group is replaced, and the flow that used it is gone.
+    try_commit_bundle(&mut session, replace).unwrap();
+    assert_eq!(
+        dump_groups(&ovs),
+        vec!["group_id=5,type=select,bucket=actions=output:2"]
+    );
+    assert!(ovs.dump_flows("br0").unwrap().is_empty());
+
+    // A modify changes the group, its type included, and keeps the flows that use it.
+    try_commit_bundle(&mut session, vec![Message::FlowMod(flow.clone())]).unwrap();
+    let mut modify = all;
+    modify.command = GroupCommand::Modify;
+    try_commit_bundle(
+        &mut session,
+        order_for_bundle(vec![Message::GroupMod(modify)]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        dump_groups(&ovs),
+        vec!["group_id=5,type=all,bucket=actions=output:1"]
+    );
+    assert_eq!(ovs.dump_flows("br0").unwrap(), flows_before);
 }
 
 /// Runs ovs-ofctl over `input` (one item a line) and returns the lines it prints.

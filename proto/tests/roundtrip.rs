@@ -411,3 +411,183 @@ fn bundle_add_frames_at_the_65535_byte_edge() {
     ));
     assert!(out.is_empty());
 }
+
+/// Values whose wire field cannot hold them are refused with a typed error naming them, never
+/// cut or wrapped into another value (a 32-bit port in the 16 bits of a resubmit, conjunction
+/// clause 0 sent as 255, a range or value wider than its field); the output is left as it was,
+/// in a flow mod and in a group bucket alike.
+#[test]
+fn values_the_wire_cannot_hold_are_refused_not_cut() {
+    let whole = |field| FieldRange::whole(field);
+    let cases: Vec<(Action, &str)> = vec![
+        (
+            Action::Resubmit(Resubmit {
+                in_port: 0x1_0005,
+                table: Some(30),
+                ct: false,
+                legacy: false,
+            }),
+            "resubmit port: 0x10005",
+        ),
+        (
+            Action::Conjunction(Conjunction {
+                id: 7,
+                clause: 0,
+                n_clauses: 3,
+            }),
+            "conjunction(7,0/3)",
+        ),
+        (
+            Action::Conjunction(Conjunction {
+                id: 7,
+                clause: 4,
+                n_clauses: 3,
+            }),
+            "conjunction(7,4/3)",
+        ),
+        (
+            Action::Conjunction(Conjunction {
+                id: 7,
+                clause: 1,
+                n_clauses: 65,
+            }),
+            "conjunction(7,1/65)",
+        ),
+        (
+            Action::SetField {
+                field: Field::Reg(0),
+                value: 1 << 40,
+            },
+            "set_field value: 0x10000000000",
+        ),
+        (
+            Action::SetField {
+                field: Field::InPort,
+                value: 70_000,
+            },
+            "set_field of in_port: 0x11170",
+        ),
+        (
+            Action::RegLoad {
+                dst: whole(Field::CtLabel),
+                value: 1,
+            },
+            "load action: `NXM_NX_CT_LABEL[]`",
+        ),
+        (
+            Action::RegLoad {
+                dst: FieldRange::bits(Field::Reg(0), 0, 3),
+                value: 0x1f,
+            },
+            "load value: 0x1f",
+        ),
+        (
+            Action::RegLoad {
+                dst: FieldRange {
+                    field: Field::Reg(0),
+                    ofs: 30,
+                    n_bits: 4,
+                },
+                value: 1,
+            },
+            "load action: `NXM_NX_REG0[30..33]`",
+        ),
+        (
+            Action::RegMove {
+                src: FieldRange::bits(Field::Reg(0), 0, 15),
+                dst: whole(Field::Reg(1)),
+            },
+            "move destination: `NXM_NX_REG1[]`",
+        ),
+        (
+            Action::OutputReg {
+                src: FieldRange {
+                    field: Field::Reg(2),
+                    ofs: 0,
+                    n_bits: 0,
+                },
+                max_len: 0,
+            },
+            "output:REG action",
+        ),
+        (
+            Action::Ct(Ct {
+                zone: CtZone::Field(FieldRange::bits(Field::Reg(0), 0, 7)),
+                ..Ct::default()
+            }),
+            "ct zone: `NXM_NX_REG0[0..7]`",
+        ),
+        (
+            Action::Unknown(vec![0, 18, 0, 16, 0, 0, 0, 0]),
+            "unknown action: its length field says 16 but it is 8 bytes",
+        ),
+    ];
+    for (action, names) in cases {
+        let mut fm = FlowMod::new(FlowModCommand::Add);
+        fm.instructions = vec![Instruction::ApplyActions(vec![
+            Action::output(1),
+            action.clone(),
+        ])];
+        let mut out = bytes::BytesMut::from(&b"kept"[..]);
+        let err = Message::FlowMod(fm)
+            .try_encode(1, &mut out)
+            .expect_err(names);
+        assert!(
+            err.to_string().contains(names),
+            "{action:?}: `{err}` does not say `{names}`"
+        );
+        assert_eq!(&out[..], b"kept", "{action:?}: something was written");
+
+        let mut gm = GroupMod::delete(1);
+        gm.command = GroupCommand::Add;
+        gm.group_type = GroupType::All;
+        gm.buckets = vec![Bucket::new(GroupType::All, vec![action.clone()])];
+        let mut out = bytes::BytesMut::new();
+        assert!(
+            Message::GroupMod(gm).try_encode(1, &mut out).is_err(),
+            "{action:?} in a bucket"
+        );
+        assert!(out.is_empty());
+    }
+
+    // An unknown instruction whose length field lies.
+    let mut fm = FlowMod::new(FlowModCommand::Add);
+    fm.instructions = vec![Instruction::Unknown(vec![0, 6, 0, 8, 0, 0, 0, 1, 0, 0])];
+    let err = Message::FlowMod(fm)
+        .try_encode(1, &mut bytes::BytesMut::new())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EncodeError::RawLength {
+            what: "unknown instruction",
+            stated: 8,
+            actual: 10
+        }
+    );
+
+    // The edges that do fit: reserved ports go in OpenFlow 1.0 numbers, and the last clause.
+    let mut fm = FlowMod::new(FlowModCommand::Add);
+    fm.instructions = vec![Instruction::ApplyActions(vec![
+        Action::Resubmit(Resubmit {
+            in_port: OFPP_LOCAL,
+            table: None,
+            ct: false,
+            legacy: false,
+        }),
+        Action::SetField {
+            field: Field::InPort,
+            value: 0xfeff,
+        },
+    ])];
+    let mut conj = FlowMod::new(FlowModCommand::Add);
+    conj.instructions = vec![Instruction::ApplyActions(vec![Action::Conjunction(
+        Conjunction {
+            id: 7,
+            clause: 64,
+            n_clauses: 64,
+        },
+    )])];
+    for msg in [Message::FlowMod(fm), Message::FlowMod(conj)] {
+        assert_eq!(Message::decode(&msg.to_bytes(1)), Ok((1, msg)));
+    }
+}

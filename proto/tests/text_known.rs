@@ -51,6 +51,17 @@ const PAIRS: &[(&str, &str)] = &[
      "table=5, priority=11,tcp,nw_src=10.0.0.0/8,tp_src=80 actions=output:NXM_NX_REG2[0..15]"),
     ("table=5, priority=12, arp, arp_op=2, arp_tha=0a:00:00:00:00:01, in_port=LOCAL, actions=output:65279",
      "table=5, priority=12,arp,in_port=LOCAL,arp_op=2,arp_tha=0a:00:00:00:00:01 actions=output:65279"),
+    // SCTP ports print as tp_src/tp_dst, like TCP and UDP ones; a port name of another
+    // protocol stands for the port of the flow's protocol (OVS keeps them in one slot).
+    ("table=80, priority=150, sctp, tp_dst=80, actions=drop", "table=80, priority=150,sctp,tp_dst=80 actions=drop"),
+    ("table=80, priority=151, ip, nw_proto=132, sctp_src=1/0xff, sctp_dst=80, actions=drop",
+     "table=80, priority=151,sctp,tp_src=0x1/0xff,tp_dst=80 actions=drop"),
+    ("table=80, priority=152, sctp6, udp_src=5000, actions=drop", "table=80, priority=152,sctp6,tp_src=5000 actions=drop"),
+    ("table=80, priority=153, tcp, sctp_dst=80, actions=drop", "table=80, priority=153,tcp,tp_dst=80 actions=drop"),
+    ("table=80, priority=154, sctp, actions=set_field:80->sctp_dst,load:1->OXM_OF_SCTP_SRC[0..3],move:sctp_src->NXM_NX_REG0[0..15]",
+     "table=80, priority=154,sctp actions=set_field:80->sctp_dst,load:0x1->OXM_OF_SCTP_SRC[0..3],move:OXM_OF_SCTP_SRC[]->NXM_NX_REG0[0..15]"),
+    // RARP keeps its arp_op (oracle (c) dumps the same line from a real bridge).
+    ("table=82, priority=19, rarp, arp_op=3, actions=drop", "table=82, priority=19,rarp,arp_op=3 actions=drop"),
     // ofnode's table 80 flows (subnet mode, multitenant global VNID).
     ("table=80, priority=200, actions=output:NXM_NX_REG2[]", "table=80, priority=200 actions=output:NXM_NX_REG2[]"),
     ("table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]", "table=80, priority=200,reg1=0 actions=output:NXM_NX_REG2[]"),
@@ -190,6 +201,34 @@ fn errors_name_the_bad_token() {
             FlowModCommand::Add,
             "in_port=1/1",
         ),
+        // SCTP ports need sctp (or tcp/udp, whose port slot they share); ovs-ofctl 3.1
+        // silently drops the field.
+        (
+            "ip, sctp_dst=80, actions=drop",
+            FlowModCommand::Add,
+            "sctp_dst=80` needs `tcp`, `udp` or `sctp",
+        ),
+        (
+            "udp, actions=set_field:80->sctp_dst",
+            FlowModCommand::Add,
+            "sctp_dst needs `sctp",
+        ),
+        // eth_type is read-only (OVS: "eth_type is read-only"), however it is written.
+        (
+            "ip, actions=set_field:0x86dd->eth_type",
+            FlowModCommand::Add,
+            "`set_field:0x86dd->eth_type`: eth_type is read-only",
+        ),
+        (
+            "ip, actions=load:0x86dd->NXM_OF_ETH_TYPE[]",
+            FlowModCommand::Add,
+            "`load:0x86dd->NXM_OF_ETH_TYPE[]`: eth_type is read-only",
+        ),
+        (
+            "ip, actions=move:NXM_NX_REG0[0..15]->NXM_OF_ETH_TYPE[]",
+            FlowModCommand::Add,
+            "eth_type is read-only",
+        ),
         (
             "actions=set_field:1.2.3.4->nw_bogus",
             FlowModCommand::Add,
@@ -213,4 +252,31 @@ fn seed_delete_forms() {
     assert_eq!(fm.table_id, 255);
     let fm = parse_flow("table=100, reg0=5, cookie=1/1", FlowModCommand::Delete).unwrap();
     assert_eq!((fm.cookie, fm.cookie_mask), (1, 1));
+}
+
+/// Action and instruction names (and `drop`) are case-insensitive, as ovs-ofctl 3.1 reads them;
+/// their arguments are not (`ct(COMMIT)` is refused, as by ovs-ofctl).
+#[test]
+fn action_names_are_case_insensitive_their_arguments_are_not() {
+    let same = [
+        ("ip, actions=DROP", "ip, actions=drop"),
+        (
+            "ip, actions=MOD_DL_SRC:00:00:00:00:00:01,Mod_Dl_Dst:00:00:00:00:00:02,Output:1,CT_CLEAR,Dec_TTL,SET_FIELD:1->reg0,Write_Actions(output:2),GOTO_TABLE:1",
+            "ip, actions=mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,output:1,ct_clear,dec_ttl,set_field:1->reg0,write_actions(output:2),goto_table:1",
+        ),
+        ("ip, actions=CT(commit),Clear_Actions", "ip, actions=ct(commit),clear_actions"),
+        ("actions=Conjunction(1,1/2)", "actions=conjunction(1,1/2)"),
+    ];
+    for (upper, lower) in same {
+        let a = parse_flow(upper, FlowModCommand::Add).unwrap_or_else(|e| panic!("{upper}: {e}"));
+        let b = parse_flow(lower, FlowModCommand::Add).unwrap();
+        assert_eq!(a, b, "{upper}");
+    }
+    for text in [
+        "ip, actions=ct(COMMIT)",
+        "ip, actions=set_field:1->REG0",
+        "ip, actions=load:1->nxm_nx_reg0[]",
+    ] {
+        assert!(parse_flow(text, FlowModCommand::Add).is_err(), "{text}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ofnode_proto::{DecodeError, EncodeError, ErrorMsg};
+use ofnode_proto::{BundleOrderError, DecodeError, EncodeError, ErrorMsg};
 
 use super::codec::FrameError;
 use crate::stream::TargetError;
@@ -31,8 +31,10 @@ pub enum Error {
     Closed,
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout { what: String, after: Duration },
-    /// The switch answered with an OpenFlow error. `flow` is the failing flow in `ovs-ofctl`
-    /// syntax when the error belongs to one flow of a transaction.
+    /// The switch answered with an OpenFlow error. `flow` is the failing message of a
+    /// transaction in `ovs-ofctl` syntax when the error belongs to one: a flow as dump-flows
+    /// prints it, a group mod as a line of an `ovs-ofctl bundle` file (`group add
+    /// group_id=...`).
     #[error("{}", describe_switch_error(.flow, .error))]
     Switch {
         flow: Option<String>,
@@ -44,10 +46,15 @@ pub enum Error {
     /// The peer cannot speak OpenFlow 1.3.
     #[error("version negotiation failed: {0}")]
     Incompatible(String),
-    /// A transaction holds more flow mods than one bundle may carry; it is refused rather than
-    /// split, because a split transaction is no longer atomic.
-    #[error("transaction of {flows} flow mods exceeds the bundle limit of {max}; split it into several transactions yourself if atomicity across them is not needed")]
+    /// A transaction holds more messages (flow and group mods, counted in `flows`) than one
+    /// bundle may carry; it is refused rather than split, because a split transaction is no
+    /// longer atomic.
+    #[error("transaction of {flows} flow and group mods exceeds the bundle limit of {max}; split it into several transactions yourself if atomicity across them is not needed")]
     BundleTooLarge { flows: usize, max: usize },
+    /// A group mod that would change meaning in bundle order (a group deleted and then added
+    /// or modified again in one transaction), refused when pushed.
+    #[error("refused before sending: {0}")]
+    BundleOrder(#[from] BundleOrderError),
     /// A multipart reply grew beyond the configured bound.
     #[error("multipart reply exceeds {max} bytes")]
     ReplyTooLarge { max: usize },
@@ -85,6 +92,9 @@ pub struct IoError {
 
 fn describe_switch_error(flow: &Option<String>, error: &ErrorMsg) -> String {
     match flow {
+        Some(group) if group.starts_with("group ") => {
+            format!("switch rejected `{group}`: {error}")
+        }
         Some(flow) => format!("switch rejected flow `{flow}`: {error}"),
         None => format!("switch returned error {error}"),
     }

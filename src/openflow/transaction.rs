@@ -1,22 +1,29 @@
-//! Atomic transactions: a batch of flow mods applied all together or not at all, through one
-//! ONF bundle (OpenFlow 1.3 extension EXT-230).
+//! Atomic transactions: a batch of flow mods and group mods applied all together or not at
+//! all, through one ONF bundle (OpenFlow 1.3 extension EXT-230).
 //!
 //! Wire sequence, in two round trips to the switch and none back to the caller in between:
-//! 1. OPEN, one BUNDLE_ADD per flow mod (each with its own xid, which the inner flow mod repeats)
-//!    and a BARRIER, written back to back. OVS rejects a bad flow mod when it is *added*, with an
-//!    error carrying that add's xid, but keeps the bundle open without it — so the barrier reply
-//!    must be seen before deciding: committing blindly would apply the other flows.
+//! 1. OPEN, one BUNDLE_ADD per message (each with its own xid, which the inner message
+//!    repeats) and a BARRIER, written back to back. OVS rejects a bad flow mod when it is
+//!    *added*, with an error carrying that add's xid, but keeps the bundle open without it — so
+//!    the barrier reply must be seen before deciding: committing blindly would apply the rest.
 //! 2. The connection task itself (a gate on the transaction's route) sends COMMIT
 //!    (atomic | ordered) as soon as the barrier is answered with no error before it, else
-//!    DISCARD. A flow that fails only at commit time makes OVS report an error with that flow's
-//!    add xid, then fail the commit; OVS rolls back everything.
+//!    DISCARD. A message that fails only at commit time makes OVS report an error with that
+//!    message's add xid, then fail the commit; OVS rolls back everything.
 //!
-//! The error names the failing flow in `ovs-ofctl` syntax and carries OVS's error. A transaction
-//! larger than `max_bundle_msgs` is refused, never split. A flow mod too long to travel inside
-//! a bundle add (more than `MAX_BUNDLED_MESSAGE_LEN` bytes, which a bundle add's 16-bit length
-//! could not describe) is refused when it is pushed. A transaction whose COMMIT was sent but
-//! never answered (connection lost, reply too late) fails with `Error::OutcomeUnknown`: the
-//! switch may have applied it; every other failure means nothing of it was applied.
+//! Groups go in the order the codec's `BundleOrder` gives (OVS needs it): group adds and
+//! modifies before every flow mod (a flow naming a missing group is refused), group deletes
+//! after them (deleting a group deletes the flows that use it), the order of pushing kept
+//! within each part; a group deleted and then added or modified again in one transaction is
+//! refused when pushed (`Error::BundleOrder`).
+//!
+//! The error names the failing flow (or group mod) in `ovs-ofctl` syntax and carries OVS's
+//! error. A transaction larger than `max_bundle_msgs` is refused, never split. A message too
+//! long to travel inside a bundle add (more than `MAX_BUNDLED_MESSAGE_LEN` bytes, which a
+//! bundle add's 16-bit length could not describe) is refused when it is pushed. A transaction
+//! whose COMMIT was sent but never answered (connection lost, reply too late) fails with
+//! `Error::OutcomeUnknown`: the switch may have applied it; every other failure means nothing
+//! of it was applied.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,9 +31,9 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, DecodeError, EncodeError,
-    ErrorMsg, FlowMod, FlowModCommand, Header, Message, BUNDLE_ADD_OVERHEAD,
-    MAX_BUNDLED_MESSAGE_LEN, OFPT_FLOW_MOD,
+    text, BundleAdd, BundleControl, BundleCtrlType, BundleFlags, BundleOrder, BundleStage,
+    DecodeError, EncodeError, ErrorMsg, FlowMod, FlowModCommand, GroupCommand, GroupMod, Header,
+    Message, BUNDLE_ADD_OVERHEAD, MAX_BUNDLED_MESSAGE_LEN, OFPG_ALL, OFPT_FLOW_MOD,
 };
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -39,17 +46,24 @@ use super::switch::{encode, Switch};
 /// huge transaction streams through the bounded queue instead of being copied whole.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// A batch of flow mods to apply atomically. Build it with `add`/`delete`/`push`, then `commit`.
-/// Flow mods are kept encoded (a 100,000-flow transaction holds its bytes, not 100,000 typed
-/// messages).
+/// A batch of flow mods and group mods to apply atomically. Build it with
+/// `add`/`delete`/`push` (flows) and `add_group`/`modify_group`/`delete_group`/`push_group`,
+/// then `commit`. Messages are kept encoded (a 100,000-flow transaction holds its bytes, not
+/// 100,000 typed messages).
 #[derive(Debug)]
 pub struct Transaction {
     switch: Switch,
     /// One encoded FLOW_MOD message each (their xids are replaced when sent).
     mods: Vec<Bytes>,
+    /// Encoded GROUP_MODs that go before the flow mods (adds, modifies) and after them
+    /// (deletes), each list in the order pushed.
+    groups_in: Vec<Bytes>,
+    groups_out: Vec<Bytes>,
+    /// Where each group mod goes, and which groups this transaction deletes.
+    order: BundleOrder,
     buf: BytesMut,
-    /// The first flow mod `push` could not take (see `try_push`); `commit` returns it and sends
-    /// nothing.
+    /// The first message `push`/`push_group` could not take (see `try_push`); `commit`
+    /// returns it and sends nothing.
     refused: Option<Error>,
 }
 
@@ -58,6 +72,9 @@ impl Transaction {
         Transaction {
             switch,
             mods: Vec::new(),
+            groups_in: Vec::new(),
+            groups_out: Vec::new(),
+            order: BundleOrder::new(),
             buf: BytesMut::new(),
             refused: None,
         }
@@ -90,11 +107,59 @@ impl Transaction {
     /// Any flow mod, or `Error::Encode` (the transaction unchanged) when it is too long to
     /// travel inside a bundle add: every length field sent equals the bytes that follow it.
     pub fn try_push(&mut self, flow: FlowMod) -> Result<&mut Self> {
-        Message::FlowMod(flow).try_encode(0, &mut self.buf)?;
-        let frame = self.buf.split().freeze();
-        fits_in_bundle_add(frame.len())?;
+        let frame = self.encode_bundled(&Message::FlowMod(flow))?;
         self.mods.push(frame);
         Ok(self)
+    }
+
+    /// Adds a group (OFPGC_ADD; the switch refuses an id it already has).
+    pub fn add_group(&mut self, mut group: GroupMod) -> &mut Self {
+        group.command = GroupCommand::Add;
+        self.push_group(group)
+    }
+
+    /// Replaces a group's type and buckets (OFPGC_MODIFY), keeping the flows that use it.
+    pub fn modify_group(&mut self, mut group: GroupMod) -> &mut Self {
+        group.command = GroupCommand::Modify;
+        self.push_group(group)
+    }
+
+    /// Deletes group `group_id` (`OFPG_ALL`: every group), and with it every flow that uses
+    /// it; it goes after the transaction's flow mods.
+    pub fn delete_group(&mut self, group_id: u32) -> &mut Self {
+        self.push_group(GroupMod::delete(group_id))
+    }
+
+    /// Any group mod, with the command it carries. A group mod that cannot be bundled is not
+    /// added; the transaction then refuses to commit with that error (use `try_push_group` to
+    /// hear of it at once).
+    pub fn push_group(&mut self, group: GroupMod) -> &mut Self {
+        if let Err(error) = self.try_push_group(group) {
+            self.refused.get_or_insert(error);
+        }
+        self
+    }
+
+    /// Any group mod, placed before the flow mods (add, modify) or after them (delete); or,
+    /// the transaction unchanged, `Error::Encode` when it is too long for a bundle add and
+    /// `Error::BundleOrder` when it adds or modifies a group this transaction deletes
+    /// earlier (send a modify alone, or the delete and the add in two transactions).
+    pub fn try_push_group(&mut self, group: GroupMod) -> Result<&mut Self> {
+        let frame = self.encode_bundled(&Message::GroupMod(group.clone()))?;
+        // After the encoding, so that a refused group mod leaves no trace in `order`.
+        match self.order.place_group(group.command, group.group_id)? {
+            BundleStage::GroupsOut => self.groups_out.push(frame),
+            BundleStage::GroupsIn | BundleStage::Flows => self.groups_in.push(frame),
+        }
+        Ok(self)
+    }
+
+    /// One message encoded on its own (xid 0, replaced when sent), if it fits in a bundle add.
+    fn encode_bundled(&mut self, message: &Message) -> Result<Bytes> {
+        message.try_encode(0, &mut self.buf)?;
+        let frame = self.buf.split().freeze();
+        fits_in_bundle_add(frame.len())?;
+        Ok(frame)
     }
 
     /// A flow mod that is already encoded: exactly one OFPT_FLOW_MOD message (its xid does
@@ -137,45 +202,76 @@ impl Transaction {
         Ok(self.push(flow))
     }
 
+    /// Parses `ovs-ofctl add-group` text and adds the group.
+    pub fn add_group_text(
+        &mut self,
+        group: &str,
+    ) -> std::result::Result<&mut Self, text::ParseError> {
+        let group = text::parse_group(group, GroupCommand::Add)?;
+        Ok(self.push_group(group))
+    }
+
+    /// Messages in the transaction: flow mods and group mods.
     pub fn len(&self) -> usize {
-        self.mods.len()
+        self.groups_in.len() + self.mods.len() + self.groups_out.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.mods.is_empty()
+        self.len() == 0
     }
 
-    /// Applies every flow mod atomically, or none. An empty transaction succeeds at once.
+    /// Applies every flow and group mod atomically, or none. An empty transaction succeeds at
+    /// once.
     pub async fn commit(mut self) -> Result<()> {
         if let Some(error) = self.refused.take() {
             return Err(error);
         }
-        if self.mods.is_empty() {
+        if self.is_empty() {
             return Ok(());
         }
         let cfg = self.switch.config();
-        if self.mods.len() > cfg.max_bundle_msgs {
+        if self.len() > cfg.max_bundle_msgs {
             return Err(Error::BundleTooLarge {
-                flows: self.mods.len(),
+                flows: self.len(),
                 max: cfg.max_bundle_msgs,
             });
         }
         let span = tracing::debug_span!(
             "of_transaction",
-            flows = self.mods.len(),
+            flows = self.len(),
             bytes = tracing::field::Empty,
             bundle_id = tracing::field::Empty
         );
         Commit::start(self)?.run().instrument(span).await
     }
+
+    /// The switch and the encoded messages in bundle order: group adds and modifies, flow
+    /// mods, group deletes.
+    fn into_bundle(self) -> (Switch, Vec<Bytes>) {
+        let Transaction {
+            switch,
+            mut mods,
+            groups_in,
+            groups_out,
+            ..
+        } = self;
+        if groups_in.is_empty() && groups_out.is_empty() {
+            return (switch, mods);
+        }
+        let mut all = Vec::with_capacity(groups_in.len() + mods.len() + groups_out.len());
+        all.extend(groups_in);
+        all.append(&mut mods);
+        all.extend(groups_out);
+        (switch, all)
+    }
 }
 
 /// The xids of one transaction, all in one block so a single route catches every reply:
-/// `open`, then one per flow mod, then `barrier`, `commit`, `discard`.
+/// `open`, then one per message (flow or group mod), then `barrier`, `commit`, `discard`.
 #[derive(Debug, Clone, Copy)]
 struct Xids {
     open: u32,
-    flows: usize,
+    messages: usize,
 }
 
 impl Xids {
@@ -185,7 +281,7 @@ impl Xids {
         self.open + 1 + index as u32
     }
     fn barrier(self) -> u32 {
-        self.add(self.flows)
+        self.add(self.messages)
     }
     fn commit(self) -> u32 {
         self.barrier() + 1
@@ -193,16 +289,16 @@ impl Xids {
     fn discard(self) -> u32 {
         self.barrier() + 2
     }
-    /// Which flow mod an add xid belongs to.
-    fn flow_index(self, xid: u32) -> Option<usize> {
+    /// Which message an add xid belongs to.
+    fn message_index(self, xid: u32) -> Option<usize> {
         let index = xid.checked_sub(self.open + 1)? as usize;
-        (index < self.flows).then_some(index)
+        (index < self.messages).then_some(index)
     }
 }
 
 struct Commit {
     switch: Switch,
-    /// The encoded flow mods, also kept to name a failing flow.
+    /// The encoded messages in bundle order, also kept to name a failing one.
     mods: Vec<Bytes>,
     epoch: u64,
     bundle_id: u32,
@@ -220,7 +316,7 @@ struct Commit {
 
 impl Commit {
     fn start(tx: Transaction) -> Result<Commit> {
-        let Transaction { switch, mods, .. } = tx;
+        let (switch, mods) = tx.into_bundle();
         let epoch = switch.epoch()?;
         let flags = switch.config().bundle_flags;
         // Bounded by max_bundle_msgs, which the caller checked.
@@ -230,7 +326,7 @@ impl Commit {
         })?;
         let xids = Xids {
             open: switch.xids().block(count),
-            flows: mods.len(),
+            messages: mods.len(),
         };
         let bundle_id = switch.next_bundle_id();
         let control = |ctrl_type| bundle_control(bundle_id, ctrl_type, flags);
@@ -379,14 +475,14 @@ impl Commit {
         }
     }
 
-    /// The error for `xid`, naming its flow when it is one of ours.
+    /// The error for `xid`, naming its flow or group mod when it is one of ours.
     fn switch_error(&self, xid: u32, error: ErrorMsg) -> Error {
         let flow = self
             .xids
-            .flow_index(xid)
+            .message_index(xid)
             .and_then(|index| self.mods.get(index))
             .and_then(|frame| Message::decode_lenient(frame).ok())
-            .and_then(|(_, msg)| flow_text(&msg));
+            .and_then(|(_, msg)| message_text(&msg));
         Error::Switch { flow, error }
     }
 }
@@ -413,12 +509,30 @@ fn bundle_control(bundle_id: u32, ctrl_type: BundleCtrlType, flags: BundleFlags)
     })
 }
 
-/// A flow mod in `ovs-ofctl` syntax.
-fn flow_text(msg: &Message) -> Option<String> {
+/// A flow mod in `ovs-ofctl` syntax (as dump-flows prints it), a group mod as a line of an
+/// `ovs-ofctl bundle` file (`group add group_id=5,type=select,bucket=...`).
+fn message_text(msg: &Message) -> Option<String> {
     match msg {
         Message::FlowMod(flow) => Some(text::format_flow_mod(flow)),
+        Message::GroupMod(group) => Some(group_text(group)),
         _ => None,
     }
+}
+
+fn group_text(group: &GroupMod) -> String {
+    let verb = match group.command {
+        GroupCommand::Add => "add",
+        GroupCommand::Modify => "modify",
+        GroupCommand::AddOrModify => "add_or_mod",
+        GroupCommand::Delete if group.group_id == OFPG_ALL => {
+            return "group delete group_id=all".into()
+        }
+        GroupCommand::Delete => return format!("group delete group_id={}", group.group_id),
+    };
+    // format_group_mod prints what ofp-print does: `ADD group_id=...`.
+    let printed = text::format_group_mod(group);
+    let body = printed.split_once(' ').map_or("", |(_, body)| body);
+    format!("group {verb} {body}")
 }
 
 struct DiscardGuard {
@@ -437,54 +551,4 @@ impl Drop for DiscardGuard {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::openflow::{SwitchConfig, Target};
-    use ofnode_proto::{Action, Instruction};
-
-    /// A flow mod of exactly `len` bytes (a multiple of 8): an empty match and one note.
-    fn flow_mod_of(len: usize) -> FlowMod {
-        // Header 8 + fixed part 40 + empty match 8 + apply-actions header 8 + note header 10.
-        let note = vec![0x5a; len - 74];
-        let mut fm = FlowMod::new(FlowModCommand::Add);
-        fm.instructions = vec![Instruction::ApplyActions(vec![Action::note(&note)])];
-        let encoded = Message::FlowMod(fm.clone()).to_bytes(0);
-        assert_eq!(encoded.len(), len, "test flow of the wanted size");
-        fm
-    }
-
-    fn unconnected_switch() -> Switch {
-        let target: Target = "unix:/nonexistent/ofnode-test.mgmt".parse().unwrap();
-        Switch::start(SwitchConfig::new(target)).0
-    }
-
-    /// 65,511 bytes is the most a bundle add can carry; every longer flow mod (65,512 to
-    /// 65,535 bytes, still a valid message on its own) is refused when pushed, before a bundle
-    /// add whose length field would lie could be written.
-    #[tokio::test]
-    async fn a_flow_mod_too_long_for_a_bundle_add_is_refused_when_pushed() {
-        let switch = unconnected_switch();
-        let mut tx = switch.transaction();
-        tx.try_push(flow_mod_of(65_504)).expect("fits a bundle add");
-        for len in [65_512, 65_520, 65_528] {
-            let err = tx.try_push(flow_mod_of(len)).unwrap_err();
-            let Error::Encode(EncodeError::TooLong { length, max, .. }) = err else {
-                panic!("{err:?}")
-            };
-            assert_eq!((length, max), (len + BUNDLE_ADD_OVERHEAD, 65_535));
-        }
-        assert_eq!(tx.len(), 1, "refused flows are not in the transaction");
-
-        // The same flow already encoded is refused by push_encoded.
-        let frame = Message::FlowMod(flow_mod_of(65_512)).to_bytes(0).freeze();
-        assert!(tx.push_encoded(frame).is_err());
-        assert_eq!(tx.len(), 1);
-
-        // `push` cannot return the error; the transaction refuses to commit with it instead,
-        // sending nothing (the switch is not even connected).
-        tx.push(flow_mod_of(65_528));
-        let err = tx.commit().await.unwrap_err();
-        assert!(matches!(err, Error::Encode(_)), "{err:?}");
-        assert!(err.to_string().contains("65552"), "{err}");
-    }
-}
+mod tests;

@@ -105,6 +105,19 @@ pub fn oracle_flows(ovs: &Ovs) -> Vec<String> {
     flows
 }
 
+/// br0's groups as `ovs-ofctl -O OpenFlow13 dump-groups` prints them, sorted.
+pub fn oracle_groups(ovs: &Ovs) -> Vec<String> {
+    let dump = ovs
+        .ofctl("dump-groups", "br0", &[])
+        .expect("ovs-ofctl dump-groups");
+    sorted(
+        dump.lines()
+            .filter(|l| l.contains("group_id="))
+            .map(|l| l.trim().to_string())
+            .collect(),
+    )
+}
+
 pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
     lines.sort();
     lines

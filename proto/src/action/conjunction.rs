@@ -2,7 +2,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_CONJUNCTION};
+use super::{nx_fixed, Action, Ctx, Kind, WireId, NXAST_CONJUNCTION};
 use crate::text::lexer::Token;
 use crate::text::parse::bad;
 use crate::text::value::parse_uint;
@@ -30,12 +30,23 @@ pub struct Conjunction {
 
 impl Conjunction {
     pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
-        let slot = nx_header(out, NXAST_CONJUNCTION, "conjunction action");
-        // On the wire the clause is 0-based.
-        out.put_u8(self.clause.wrapping_sub(1));
-        out.put_u8(self.n_clauses);
-        out.put_u32(self.id);
-        slot.finish(out, true).map(|_| ())
+        // On the wire the clause is 0-based: clause 0 has no wire form.
+        let wire_clause = match (self.check(), self.clause.checked_sub(1)) {
+            (Ok(()), Some(clause)) => clause,
+            _ => {
+                return Err(EncodeError::BadConjunction {
+                    id: self.id,
+                    clause: self.clause,
+                    n_clauses: self.n_clauses,
+                })
+            }
+        };
+        let mut action = nx_fixed::<16>(NXAST_CONJUNCTION);
+        action[10] = wire_clause;
+        action[11] = self.n_clauses;
+        action[12..].copy_from_slice(&self.id.to_be_bytes());
+        out.put_slice(&action);
+        Ok(())
     }
 
     pub(super) fn format(&self, out: &mut String) {

@@ -5,7 +5,7 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{
-    must_be_zero, nx_header, std_header, Action, Ctx, Kind, WireId, NXAST_REG_LOAD, NXAST_REG_MOVE,
+    must_be_zero, nx_fixed, std_header, Action, Ctx, Kind, WireId, NXAST_REG_LOAD, NXAST_REG_MOVE,
     OFPAT_SET_FIELD,
 };
 use crate::field::{Access, Field, FieldRange, TlvHeader, OFPXMC_EXPERIMENTER};
@@ -38,9 +38,6 @@ pub(super) static MOVE: Kind = Kind {
     parse: parse_move,
 };
 
-/// OpenFlow 1.1+ reserved ports are the 16-bit ones plus this offset.
-const OFPP11_OFFSET: u128 = 0xffff_0000;
-
 pub(super) fn encode_set_field(
     field: Field,
     value: u128,
@@ -48,9 +45,20 @@ pub(super) fn encode_set_field(
 ) -> Result<(), EncodeError> {
     let info = field.info();
     let id = info.set_field_id();
-    // in_port goes as the 16-bit NXM_OF_IN_PORT: reserved ports in OpenFlow 1.0 numbers.
-    let value = if id.bytes < info.bytes && value >= 0xffff_ff00 {
-        value - OFPP11_OFFSET
+    let value = if field == Field::InPort {
+        // in_port goes as the 16-bit NXM_OF_IN_PORT: reserved ports in OpenFlow 1.0 numbers.
+        let port = u32::try_from(value).ok().and_then(super::output::port16);
+        u128::from(port.ok_or(EncodeError::BadValue {
+            what: "set_field of in_port",
+            value,
+            reason: "NXM_OF_IN_PORT holds a port below 0xff00 or a reserved port",
+        })?)
+    } else if value & !info.significant != 0 {
+        return Err(EncodeError::BadValue {
+            what: "set_field value",
+            value,
+            reason: "it has bits the field does not have",
+        });
     } else {
         value
     };
@@ -68,11 +76,20 @@ pub(super) fn encode_load(
     value: u64,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let slot = nx_header(out, NXAST_REG_LOAD, "load action");
-    out.put_u16(dst.ofs_nbits());
-    out.put_u32(dst.field.info().action_id().header(false));
-    out.put_u64(value);
-    slot.finish(out, true).map(|_| ())
+    let ofs_nbits = dst.ofs_nbits("load action")?;
+    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
+        return Err(EncodeError::BadValue {
+            what: "load value",
+            value: u128::from(value),
+            reason: "wider than its destination range",
+        });
+    }
+    let mut action = nx_fixed::<24>(NXAST_REG_LOAD);
+    action[10..12].copy_from_slice(&ofs_nbits.to_be_bytes());
+    action[12..16].copy_from_slice(&dst.field.info().action_id().header(false).to_be_bytes());
+    action[16..].copy_from_slice(&value.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn encode_move(
@@ -80,13 +97,24 @@ pub(super) fn encode_move(
     dst: &FieldRange,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let slot = nx_header(out, NXAST_REG_MOVE, "move action");
-    out.put_u16(src.n_bits);
-    out.put_u16(src.ofs);
-    out.put_u16(dst.ofs);
-    out.put_u32(src.field.info().action_id().header(false));
-    out.put_u32(dst.field.info().action_id().header(false));
-    slot.finish(out, true).map(|_| ())
+    src.check_sendable("move source")?;
+    dst.check_sendable("move destination")?;
+    if src.n_bits != dst.n_bits {
+        // The wire form has one width: the destination would silently take the source's.
+        return Err(EncodeError::BadFieldRange {
+            what: "move destination",
+            range: *dst,
+            reason: "not as wide as the source",
+        });
+    }
+    let mut action = nx_fixed::<24>(NXAST_REG_MOVE);
+    action[10..12].copy_from_slice(&src.n_bits.to_be_bytes());
+    action[12..14].copy_from_slice(&src.ofs.to_be_bytes());
+    action[14..16].copy_from_slice(&dst.ofs.to_be_bytes());
+    action[16..20].copy_from_slice(&src.field.info().action_id().header(false).to_be_bytes());
+    action[20..24].copy_from_slice(&dst.field.info().action_id().header(false).to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn format_set_field(field: Field, value: u128, out: &mut String) {
@@ -172,8 +200,9 @@ fn decode_set_field(
         // OpenFlow forbids setting OXM_OF_IN_PORT (OVS: OFPBAC_BAD_SET_ARGUMENT).
         return Err(decode_not_writable(field, "set_field of OXM_OF_IN_PORT"));
     }
-    if id.bytes < info.bytes && value >= 0xff00 {
-        value += OFPP11_OFFSET;
+    if id.bytes < info.bytes {
+        // NXM_OF_IN_PORT: 16 bits, reserved ports in OpenFlow 1.0 numbers.
+        value = u16::try_from(value).map_or(value, |p| u128::from(super::output::port32(p)));
     }
     if !info.writable(ctx.inside_ct) {
         return Err(decode_not_writable(
@@ -290,7 +319,8 @@ fn check_writable(token: &Token<'_>, field: Field, ctx: Ctx) -> Result<(), Parse
 /// becomes one load per run of mask bits, as ovs-ofctl sends it in OpenFlow 1.3.
 fn parse_set_field(token: &Token<'_>, ctx: Ctx) -> Result<Vec<Action>, ParseError> {
     let v = token.value.ok_or_else(|| bad(token, "missing value"))?;
-    let (value, name) = match token.key {
+    // The keyword matched case-insensitively (see `kind_of_keyword`).
+    let (value, name) = match token.key.to_ascii_lowercase().as_str() {
         "mod_dl_src" => (v, "eth_src"),
         "mod_dl_dst" => (v, "eth_dst"),
         _ => split_arrow(token, v)?,

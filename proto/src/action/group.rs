@@ -2,7 +2,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{std_header, Action, Ctx, Kind, WireId, OFPAT_GROUP};
+use super::{std_fixed, Action, Ctx, Kind, WireId, OFPAT_GROUP};
 use crate::text::lexer::Token;
 use crate::text::parse::{bad, number};
 use crate::text::ParseError;
@@ -20,9 +20,10 @@ pub(super) static GROUP: Kind = Kind {
 pub const OFPG_MAX: u32 = 0xffff_ff00;
 
 pub(super) fn encode(group_id: u32, out: &mut BytesMut) -> Result<(), EncodeError> {
-    let slot = std_header(out, OFPAT_GROUP, "group action");
-    out.put_u32(group_id);
-    slot.finish(out, true).map(|_| ())
+    let mut action = std_fixed::<8>(OFPAT_GROUP);
+    action[4..].copy_from_slice(&group_id.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn format(group_id: u32, out: &mut String) {

@@ -5,14 +5,14 @@ use bytes::{BufMut, BytesMut};
 
 use super::fields::{decode_range, parse_subfield};
 use super::{
-    must_be_zero, nx_header, std_header, Action, Ctx, Kind, WireId, NXAST_OUTPUT_REG, OFPAT_OUTPUT,
+    must_be_zero, nx_fixed, std_fixed, Action, Ctx, Kind, WireId, NXAST_OUTPUT_REG, OFPAT_OUTPUT,
     OFPCML_NO_BUFFER,
 };
 use crate::field::FieldRange;
 use crate::text::lexer::Token;
 use crate::text::parse::{bad, number};
 use crate::text::{format_port, parse_port, ParseError};
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{
     DecodeError, EncodeError, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL,
     OFPP_MAX, OFPP_NORMAL, OFPP_TABLE,
@@ -44,6 +44,32 @@ const OUTPUT_RESERVED: [u32; 7] = [
     OFPP_LOCAL,
 ];
 
+/// OpenFlow 1.1+ reserved ports are the OpenFlow 1.0 (16-bit) ones plus this offset.
+const OFPP11_OFFSET: u32 = 0xffff_0000;
+
+/// A port in the 16 bits NX actions (resubmit, set_field of NXM_OF_IN_PORT) carry: a port
+/// below 0xff00 as it is, a reserved port in OpenFlow 1.0 numbers; `None` for the ports in
+/// between, which 16 bits cannot say (cutting them would name another port).
+pub(super) fn port16(port: u32) -> Option<u16> {
+    if port < OFPP_MAX_16 {
+        u16::try_from(port).ok()
+    } else {
+        port.checked_sub(OFPP11_OFFSET)
+            .filter(|p| *p >= OFPP_MAX_16)
+            .and_then(|p| u16::try_from(p).ok())
+    }
+}
+
+/// The OpenFlow 1.3 port a 16-bit port names (the inverse of [`port16`]).
+pub(super) fn port32(port: u16) -> u32 {
+    let port = u32::from(port);
+    if port >= OFPP_MAX_16 {
+        port + OFPP11_OFFSET
+    } else {
+        port
+    }
+}
+
 /// `output:port` with ovs-ofctl's max_len (65535 for CONTROLLER, else 0).
 pub(super) fn output(port: u32) -> Action {
     let max_len = if port == OFPP_CONTROLLER {
@@ -59,11 +85,11 @@ pub(super) fn encode_output(
     max_len: u16,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let slot = std_header(out, OFPAT_OUTPUT, "output action");
-    out.put_u32(port);
-    out.put_u16(max_len);
-    put_zeros(out, 6);
-    slot.finish(out, true).map(|_| ())
+    let mut action = std_fixed::<16>(OFPAT_OUTPUT);
+    action[4..8].copy_from_slice(&port.to_be_bytes());
+    action[8..10].copy_from_slice(&max_len.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 pub(super) fn encode_output_reg(
@@ -71,12 +97,13 @@ pub(super) fn encode_output_reg(
     max_len: u16,
     out: &mut BytesMut,
 ) -> Result<(), EncodeError> {
-    let slot = nx_header(out, NXAST_OUTPUT_REG, "output:REG action");
-    out.put_u16(src.ofs_nbits());
-    out.put_u32(src.field.info().action_id().header(false));
-    out.put_u16(max_len);
-    put_zeros(out, 6);
-    slot.finish(out, true).map(|_| ())
+    let ofs_nbits = src.ofs_nbits("output:REG action")?;
+    let mut action = nx_fixed::<24>(NXAST_OUTPUT_REG);
+    action[10..12].copy_from_slice(&ofs_nbits.to_be_bytes());
+    action[12..16].copy_from_slice(&src.field.info().action_id().header(false).to_be_bytes());
+    action[16..18].copy_from_slice(&max_len.to_be_bytes());
+    out.put_slice(&action);
+    Ok(())
 }
 
 /// Whether OVS accepts an output to `port`: a port number below 0xff00 or a reserved port
@@ -191,6 +218,24 @@ mod tests {
     use super::*;
     use crate::test_util::hex;
     use crate::Field;
+
+    #[test]
+    fn sixteen_bit_ports_are_exact_or_refused() {
+        for (port, wire) in [
+            (0, Some(0)),
+            (0xfeff, Some(0xfeff)),
+            (0xff00, None),
+            (0x1_0005, None),
+            (0xffff_feff, None),
+            (0xffff_ff00, Some(0xff00)),
+            (OFPP_LOCAL, Some(0xfffe)),
+        ] {
+            assert_eq!(port16(port), wire, "{port:#x}");
+            if let Some(w) = wire {
+                assert_eq!(port32(w), port);
+            }
+        }
+    }
 
     // Captured from ovs-ofctl 3.1 (see the test names' comments).
 

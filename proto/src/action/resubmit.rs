@@ -4,8 +4,9 @@
 
 use bytes::{BufMut, BytesMut};
 
+use super::output::{port16, port32};
 use super::{
-    must_be_zero, nx_header, Action, Ctx, Kind, WireId, NXAST_RESUBMIT, NXAST_RESUBMIT_TABLE,
+    must_be_zero, nx_fixed, Action, Ctx, Kind, WireId, NXAST_RESUBMIT, NXAST_RESUBMIT_TABLE,
     NXAST_RESUBMIT_TABLE_CT,
 };
 use crate::field::Prereq;
@@ -13,7 +14,7 @@ use crate::oxm::Match;
 use crate::text::lexer::Token;
 use crate::text::parse::{bad, number};
 use crate::text::{format_port, parse_port, ParseError};
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{DecodeError, EncodeError, OFPP_IN_PORT};
 
 pub(super) static RESUBMIT: Kind = Kind {
@@ -29,9 +30,6 @@ pub(super) static RESUBMIT: Kind = Kind {
 
 /// No table: the current one.
 const TABLE_CURRENT: u8 = 0xff;
-/// OpenFlow 1.1+ reserved ports are the 16-bit ones plus this offset.
-const OFPP11_OFFSET: u32 = 0xffff_0000;
-
 /// A resubmit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Resubmit {
@@ -47,32 +45,26 @@ pub struct Resubmit {
 }
 
 impl Resubmit {
-    /// The 16-bit port of the wire form (reserved ports in OpenFlow 1.0 numbers).
-    fn port16(&self) -> u16 {
-        let port = if self.in_port >= 0xffff_ff00 {
-            self.in_port - OFPP11_OFFSET
-        } else {
-            self.in_port
-        };
-        port as u16
-    }
-
     pub(super) fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        // The wire form has 16 bits of port (reserved ports in OpenFlow 1.0 numbers).
+        let port = port16(self.in_port).ok_or(EncodeError::BadValue {
+            what: "resubmit port",
+            value: u128::from(self.in_port),
+            reason: "NXAST_RESUBMIT holds a port below 0xff00 or a reserved port",
+        })?;
         let legacy = self.legacy && self.table.is_none() && !self.ct;
         let subtype = match (legacy, self.ct) {
             (true, _) => NXAST_RESUBMIT,
             (false, true) => NXAST_RESUBMIT_TABLE_CT,
             (false, false) => NXAST_RESUBMIT_TABLE,
         };
-        let slot = nx_header(out, subtype, "resubmit action");
-        out.put_u16(self.port16());
-        if legacy {
-            put_zeros(out, 4);
-        } else {
-            out.put_u8(self.table.unwrap_or(TABLE_CURRENT));
-            put_zeros(out, 3);
+        let mut action = nx_fixed::<16>(subtype);
+        action[10..12].copy_from_slice(&port.to_be_bytes());
+        if !legacy {
+            action[12] = self.table.unwrap_or(TABLE_CURRENT);
         }
-        slot.finish(out, true).map(|_| ())
+        out.put_slice(&action);
+        Ok(())
     }
 
     /// format_RESUBMIT: `resubmit:PORT` for a port alone, else `resubmit([PORT],[TABLE][,ct])`.
@@ -104,12 +96,7 @@ impl Resubmit {
 }
 
 fn decode(id: WireId, body: &mut Reader<'_>, _: Ctx) -> Result<Option<Action>, DecodeError> {
-    let port = u32::from(body.u16()?);
-    let in_port = if port >= 0xff00 {
-        port + OFPP11_OFFSET
-    } else {
-        port
-    };
+    let in_port = port32(body.u16()?);
     let legacy = id == WireId::Nx(NXAST_RESUBMIT);
     let table = if legacy {
         TABLE_CURRENT

@@ -2,13 +2,13 @@
 //! zero). The Nicira form with controller ids (`dec_ttl(1,2)`) is not modelled: it is kept
 //! verbatim when decoded and refused by the parser.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 
-use super::{std_header, Action, Ctx, Kind, WireId, OFPAT_DEC_NW_TTL};
+use super::{std_fixed, Action, Ctx, Kind, WireId, OFPAT_DEC_NW_TTL};
 use crate::text::lexer::Token;
 use crate::text::parse::bad;
 use crate::text::ParseError;
-use crate::wire::{put_zeros, Reader};
+use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 
 pub(super) static DEC_TTL: Kind = Kind {
@@ -18,10 +18,13 @@ pub(super) static DEC_TTL: Kind = Kind {
     parse: parse_dec_ttl,
 };
 
-pub(super) fn encode_dec_ttl(out: &mut BytesMut) -> Result<(), EncodeError> {
-    let slot = std_header(out, OFPAT_DEC_NW_TTL, "dec_ttl action");
-    put_zeros(out, 4);
-    slot.finish(out, true).map(|_| ())
+pub(super) fn encode(out: &mut BytesMut) -> Result<(), EncodeError> {
+    out.put_slice(&std_fixed::<8>(OFPAT_DEC_NW_TTL));
+    Ok(())
+}
+
+pub(super) fn format(out: &mut String) {
+    out.push_str("dec_ttl");
 }
 
 fn decode_dec_ttl(_: WireId, body: &mut Reader<'_>, _: Ctx) -> Result<Option<Action>, DecodeError> {

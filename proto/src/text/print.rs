@@ -178,7 +178,7 @@ const AFTER_PROTOCOL: [Field; 23] = [
     Field::EthDst,
 ];
 const L3: [Field; 4] = [Field::Ipv4Src, Field::Ipv4Dst, Field::ArpSpa, Field::ArpTpa];
-const AFTER_IP_PROTO: [Field; 11] = [
+const AFTER_IP_PROTO: [Field; 13] = [
     Field::ArpOp,
     Field::ArpSha,
     Field::ArpTha,
@@ -189,6 +189,8 @@ const AFTER_IP_PROTO: [Field; 11] = [
     Field::TcpDst,
     Field::UdpSrc,
     Field::UdpDst,
+    Field::SctpSrc,
+    Field::SctpDst,
     Field::TcpFlags,
 ];
 
@@ -259,4 +261,34 @@ pub fn format_action(action: &Action) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A RARP flow keeps its arp_op when printed (OVS: `rarp,arp_op=3`), as an ARP flow does:
+    /// arp_op is printed for both ethertypes, not only for 0x0806. The lines are what
+    /// `ovs-ofctl -O OpenFlow13 parse-flow` 3.1 prints for the same matches.
+    #[test]
+    fn a_rarp_flow_prints_its_arp_op() {
+        for (eth_type, printed) in [
+            (0x8035, "rarp,arp_spa=192.0.2.1,arp_op=3"),
+            (0x0806, "arp,arp_spa=192.0.2.1,arp_op=3"),
+        ] {
+            let m = Match::new()
+                .with(Field::EthType, eth_type)
+                .with(Field::ArpOp, 3)
+                .with(Field::ArpSpa, 0xc000_0201);
+            assert_eq!(format_match(&m, OFP_DEFAULT_PRIORITY), printed);
+            let alone = Match::new()
+                .with(Field::EthType, eth_type)
+                .with(Field::ArpOp, 3);
+            let protocol = &printed[..printed.find(',').unwrap_or(0)];
+            assert_eq!(
+                format_match(&alone, OFP_DEFAULT_PRIORITY),
+                format!("{protocol},arp_op=3")
+            );
+        }
+    }
 }

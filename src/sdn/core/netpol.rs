@@ -6,9 +6,8 @@ use std::net::Ipv4Addr;
 
 use super::Core;
 use crate::sdn::error::Error;
-use crate::sdn::policy::networkpolicy::model::{
-    check_dns_label, check_labels, Labels, Namespace, NetPol, PodMeta, RemotePod,
-};
+use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
+use crate::sdn::policy::networkpolicy::names::{check_dns_label, check_labels};
 use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key, NetPolError};
 use crate::sdn::state::{Change, Pod};
 use crate::sdn::types::Mode;

@@ -235,6 +235,9 @@ impl Core {
             // The same policy again: nothing changes, no bundle.
             return Ok(());
         }
+        if let Some(setup) = &self.state.setup {
+            super::desired::netpol_view(&self.state, setup).check_flow_limit(&stored)?;
+        }
         self.apply(vec![Change::NetPol {
             key,
             netpol: Some(Box::new(stored)),

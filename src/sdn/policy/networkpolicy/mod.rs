@@ -16,6 +16,7 @@
 
 mod ids;
 mod index;
+pub mod limits;
 pub mod model;
 pub mod names;
 mod parse;

@@ -5,6 +5,7 @@
 
 use serde::Deserialize;
 
+use super::limits::{check_len, MAX_EXCEPTS, MAX_PEERS, MAX_PORTS, MAX_RULES};
 use super::model::{
     Checked, Expression, Labels, NetPol, NetPolError, Operator, Peer, Port, Rule, Selector, L4,
 };
@@ -169,19 +170,27 @@ impl RawPolicy {
         let pod_selector = spec.pod_selector.validated("spec.podSelector")?;
         let ingress = match has_ingress {
             false => None,
-            true => Some(
-                enumerate(spec.ingress.unwrap_or_default())
-                    .map(|(i, r)| rule(&format!("spec.ingress[{i}]"), "from", r.from, r.ports))
-                    .collect::<Checked<Vec<Rule>>>()?,
-            ),
+            true => {
+                let list = spec.ingress.unwrap_or_default();
+                check_len("spec.ingress", "rules", list.len(), MAX_RULES)?;
+                Some(
+                    enumerate(list)
+                        .map(|(i, r)| rule(&format!("spec.ingress[{i}]"), "from", r.from, r.ports))
+                        .collect::<Checked<Vec<Rule>>>()?,
+                )
+            }
         };
         let egress = match has_egress {
             false => None,
-            true => Some(
-                enumerate(spec.egress.unwrap_or_default())
-                    .map(|(i, r)| rule(&format!("spec.egress[{i}]"), "to", r.to, r.ports))
-                    .collect::<Checked<Vec<Rule>>>()?,
-            ),
+            true => {
+                let list = spec.egress.unwrap_or_default();
+                check_len("spec.egress", "rules", list.len(), MAX_RULES)?;
+                Some(
+                    enumerate(list)
+                        .map(|(i, r)| rule(&format!("spec.egress[{i}]"), "to", r.to, r.ports))
+                        .collect::<Checked<Vec<Rule>>>()?,
+                )
+            }
         };
         Ok(NetPol {
             namespace,
@@ -236,14 +245,24 @@ fn rule(
     ports: Option<Vec<RawPort>>,
 ) -> Checked<Rule> {
     let peers = match peers {
-        Some(list) if !list.is_empty() => Some(
-            enumerate(list)
-                .map(|(i, p)| p.validated(&format!("{path}.{peers_field}[{i}]")))
-                .collect::<Checked<Vec<Peer>>>()?,
-        ),
+        Some(list) if !list.is_empty() => {
+            check_len(
+                &format!("{path}.{peers_field}"),
+                "peers",
+                list.len(),
+                MAX_PEERS,
+            )?;
+            Some(
+                enumerate(list)
+                    .map(|(i, p)| p.validated(&format!("{path}.{peers_field}[{i}]")))
+                    .collect::<Checked<Vec<Peer>>>()?,
+            )
+        }
         _ => None,
     };
-    let ports = enumerate(ports.unwrap_or_default())
+    let ports = ports.unwrap_or_default();
+    check_len(&format!("{path}.ports"), "ports", ports.len(), MAX_PORTS)?;
+    let ports = enumerate(ports)
         .map(|(i, p)| p.validated(&format!("{path}.ports[{i}]")))
         .collect::<Checked<Vec<Port>>>()?;
     Ok(Rule { peers, ports })
@@ -276,6 +295,12 @@ impl RawPeer {
 impl RawIpBlock {
     fn validated(self, path: &str) -> Checked<Peer> {
         let except = self.except.unwrap_or_default();
+        check_len(
+            &format!("{path}.except"),
+            "excepts",
+            except.len(),
+            MAX_EXCEPTS,
+        )?;
         if self.cidr.contains(':') {
             if let Some((i, bad)) = except.iter().enumerate().find(|(_, e)| !e.contains(':')) {
                 return Err(NetPolError::new(

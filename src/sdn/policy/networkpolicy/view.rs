@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use super::model::{Labels, Namespace, NetPol, Peer, PodMeta, Port, RemotePod, Rule};
+use super::limits::{too_many_flows, MAX_FLOWS};
+use super::model::{Labels, Namespace, NetPol, NetPolError, Peer, PodMeta, Port, RemotePod, Rule};
 use super::{ranges, Index, StoredNetPol};
 use super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
@@ -87,10 +88,36 @@ fn net(cidr: Cidr) -> String {
 /// A flow's OpenFlow identity: table, priority, match.
 pub(super) type Key = (u8, u16, String);
 
-/// The flow set being built: one body per OpenFlow identity (table, priority, match).
-#[derive(Default)]
+/// The flow set being built: one body per OpenFlow identity (table, priority, match), up to
+/// `limit` flows (a computation that passes it stops with [`Exceeded`]).
 struct Flows {
     flows: BTreeMap<Key, Body>,
+    limit: usize,
+}
+
+/// A policy needs more flows than the limit it was computed with.
+#[derive(Debug)]
+struct Exceeded;
+
+impl Flows {
+    fn unlimited() -> Flows {
+        Flows::within(usize::MAX)
+    }
+
+    fn within(limit: usize) -> Flows {
+        Flows {
+            flows: BTreeMap::new(),
+            limit,
+        }
+    }
+
+    /// Fails once `n` (flows, or matches of one dimension) passes the limit.
+    fn check(&self, n: usize) -> Result<(), Exceeded> {
+        if n > self.limit {
+            return Err(Exceeded);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,11 +240,11 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The flows of one policy, added to `out`.
-    fn policy_flows(&self, stored: &StoredNetPol, out: &mut Flows) {
+    /// The flows of one policy, added to `out` (up to its limit).
+    fn policy_flows(&self, stored: &StoredNetPol, out: &mut Flows) -> Result<(), Exceeded> {
         let policy = &stored.policy;
         let Some(ns) = self.namespaces.get(&policy.namespace) else {
-            return;
+            return Ok(());
         };
         let sides = [
             (Dir::Ingress, &policy.ingress, &stored.ingress_ids),
@@ -229,10 +256,13 @@ impl<'a> View<'a> {
             for t in &targets {
                 out.add(dir.table(), PRIO_ISOLATION, t.clone(), "drop".into());
             }
+            out.check(out.flows.len())?;
             for (rule, id) in rules.iter().zip(ids.iter()) {
-                self.rule_flows(dir, policy, ns.vnid, rule, *id, &targets, out);
+                self.rule_flows(dir, policy, ns.vnid, rule, *id, &targets, out)?;
+                out.check(out.flows.len())?;
             }
         }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -245,17 +275,26 @@ impl<'a> View<'a> {
         id: u32,
         targets: &BTreeSet<String>,
         out: &mut Flows,
-    ) {
-        let peers: Option<BTreeSet<String>> = rule.peers.as_ref().map(|peers| {
-            peers
-                .iter()
-                .flat_map(|p| self.peer_matches(dir, policy, vnid, p))
-                .collect()
-        });
+    ) -> Result<(), Exceeded> {
+        // No target here: the rule allows nothing on this node (and costs nothing).
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let peers = match &rule.peers {
+            None => None,
+            Some(peers) => {
+                let mut matches = BTreeSet::new();
+                for peer in peers {
+                    matches.extend(self.peer_matches(dir, policy, vnid, peer));
+                    out.check(matches.len())?;
+                }
+                Some(matches)
+            }
+        };
         let ports: BTreeSet<String> = rule.ports.iter().flat_map(port_matches).collect();
         // A dimension that selects nothing allows nothing: no flows (the isolation stays).
-        if targets.is_empty() || peers.as_ref().is_some_and(|p| p.is_empty()) {
-            return;
+        if peers.as_ref().is_some_and(|p| p.is_empty()) {
+            return Ok(());
         }
         let mut dims: Vec<&BTreeSet<String>> = Vec::new();
         match dir {
@@ -270,7 +309,7 @@ impl<'a> View<'a> {
             for t in targets {
                 out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
             }
-            return;
+            return Ok(());
         }
         let n = dims.len() as u8;
         for (k, dim) in dims.iter().enumerate() {
@@ -284,6 +323,7 @@ impl<'a> View<'a> {
             format!("conj_id={id}, ip"),
             dir.allow(),
         );
+        Ok(())
     }
 
     /// Every flow of every policy, merged.
@@ -293,9 +333,10 @@ impl<'a> View<'a> {
 
     /// The flows of the policy stored under `key` alone (none when there is none).
     pub(super) fn flows_of_key(&self, key: &str) -> BTreeMap<Key, Body> {
-        let mut out = Flows::default();
+        let mut out = Flows::unlimited();
         if let Some(stored) = self.netpols.get(key) {
-            self.policy_flows(stored, &mut out);
+            // Never exceeded: there is no limit.
+            let _ = self.policy_flows(stored, &mut out);
         }
         out.flows
     }
@@ -352,9 +393,18 @@ impl<'a> View<'a> {
 
     /// The flows `stored` alone would contribute (what `netpol list` counts).
     pub fn flows_of(&self, stored: &StoredNetPol) -> usize {
-        let mut out = Flows::default();
-        self.policy_flows(stored, &mut out);
+        let mut out = Flows::unlimited();
+        // Never exceeded: there is no limit.
+        let _ = self.policy_flows(stored, &mut out);
         out.flows.len()
+    }
+
+    /// Refuses `stored` when it alone would need more than [`MAX_FLOWS`] flows here; the
+    /// computation stops as soon as it passes the limit.
+    pub fn check_flow_limit(&self, stored: &StoredNetPol) -> Result<(), NetPolError> {
+        let mut out = Flows::within(MAX_FLOWS);
+        self.policy_flows(stored, &mut out)
+            .map_err(|Exceeded| too_many_flows())
     }
 }
 

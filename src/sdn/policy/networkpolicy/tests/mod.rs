@@ -1,5 +1,7 @@
 //! The policy → flows computation, pure: shapes, counts, merging, ids, validation.
 
+mod limits;
+
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 

@@ -21,6 +21,10 @@ pub enum Field {
     TcpDst,
     UdpSrc,
     UdpDst,
+    /// `sctp_src` (OXM_OF_SCTP_SRC): printed as `tp_src`, like the TCP and UDP ports.
+    SctpSrc,
+    /// `sctp_dst` (OXM_OF_SCTP_DST): printed as `tp_dst`.
+    SctpDst,
     IcmpType,
     IcmpCode,
     ArpOp,
@@ -131,6 +135,7 @@ pub const ETH_TYPE_RARP: u128 = 0x8035;
 pub const IP_PROTO_ICMP: u128 = 1;
 pub const IP_PROTO_TCP: u128 = 6;
 pub const IP_PROTO_UDP: u128 = 17;
+pub const IP_PROTO_SCTP: u128 = 132;
 
 /// `ip_frag` bit set in every fragment but the first.
 pub const FRAG_LATER: u128 = 0x02;
@@ -182,6 +187,8 @@ pub enum Prereq {
     Tcp,
     /// IPv4 or IPv6 with ip_proto=17, and not a later fragment
     Udp,
+    /// IPv4 or IPv6 with ip_proto=132, and not a later fragment
+    Sctp,
     /// eth_type=0x0800, ip_proto=1
     Icmpv4,
     /// A ct_state that implies a valid conntrack entry (`MFP_CT_VALID`).
@@ -197,7 +204,9 @@ impl Prereq {
         match self {
             Prereq::None | Prereq::CtValid | Prereq::CtProto => &[],
             Prereq::Ipv4 | Prereq::Icmpv4 => &[ETH_TYPE_IPV4],
-            Prereq::IpAny | Prereq::Tcp | Prereq::Udp => &[ETH_TYPE_IPV4, ETH_TYPE_IPV6],
+            Prereq::IpAny | Prereq::Tcp | Prereq::Udp | Prereq::Sctp => {
+                &[ETH_TYPE_IPV4, ETH_TYPE_IPV6]
+            }
             Prereq::Arp => &[ETH_TYPE_ARP, ETH_TYPE_RARP],
         }
     }
@@ -207,6 +216,7 @@ impl Prereq {
         match self {
             Prereq::Tcp => Some(IP_PROTO_TCP),
             Prereq::Udp => Some(IP_PROTO_UDP),
+            Prereq::Sctp => Some(IP_PROTO_SCTP),
             Prereq::Icmpv4 => Some(IP_PROTO_ICMP),
             _ => None,
         }
@@ -227,7 +237,7 @@ impl Prereq {
             Prereq::None => true,
             Prereq::Ipv4 | Prereq::IpAny | Prereq::Arp => eth_ok(),
             Prereq::Icmpv4 => eth_ok() && proto_ok(),
-            Prereq::Tcp | Prereq::Udp => eth_ok() && proto_ok() && not_later(),
+            Prereq::Tcp | Prereq::Udp | Prereq::Sctp => eth_ok() && proto_ok() && not_later(),
             Prereq::CtValid => ct_valid(m),
             Prereq::CtProto => {
                 ct_valid(m) && m.exact_u128(Field::CtNwProto).is_some_and(|p| p != 0)
@@ -244,6 +254,7 @@ impl Prereq {
             Prereq::Arp => "arp` or `rarp",
             Prereq::Tcp => "tcp` (and not a later fragment",
             Prereq::Udp => "udp` (and not a later fragment",
+            Prereq::Sctp => "sctp` (and not a later fragment",
             Prereq::Icmpv4 => "icmp",
             Prereq::CtValid => {
                 "ct_state` with one of +new, +est, +rel, +rpl, +snat, +dnat (or +trk-inv)"
@@ -482,7 +493,7 @@ use Format as F;
 use Prereq as P;
 
 /// Number of rows (at most 64: a match keeps a bitmap of its fields' rows).
-const N_ROWS: usize = 59;
+const N_ROWS: usize = 61;
 const _: () = assert!(N_ROWS <= 64);
 
 /// The field table, in OVS's encoding order (lib/nx-match.c, nx_put_raw; the xregs, which a
@@ -503,6 +514,9 @@ const TABLE: [FieldInfo; N_ROWS] = [
     FieldInfo { significant: 0x0fff, ..read_only(row(Field::TcpFlags, "tcp_flags", &["tcp_flags"], onf(42, 2, "ONFOXM_ET_TCP_FLAGS"), nxm1(34, 2, "NXM_NX_TCP_FLAGS"), 2, true, P::Tcp, F::TcpFlags)) },
     row(Field::UdpSrc, "tp_src", &["udp_src"], basic(15, 2, "OXM_OF_UDP_SRC"), nxm0(11, 2, "NXM_OF_UDP_SRC"), 2, true, P::Udp, F::Decimal),
     row(Field::UdpDst, "tp_dst", &["udp_dst"], basic(16, 2, "OXM_OF_UDP_DST"), nxm0(12, 2, "NXM_OF_UDP_DST"), 2, true, P::Udp, F::Decimal),
+    // SCTP ports have an OXM id only (OVS has no NXM one): NX actions name them by it.
+    row(Field::SctpSrc, "tp_src", &["sctp_src"], basic(17, 2, "OXM_OF_SCTP_SRC"), None, 2, true, P::Sctp, F::Decimal),
+    row(Field::SctpDst, "tp_dst", &["sctp_dst"], basic(18, 2, "OXM_OF_SCTP_DST"), None, 2, true, P::Sctp, F::Decimal),
     row(Field::IcmpType, "icmp_type", &["icmp_type"], basic(19, 1, "OXM_OF_ICMPV4_TYPE"), nxm0(13, 1, "NXM_OF_ICMP_TYPE"), 1, false, P::Icmpv4, F::Decimal),
     row(Field::IcmpCode, "icmp_code", &["icmp_code"], basic(20, 1, "OXM_OF_ICMPV4_CODE"), nxm0(14, 1, "NXM_OF_ICMP_CODE"), 1, false, P::Icmpv4, F::Decimal),
     FieldInfo { significant: 0xff, ..row(Field::ArpOp, "arp_op", &["arp_op"], basic(21, 2, "OXM_OF_ARP_OP"), nxm0(15, 2, "NXM_OF_ARP_OP"), 2, false, P::Arp, F::Decimal) },
@@ -593,6 +607,8 @@ const fn slot(field: Field) -> usize {
         Field::CtTpSrc => 49,
         Field::CtTpDst => 50,
         Field::XReg(n) => 51 + (n & 0x07) as usize,
+        Field::SctpSrc => 59,
+        Field::SctpDst => 60,
     }
 }
 
@@ -648,28 +664,31 @@ static ROW_OF_ID: [[u8; 128]; 5] = {
 };
 
 /// Fields OVS keeps in the same flow slot, told apart only by the packet type: `nw_src` is
-/// arp_spa in an ARP flow, `tp_dst` is udp_dst in a UDP flow. The text parser uses this to read
-/// a name the way ovs-ofctl does.
-pub const SHARED_STORAGE: [(Field, Field); 5] = [
-    (Field::Ipv4Src, Field::ArpSpa),
-    (Field::Ipv4Dst, Field::ArpTpa),
-    (Field::IpProto, Field::ArpOp),
-    (Field::TcpSrc, Field::UdpSrc),
-    (Field::TcpDst, Field::UdpDst),
+/// arp_spa in an ARP flow, `tp_dst` is udp_dst in a UDP flow and sctp_dst in an SCTP one. Each
+/// slot comes with what a match needs for any of its fields, as an error message says it. The
+/// text parser uses this to read a name the way ovs-ofctl does.
+pub const SHARED_STORAGE: [(&[Field], &str); 5] = [
+    (&[Field::Ipv4Src, Field::ArpSpa], "ip` or `arp"),
+    (&[Field::Ipv4Dst, Field::ArpTpa], "ip` or `arp"),
+    (&[Field::IpProto, Field::ArpOp], "ip` or `arp"),
+    (
+        &[Field::TcpSrc, Field::UdpSrc, Field::SctpSrc],
+        "tcp`, `udp` or `sctp",
+    ),
+    (
+        &[Field::TcpDst, Field::UdpDst, Field::SctpDst],
+        "tcp`, `udp` or `sctp",
+    ),
 ];
 
 impl Field {
-    /// The field sharing this one's flow slot, if any (see [`SHARED_STORAGE`]).
-    pub fn storage_sibling(self) -> Option<Field> {
-        SHARED_STORAGE.iter().find_map(|&(a, b)| {
-            if a == self {
-                Some(b)
-            } else if b == self {
-                Some(a)
-            } else {
-                None
-            }
-        })
+    /// The fields sharing this one's flow slot (itself included) and what the slot needs,
+    /// if it shares one (see [`SHARED_STORAGE`]).
+    pub fn shared_slot(self) -> Option<(&'static [Field], &'static str)> {
+        SHARED_STORAGE
+            .iter()
+            .find(|(fields, _)| fields.contains(&self))
+            .copied()
     }
 
     /// Register `n` (0..=15), or `None` when out of range.
@@ -820,6 +839,8 @@ mod tests {
             Field::TcpDst,
             Field::UdpSrc,
             Field::UdpDst,
+            Field::SctpSrc,
+            Field::SctpDst,
             Field::IcmpType,
             Field::IcmpCode,
             Field::ArpOp,
@@ -882,6 +903,10 @@ mod tests {
         assert_eq!(Field::TcpFlags.info().match_id().header(true), 0xffff_5508);
         assert_eq!(Field::CtState.info().match_id().header(true), 0x0001_d308);
         assert_eq!(Field::XReg(0).info().match_id().header(false), 0x8001_0008);
+        // `sctp,tp_dst=80` from ovs-ofctl 3.1: OXM_OF_SCTP_DST is OXM field 18; load and move
+        // name it by that OXM id too (OVS has no NXM id for it).
+        assert_eq!(Field::SctpDst.info().match_id().header(false), 0x8000_2402);
+        assert_eq!(Field::SctpSrc.info().action_id().header(false), 0x8000_2202);
         assert_eq!(
             Field::InPort.info().set_field_id().header(false),
             0x0000_0002

@@ -29,7 +29,9 @@ fn any_match() -> impl Strategy<Value = Match> {
         Just((Some(0x0800), Some(17))),
         Just((Some(0x0800), Some(1))),
         Just((Some(0x0800), Some(47))),
+        Just((Some(0x0800), Some(132))),
         Just((Some(0x86dd), Some(6))),
+        Just((Some(0x86dd), Some(132))),
         Just((Some(0x0806), None)),
         Just((Some(0x8035), None)),
         Just((Some(0x88cc), None)),
@@ -296,8 +298,9 @@ fn printable_resubmit(ct_valid: bool) -> impl Strategy<Value = Action> {
 
 /// An action ovs-ofctl prints in a form it parses back to the same action, consistent with
 /// any match that has `ip` (`ip`: whether it has) and `ct_valid` (a ct_state implying a
-/// connection).
-fn printable_action(ip: bool, ct_valid: bool) -> BoxedStrategy<Action> {
+/// connection), and whose packet has the `packet_fields` (set and loaded too: the transport
+/// ports of a TCP, UDP or SCTP flow).
+fn printable_action(ip: bool, ct_valid: bool, packet_fields: Vec<Field>) -> BoxedStrategy<Action> {
     let outside = writable_fields(false, true);
     let mut options: Vec<BoxedStrategy<Action>> = vec![
         output_port().prop_map(Action::output).boxed(),
@@ -331,6 +334,10 @@ fn printable_action(ip: bool, ct_valid: bool) -> BoxedStrategy<Action> {
     if ip {
         options.push(printable_ct().boxed());
     }
+    if !packet_fields.is_empty() {
+        options.push(load_of(packet_fields.clone()).boxed());
+        options.push(set_field_of(packet_fields).boxed());
+    }
     prop::strategy::Union::new(options).boxed()
 }
 
@@ -338,7 +345,7 @@ fn printable_action(ip: bool, ct_valid: bool) -> BoxedStrategy<Action> {
 /// crate does not model (kept raw).
 fn any_action() -> BoxedStrategy<Action> {
     prop_oneof![
-        4 => printable_action(true, true),
+        4 => printable_action(true, true, writable_fields(false, false)),
         1 => unknown_action(),
     ]
     .boxed()
@@ -724,7 +731,14 @@ fn printable_flow() -> impl Strategy<Value = FlowMod> {
         .prop_flat_map(|(header, match_)| {
             let ip = match_.exact(Field::EthType) == Some(0x0800);
             let ct_valid = Prereq::CtValid.is_met(&match_);
-            let instructions = instructions_of(printable_action(ip, ct_valid), false);
+            let packet_fields: Vec<Field> = FIELDS
+                .iter()
+                .filter(|row| row.writable(false) && row.prereq != Prereq::None)
+                .filter(|row| row.prereq.is_met(&match_))
+                .map(|row| row.field)
+                .collect();
+            let instructions =
+                instructions_of(printable_action(ip, ct_valid, packet_fields), false);
             (Just(header), Just(match_), instructions)
         })
         .prop_map(
@@ -764,7 +778,7 @@ proptest! {
 
     /// A group as ovs-ofctl prints it parses back to itself (the command word aside).
     #[test]
-    fn group_parse_inverts_print(gm in any_group_mod(printable_action(false, false))) {
+    fn group_parse_inverts_print(gm in any_group_mod(printable_action(false, false, vec![]))) {
         prop_assume!(gm.command != GroupCommand::AddOrModify);
         let printed = format_group_mod(&gm);
         let (word, text) = printed.split_once(' ').unwrap();

@@ -51,6 +51,15 @@ const PAIRS: &[(&str, &str)] = &[
      "table=5, priority=11,tcp,nw_src=10.0.0.0/8,tp_src=80 actions=output:NXM_NX_REG2[0..15]"),
     ("table=5, priority=12, arp, arp_op=2, arp_tha=0a:00:00:00:00:01, in_port=LOCAL, actions=output:65279",
      "table=5, priority=12,arp,in_port=LOCAL,arp_op=2,arp_tha=0a:00:00:00:00:01 actions=output:65279"),
+    // SCTP ports print as tp_src/tp_dst, like TCP and UDP ones; a port name of another
+    // protocol stands for the port of the flow's protocol (OVS keeps them in one slot).
+    ("table=80, priority=150, sctp, tp_dst=80, actions=drop", "table=80, priority=150,sctp,tp_dst=80 actions=drop"),
+    ("table=80, priority=151, ip, nw_proto=132, sctp_src=1/0xff, sctp_dst=80, actions=drop",
+     "table=80, priority=151,sctp,tp_src=0x1/0xff,tp_dst=80 actions=drop"),
+    ("table=80, priority=152, sctp6, udp_src=5000, actions=drop", "table=80, priority=152,sctp6,tp_src=5000 actions=drop"),
+    ("table=80, priority=153, tcp, sctp_dst=80, actions=drop", "table=80, priority=153,tcp,tp_dst=80 actions=drop"),
+    ("table=80, priority=154, sctp, actions=set_field:80->sctp_dst,load:1->OXM_OF_SCTP_SRC[0..3],move:sctp_src->NXM_NX_REG0[0..15]",
+     "table=80, priority=154,sctp actions=set_field:80->sctp_dst,load:0x1->OXM_OF_SCTP_SRC[0..3],move:OXM_OF_SCTP_SRC[]->NXM_NX_REG0[0..15]"),
     // ofnode's table 80 flows (subnet mode, multitenant global VNID).
     ("table=80, priority=200, actions=output:NXM_NX_REG2[]", "table=80, priority=200 actions=output:NXM_NX_REG2[]"),
     ("table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]", "table=80, priority=200,reg1=0 actions=output:NXM_NX_REG2[]"),
@@ -189,6 +198,18 @@ fn errors_name_the_bad_token() {
             "in_port=1/1, actions=drop",
             FlowModCommand::Add,
             "in_port=1/1",
+        ),
+        // SCTP ports need sctp (or tcp/udp, whose port slot they share); ovs-ofctl 3.1
+        // silently drops the field.
+        (
+            "ip, sctp_dst=80, actions=drop",
+            FlowModCommand::Add,
+            "sctp_dst=80` needs `tcp`, `udp` or `sctp",
+        ),
+        (
+            "udp, actions=set_field:80->sctp_dst",
+            FlowModCommand::Add,
+            "sctp_dst needs `sctp",
         ),
         (
             "actions=set_field:1.2.3.4->nw_bogus",

@@ -291,16 +291,21 @@ fn stage_of(field: Field) -> u8 {
     }
 }
 
-/// A field whose prerequisite is unmet stands for its storage sibling when the sibling's is
-/// met (`nw_src` in an ARP flow is arp_spa), as OVS's shared flow slots make it.
+/// A field whose prerequisite is unmet stands for the field sharing its flow slot whose
+/// prerequisite is met (`nw_src` in an ARP flow is arp_spa, `tp_dst` in an SCTP flow is
+/// sctp_dst), as OVS's shared flow slots make it.
 fn resolve(m: &Match, field: Field) -> Field {
-    match field.storage_sibling() {
-        Some(sibling) if !prereq_met(m, field) && prereq_met(m, sibling) => sibling,
-        _ => field,
+    if prereq_met(m, field) {
+        return field;
     }
+    field
+        .shared_slot()
+        .and_then(|(fields, _)| fields.iter().copied().find(|&f| prereq_met(m, f)))
+        .unwrap_or(field)
 }
 
-/// The mask to use in `field` for a value written as `named` (its storage sibling, or itself).
+/// The mask to use in `field` for a value written as `named` (a field sharing its slot, or
+/// itself).
 /// Siblings differ in width (`ip_proto` is 8 bits, `arp_op` 16): an exact match stays exact,
 /// and a value the sibling cannot hold is an error, not silently cut (found by fuzzing).
 fn sibling_mask(
@@ -339,10 +344,9 @@ fn check_prereq(m: &Match, field: Field, token: &Token<'_>) -> Result<(), ParseE
     if prereq_met(m, field) {
         return Ok(());
     }
-    let needs = match field.storage_sibling() {
-        Some(Field::ArpSpa | Field::ArpTpa | Field::ArpOp | Field::IpProto) => "ip` or `arp",
-        Some(Field::UdpSrc | Field::UdpDst | Field::TcpSrc | Field::TcpDst) => "tcp` or `udp",
-        _ => field.info().prereq.describe(),
+    let needs = match field.shared_slot() {
+        Some((_, needs)) => needs,
+        None => field.info().prereq.describe(),
     };
     Err(ParseError::Prerequisite {
         token: token.text.to_string(),

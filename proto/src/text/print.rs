@@ -178,7 +178,7 @@ const AFTER_PROTOCOL: [Field; 23] = [
     Field::EthDst,
 ];
 const L3: [Field; 4] = [Field::Ipv4Src, Field::Ipv4Dst, Field::ArpSpa, Field::ArpTpa];
-const AFTER_IP_PROTO: [Field; 11] = [
+const AFTER_IP_PROTO: [Field; 13] = [
     Field::ArpOp,
     Field::ArpSha,
     Field::ArpTha,
@@ -189,6 +189,8 @@ const AFTER_IP_PROTO: [Field; 11] = [
     Field::TcpDst,
     Field::UdpSrc,
     Field::UdpDst,
+    Field::SctpSrc,
+    Field::SctpDst,
     Field::TcpFlags,
 ];
 

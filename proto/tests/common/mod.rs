@@ -138,6 +138,12 @@ pub fn stateful_add_flows() -> Vec<String> {
         "table=82, priority=17, ip, ct_state=+trk+est, actions=ct(nat),write_actions(ct_clear,output:2)".into(),
         "table=82, priority=18, tcp, tcp_flags=0x12, ct_state=0x21, actions=set_field:5->in_port,resubmit:3,resubmit(LOCAL,40)".into(),
         "table=82, priority=19, rarp, arp_op=3, actions=drop".into(),
+        // A NetworkPolicy allowing an SCTP port; SCTP ports set, loaded and moved; port names
+        // of one transport protocol read as the flow's own (OVS keeps them in one slot).
+        format!("table=80, priority=150, reg1=42, ip, nw_dst={POD_IP}, sctp, tp_dst=5000, actions=output:NXM_NX_REG2[]"),
+        "table=82, priority=20, ip, nw_proto=132, sctp_src=1/0xff, sctp_dst=80, actions=set_field:80->sctp_dst,load:1->OXM_OF_SCTP_SRC[0..3],move:OXM_OF_SCTP_SRC[]->NXM_NX_REG0[0..15]".into(),
+        "table=82, priority=21, sctp6, udp_src=5000, actions=drop".into(),
+        "table=82, priority=22, tcp, sctp_dst=80, actions=drop".into(),
     ]
 }
 

@@ -335,9 +335,9 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
 }
 
 /// A networkpolicy node with namespaces x and y, pod A (x, pod=a), a remote pod of y, an
-/// ingress policy from namespace y on TCP 80 and 81..90 and an egress policy to a CIDR: flows
-/// in tables 21 and 80 of every kind (isolation, clauses, conj_id flows). Returns the table
-/// the switch holds, checked to contain them.
+/// ingress policy from namespace y on TCP and SCTP 80 and 81..90 and an egress policy to a
+/// CIDR: flows in tables 21 and 80 of every kind (isolation, clauses, conj_id flows). Returns
+/// the table the switch holds, checked to contain them.
 async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     let c = &api.client;
     c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
@@ -358,7 +358,8 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     .unwrap();
     let ingress = r#"{"podSelector":{"matchLabels":{"pod":"a"}},
         "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}],
-                    "ports":[{"port":80},{"port":81,"endPort":90}]}]}"#;
+                    "ports":[{"port":80},{"port":81,"endPort":90},
+                             {"protocol":"SCTP","port":80},{"protocol":"SCTP","port":81,"endPort":90}]}]}"#;
     c.netpol_apply(policy("x", "from-blue", ingress))
         .await
         .unwrap();
@@ -369,6 +370,8 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     for wanted in [
         "table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
         "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)",
+        "table=80, priority=200,sctp,tp_dst=80 actions=conjunction(1,3/3)",
+        "table=80, priority=200,sctp,tp_dst=0x54/0xfffc actions=conjunction(1,3/3)",
         "table=21, priority=100,ip,reg0=0xb actions=drop",
         "table=21, priority=200,ip,nw_dst=192.0.2.0/25 actions=conjunction(2,2/2)",
         "table=21, priority=200,conj_id=2,ip actions=goto_table:30",

@@ -368,14 +368,6 @@ impl RawPort {
                 }
             },
         };
-        if protocol == L4::Sctp && first.is_some() {
-            // ofnode's flow codec has no sctp_dst field yet: refuse clearly rather than fail
-            // later with an internal error (a whole-protocol SCTP rule works).
-            return Err(NetPolError::new(
-                format!("{path}.port"),
-                "SCTP port numbers are not supported yet (only a whole-protocol SCTP rule)",
-            ));
-        }
         let range = match (first, self.end_port) {
             (None, None) => None,
             (Some(p), None) => Some((p, p)),

@@ -266,6 +266,10 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     let (status, message) = refusal(c.namespace_set(&namespace("y", 11, &[])).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("vnid:"), "{message}");
+    // VNID 0 is the nodes' own traffic: a namespace of it would make `reg0=0` peers.
+    let (status, message) = refusal(c.namespace_set(&namespace("y", 0, &[])).await);
+    assert_eq!(status, 422);
+    assert!(message.starts_with("vnid: 0 is the VNID"), "{message}");
     let (status, message) = refusal(c.namespace_set(&namespace("y", 12, &[("-bad", "v")])).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("labels.-bad"), "{message}");
@@ -332,6 +336,56 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     assert_flows(&f.ovs, &flows);
     assert_eq!(f.ports(), ports, "a refused pod add left a port");
     assert_eq!(inputs(&api).await, held);
+}
+
+/// A node in another mode would keep the mode's inputs without enforcing them: it refuses
+/// them (409, naming its mode) and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_another_mode_refuses_the_modes_inputs() {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    let api = serve(&f).await;
+    let c = &api.client;
+    f.veth("vethA");
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let ports = f.ports();
+    let expect_409 = |(status, message): (u16, String), what: &str| {
+        assert_eq!(status, 409, "{message}");
+        assert_eq!(
+            message,
+            format!("{what}: only a node in networkpolicy mode takes them; this node is in multitenant mode")
+        );
+    };
+    expect_409(
+        refusal(c.namespace_set(&namespace("x", 11, &[])).await),
+        "namespaces",
+    );
+    expect_409(
+        refusal(
+            c.netpol_apply(policy("x", "deny", r#"{"podSelector":{}}"#))
+                .await,
+        ),
+        "NetworkPolicy objects",
+    );
+    expect_409(
+        refusal(
+            c.remote_pod_set(&wire::RemotePod {
+                ip: "10.130.0.7".parse().unwrap(),
+                namespace: "x".into(),
+                labels: Default::default(),
+            })
+            .await,
+        ),
+        "remote pods",
+    );
+    let mut pod = pod_a(11);
+    pod.labels.insert("pod".into(), "a".into());
+    expect_409(
+        refusal(c.pod_add(&pod).await),
+        "a pod's namespace and labels",
+    );
+    assert_flows(&f.ovs, &flows);
+    assert_eq!(f.ports(), ports, "a refused pod add left a port");
+    assert_eq!(inputs(&api).await, "[]\n[]\n[]");
 }
 
 /// A networkpolicy node with namespaces x and y, pod A (x, pod=a), a remote pod of y, an

@@ -7,6 +7,7 @@
 //! prints them.
 
 mod netpol;
+mod netpol_inputs;
 mod ops;
 mod sync;
 

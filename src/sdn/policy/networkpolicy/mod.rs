@@ -102,6 +102,10 @@ impl Policy for NetworkPolicy {
     fn replaces_gateway_exemption(&self) -> bool {
         true
     }
+
+    fn enforces_network_policy(&self) -> bool {
+        true
+    }
 }
 
 /// A policy as the node keeps it: the validated policy and its rules' conjunction ids.

@@ -46,10 +46,23 @@ pub struct Namespace {
 }
 
 impl Namespace {
-    /// Checks the name and labels; the implicit name label is dropped (a different value for it
-    /// is refused), so the stored labels are the user's own.
+    /// Checks the name, VNID and labels; the implicit name label is dropped (a different value
+    /// for it is refused), so the stored labels are the user's own.
+    ///
+    /// VNID 0 is refused: it is what the nodes' own traffic carries in reg0 (from tun0 locally,
+    /// and other nodes' hosts over VXLAN), so a peer selecting such a namespace (`reg0=0`) would
+    /// also admit every node's host. (openshift-sdn gives `default` VNID 0 and lets it admit
+    /// host traffic on purpose; here the local node's own traffic is always admitted instead,
+    /// and other hosts are peers like any other, allowed by ipBlock.)
     pub fn validated(mut self) -> Checked<Namespace> {
         check_dns_label("name", &self.name)?;
+        if self.vnid == Vnid::GLOBAL {
+            return Err(NetPolError::new(
+                "vnid",
+                "0 is the VNID of the nodes' own traffic (tun0, other nodes' hosts): a \
+                 namespace needs one from 1 to 16777215",
+            ));
+        }
         if let Some(value) = self.labels.remove(NAMESPACE_NAME_LABEL) {
             if value != self.name {
                 return Err(NetPolError::new(

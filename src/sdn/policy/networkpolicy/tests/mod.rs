@@ -539,6 +539,15 @@ fn namespaces_carry_their_name_label() {
     assert_eq!(ns("X", 1, &[]).validated().unwrap_err().path, "name");
 }
 
+/// A namespace of VNID 0 would make `reg0=0` peers, which the nodes' own traffic carries too.
+#[test]
+fn a_namespace_of_vnid_0_is_refused() {
+    let err = ns("x", 0, &[]).validated().unwrap_err();
+    assert_eq!(err.path, "vnid");
+    assert!(err.reason.contains("nodes' own traffic"), "{err}");
+    ns("x", 1, &[]).validated().unwrap();
+}
+
 /// SCTP ports and endPort ranges are matched as TCP's and UDP's are (sctp_dst, masks).
 #[test]
 fn sctp_port_numbers_and_ranges_are_matched() {

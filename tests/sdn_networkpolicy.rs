@@ -117,11 +117,13 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
         .pod_add(&pod)
         .await
         .expect("pod add takes the namespace's VNID");
+    // The seed's four pod flows, and table 25's: its service traffic back from the DNAT.
     let with_pod = with(
         &base_flows(Mode::NetworkPolicy),
         &pod_a_flows(ofport, "0xb")
             .iter()
             .map(String::as_str)
+            .chain(["table=25, priority=100,ip,nw_src=10.128.0.5 actions=load:0xb->NXM_NX_REG0[],resubmit(,21)"])
             .collect::<Vec<_>>(),
     );
     wait_for_flows(&f.ovs, &with_pod, std::time::Duration::from_secs(10));

@@ -44,8 +44,10 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .pods
             .get(&ip)
             .map(|pod| {
+                let mode = policy::of(setup.mode);
                 let mut out = flows::pod_flows(pod);
-                out.extend(policy::of(setup.mode).vnid_flows(pod.vnid));
+                out.extend(mode.pod_flows(pod));
+                out.extend(mode.vnid_flows(pod.vnid));
                 out
             })
             .unwrap_or_default(),

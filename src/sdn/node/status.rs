@@ -72,7 +72,11 @@ impl Node {
                 .ovsdb
                 .with_cache(|c| c.find("Port", veth.as_str()).is_some())
         });
-        let missing_flows = self.missing_flows(&pod_flows(&pod)).await?;
+        let mut wanted = pod_flows(&pod);
+        if let Some(setup) = self.published().setup {
+            wanted.extend(policy::of(setup.mode).pod_flows(&pod));
+        }
+        let missing_flows = self.missing_flows(&wanted).await?;
         Ok(PodStatus {
             counters: self.pod_counters(&pod.sandbox),
             pod,

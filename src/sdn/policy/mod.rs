@@ -31,7 +31,7 @@ pub trait Policy: Sync {
     }
 
     /// The flows a local pod needs beyond the seed's own (`flows::pod_flows`).
-    fn pod_flows(&self, _pod: &Pod, _setup: &SetupRequest) -> Vec<String> {
+    fn pod_flows(&self, _pod: &Pod) -> Vec<String> {
         Vec::new()
     }
 

@@ -8,6 +8,7 @@
 
 mod netpol;
 mod netpol_inputs;
+mod netpol_service;
 mod ops;
 mod sync;
 

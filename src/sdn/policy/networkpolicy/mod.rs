@@ -3,7 +3,9 @@
 //! table 80 a local pod's ingress; table 81 (local deliveries, after ingress) and table 30
 //! (everything else, after egress) commit a connection once, after its node's last check.
 //! Replies (`+rpl`) and related ICMP (`+rel`) pass both checks; original-direction packets are
-//! judged on every packet, so a change that stops allowing a connection cuts it.
+//! judged on every packet, so a change that stops allowing a connection cuts it. Traffic to a
+//! service leaves through tun0 unjudged and is judged when kube-proxy's DNAT sends it back in
+//! through tun0: table 25 gives it its pod's VNID again.
 //!
 //! Every Kubernetes rule is one `conjunction(id, k/n)` over the dimensions it constrains
 //! (targets, peers, ports), so P pods, S peers and K ports cost P+S+K+1 flows. Clause flows
@@ -29,9 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Policy;
 use crate::sdn::layout::{
-    CLASSIFY, EGRESS_POLICY, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING, TO_REMOTE,
-    TO_SERVICE, TUN_OFPORT,
+    CLASSIFY, EGRESS_POLICY, FROM_SERVICE, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING,
+    TO_REMOTE, TO_SERVICE, TUN_OFPORT,
 };
+use crate::sdn::state::Pod;
 use crate::sdn::types::SetupRequest;
 use crate::value::Vnid;
 use model::NetPol;
@@ -50,6 +53,8 @@ pub const ZONE: u16 = 13877;
 /// a priority unless they are clauses of conjunctions.
 const PRIO_REPLY: u16 = 400;
 const PRIO_RELATED: u16 = 390;
+/// Table 21: traffic to a service passes here; its egress is judged after the DNAT.
+const PRIO_SERVICE: u16 = 300;
 pub(super) const PRIO_PLAIN_ALLOW: u16 = 210;
 pub(super) const PRIO_CONJUNCTION: u16 = 200;
 pub(super) const PRIO_ISOLATION: u16 = 100;
@@ -62,10 +67,11 @@ impl Policy for NetworkPolicy {
     }
 
     fn base_flows(&self, setup: &SetupRequest) -> Vec<String> {
-        let (gw, cluster, service, tun) = (
+        let (gw, cluster, service, local, tun) = (
             setup.gateway,
             setup.cluster_network,
             setup.service_network,
+            setup.local_subnet,
             TUN_OFPORT,
         );
         let commit = format!("ct(commit,zone={ZONE})");
@@ -80,8 +86,14 @@ impl Policy for NetworkPolicy {
             format!("table={ROUTING}, priority=150, ip, nw_dst={cluster}, ct_state=+trk+new, actions={commit},goto_table:{TO_REMOTE}"),
             format!("table={ROUTING}, priority=101, ip, nw_dst={service}, ct_state=+trk+new, actions={commit},goto_table:{TO_SERVICE}"),
             format!("table={ROUTING}, priority=1, ip, ct_state=+trk+new, actions={commit},goto_table:{EGRESS_POLICY}"),
-            // Services go to tun0 (kube-proxy); policy judges them after the DNAT.
+            // Services go to tun0 (kube-proxy); policy judges them after the DNAT: the packet
+            // comes back in through tun0 with the pod's address, table 25 loads its VNID again
+            // (per pod, `pod_flows`; other sources keep reg0=0, the node's) and table 21 judges
+            // its egress towards the real destination.
+            format!("table={POLICY_CONNTRACK}, priority={PRIO_SERVICE}, ip, nw_dst={service}, actions=goto_table:{ROUTING}"),
             format!("table={TO_SERVICE}, priority=150, ip, actions=output:{tun}"),
+            format!("table={CLASSIFY}, priority=300, in_port={tun}, ip, nw_src={local}, nw_dst={cluster}, actions=goto_table:{FROM_SERVICE}"),
+            format!("table={FROM_SERVICE}, priority=0, actions=goto_table:{ROUTING}"),
             // Ingress: replies, related, the local node (kubelet probes), non-isolated pods.
             format!("table={POLICY}, priority={PRIO_REPLY}, ip, ct_state=+trk+rpl, actions=output:NXM_NX_REG2[]"),
             format!("table={POLICY}, priority={PRIO_RELATED}, ip, ct_state=+trk+rel, actions=output:NXM_NX_REG2[]"),
@@ -96,6 +108,16 @@ impl Policy for NetworkPolicy {
     /// Isolation comes from policies, not VNIDs.
     fn vnid_flows(&self, _vnid: Vnid) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The pod's service traffic, back from the DNAT through tun0, carries its VNID again
+    /// (openshift-sdn's table 25), so that policies see the pod, not the node; its egress is
+    /// judged by table 21 (a resubmit: goto_table only goes forward).
+    fn pod_flows(&self, pod: &Pod) -> Vec<String> {
+        let (ip, vnid) = (pod.ip, pod.vnid);
+        vec![format!(
+            "table={FROM_SERVICE}, priority=100, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], resubmit(,{POLICY_CONNTRACK})"
+        )]
     }
 
     /// Its own table 80 flow for the gateway (which also commits) replaces the seed's.

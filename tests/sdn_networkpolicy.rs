@@ -117,11 +117,13 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
         .pod_add(&pod)
         .await
         .expect("pod add takes the namespace's VNID");
+    // The seed's four pod flows, and table 25's: its service traffic back from the DNAT.
     let with_pod = with(
         &base_flows(Mode::NetworkPolicy),
         &pod_a_flows(ofport, "0xb")
             .iter()
             .map(String::as_str)
+            .chain(["table=25, priority=100,ip,nw_src=10.128.0.5 actions=load:0xb->NXM_NX_REG0[],resubmit(,21)"])
             .collect::<Vec<_>>(),
     );
     wait_for_flows(&f.ovs, &with_pod, std::time::Duration::from_secs(10));
@@ -266,6 +268,10 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     let (status, message) = refusal(c.namespace_set(&namespace("y", 11, &[])).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("vnid:"), "{message}");
+    // VNID 0 is the nodes' own traffic: a namespace of it would make `reg0=0` peers.
+    let (status, message) = refusal(c.namespace_set(&namespace("y", 0, &[])).await);
+    assert_eq!(status, 422);
+    assert!(message.starts_with("vnid: 0 is the VNID"), "{message}");
     let (status, message) = refusal(c.namespace_set(&namespace("y", 12, &[("-bad", "v")])).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("labels.-bad"), "{message}");
@@ -334,10 +340,60 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     assert_eq!(inputs(&api).await, held);
 }
 
+/// A node in another mode would keep the mode's inputs without enforcing them: it refuses
+/// them (409, naming its mode) and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_another_mode_refuses_the_modes_inputs() {
+    let f = Fixture::set_up(Mode::Multitenant).await;
+    let api = serve(&f).await;
+    let c = &api.client;
+    f.veth("vethA");
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let ports = f.ports();
+    let expect_409 = |(status, message): (u16, String), what: &str| {
+        assert_eq!(status, 409, "{message}");
+        assert_eq!(
+            message,
+            format!("{what}: only a node in networkpolicy mode takes them; this node is in multitenant mode")
+        );
+    };
+    expect_409(
+        refusal(c.namespace_set(&namespace("x", 11, &[])).await),
+        "namespaces",
+    );
+    expect_409(
+        refusal(
+            c.netpol_apply(policy("x", "deny", r#"{"podSelector":{}}"#))
+                .await,
+        ),
+        "NetworkPolicy objects",
+    );
+    expect_409(
+        refusal(
+            c.remote_pod_set(&wire::RemotePod {
+                ip: "10.130.0.7".parse().unwrap(),
+                namespace: "x".into(),
+                labels: Default::default(),
+            })
+            .await,
+        ),
+        "remote pods",
+    );
+    let mut pod = pod_a(11);
+    pod.labels.insert("pod".into(), "a".into());
+    expect_409(
+        refusal(c.pod_add(&pod).await),
+        "a pod's namespace and labels",
+    );
+    assert_flows(&f.ovs, &flows);
+    assert_eq!(f.ports(), ports, "a refused pod add left a port");
+    assert_eq!(inputs(&api).await, "[]\n[]\n[]");
+}
+
 /// A networkpolicy node with namespaces x and y, pod A (x, pod=a), a remote pod of y, an
-/// ingress policy from namespace y on TCP 80 and 81..90 and an egress policy to a CIDR: flows
-/// in tables 21 and 80 of every kind (isolation, clauses, conj_id flows). Returns the table
-/// the switch holds, checked to contain them.
+/// ingress policy from namespace y on TCP and SCTP 80 and 81..90 and an egress policy to a
+/// CIDR: flows in tables 21 and 80 of every kind (isolation, clauses, conj_id flows). Returns
+/// the table the switch holds, checked to contain them.
 async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     let c = &api.client;
     c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
@@ -358,7 +414,8 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     .unwrap();
     let ingress = r#"{"podSelector":{"matchLabels":{"pod":"a"}},
         "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}],
-                    "ports":[{"port":80},{"port":81,"endPort":90}]}]}"#;
+                    "ports":[{"port":80},{"port":81,"endPort":90},
+                             {"protocol":"SCTP","port":80},{"protocol":"SCTP","port":81,"endPort":90}]}]}"#;
     c.netpol_apply(policy("x", "from-blue", ingress))
         .await
         .unwrap();
@@ -369,6 +426,8 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     for wanted in [
         "table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
         "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)",
+        "table=80, priority=200,sctp,tp_dst=80 actions=conjunction(1,3/3)",
+        "table=80, priority=200,sctp,tp_dst=0x54/0xfffc actions=conjunction(1,3/3)",
         "table=21, priority=100,ip,reg0=0xb actions=drop",
         "table=21, priority=200,ip,nw_dst=192.0.2.0/25 actions=conjunction(2,2/2)",
         "table=21, priority=200,conj_id=2,ip actions=goto_table:30",

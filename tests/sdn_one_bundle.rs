@@ -7,7 +7,10 @@ mod sdn_common;
 
 use std::time::Duration;
 
-use ofnode::sdn::{EgressNetworkPolicy, HostSubnet, Mode, Service, Vnid};
+use ofnode::sdn::policy::networkpolicy::parse_netpol;
+use ofnode::sdn::{
+    EgressNetworkPolicy, HostSubnet, Labels, Mode, Namespace, RemotePod, Service, Vnid,
+};
 use ofnode_harness::ofproxy::BundleEnd;
 use ofnode_harness::OfProxy;
 use sdn_common::*;
@@ -38,6 +41,35 @@ async fn one_bundle<T: std::fmt::Debug>(
         traffic.loose_flow_mods(),
         0,
         "{what}: {}",
+        traffic.describe()
+    );
+}
+
+/// Runs `op`, which changes no flow, and asserts nothing reached the switch while it ran.
+async fn no_bundle<T: std::fmt::Debug>(
+    proxy: &OfProxy,
+    what: &str,
+    op: impl std::future::Future<Output = Result<T, ofnode::sdn::Error>>,
+) {
+    let mark = proxy.mark();
+    op.await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let traffic = proxy.traffic_since(mark);
+    assert!(
+        traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
+        "{what}: {}",
+        traffic.describe()
+    );
+}
+
+/// Nothing reaches the switch behind the operations' backs (no follow-up fixes, no second
+/// bundle after the answer).
+async fn quiet_afterwards(proxy: &OfProxy) {
+    let mark = proxy.mark();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let traffic = proxy.traffic_since(mark);
+    assert!(
+        traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
+        "{}",
         traffic.describe()
     );
 }
@@ -115,14 +147,144 @@ async fn every_operation_is_exactly_one_bundle_at_the_switch() {
     )
     .await;
 
-    // Nothing else reaches the switch behind the operations' backs (no follow-up fixes, no
-    // second bundle after the answer).
-    let mark = proxy.mark();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let traffic = proxy.traffic_since(mark);
-    assert!(
-        traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
-        "{}",
-        traffic.describe()
+    quiet_afterwards(&proxy).await;
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn namespace(name: &str, v: u32, pairs: &[(&str, &str)]) -> Namespace {
+    Namespace {
+        name: name.into(),
+        vnid: vnid(v),
+        labels: labels(pairs),
+    }
+}
+
+fn netpol(name: &str, spec: &str) -> ofnode::sdn::policy::networkpolicy::model::NetPol {
+    let json = format!(
+        r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+            "metadata":{{"name":"{name}","namespace":"x"}},"spec":{spec}}}"#
     );
+    parse_netpol(json.as_bytes()).unwrap()
+}
+
+/// The networkpolicy mode's operations: each that changes flows (its own, or a policy's it
+/// touches) is one bundle; one that changes none sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    let node = &f.node;
+    one_bundle(
+        &proxy,
+        "setup",
+        node.setup(&setup_request(Mode::NetworkPolicy)),
+    )
+    .await;
+    // No policy yet: a namespace changes no flow.
+    no_bundle(
+        &proxy,
+        "namespace set (no policy)",
+        node.namespace_set(namespace("x", 11, &[])),
+    )
+    .await;
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.namespace = Some("x".into());
+    pod.labels = labels(&[("pod", "a")]);
+    one_bundle(
+        &proxy,
+        "pod add with namespace and labels",
+        node.pod_add(&pod),
+    )
+    .await;
+
+    // Pod a lets in namespaces labelled team=blue and pods of x labelled pod=b.
+    let policy = netpol(
+        "a-from",
+        r#"{"podSelector":{"matchLabels":{"pod":"a"}},"ingress":[
+            {"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}]},
+            {"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}"#,
+    );
+    one_bundle(&proxy, "netpol apply", node.netpol_apply(policy.clone())).await;
+    no_bundle(&proxy, "netpol apply (the same)", node.netpol_apply(policy)).await;
+    one_bundle(
+        &proxy,
+        "namespace set (selected by a policy)",
+        node.namespace_set(namespace("y", 12, &[("team", "blue")])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "namespace set (relabelled, no longer selected)",
+        node.namespace_set(namespace("y", 12, &[("team", "red")])),
+    )
+    .await;
+    let remote = RemotePod {
+        ip: "10.130.0.7".parse().unwrap(),
+        namespace: "x".into(),
+        labels: labels(&[("pod", "b")]),
+    };
+    one_bundle(
+        &proxy,
+        "remote pod set",
+        node.remote_pod_set(remote.clone()),
+    )
+    .await;
+    no_bundle(
+        &proxy,
+        "remote pod set (the same)",
+        node.remote_pod_set(remote),
+    )
+    .await;
+    let sandbox = SANDBOX.parse().unwrap();
+    one_bundle(
+        &proxy,
+        "pod labels (no longer selected)",
+        node.pod_labels(&sandbox, labels(&[("pod", "z")])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "pod labels (selected again)",
+        node.pod_labels(&sandbox, labels(&[("pod", "a")])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "remote pod del",
+        node.remote_pod_del("10.130.0.7".parse().unwrap()),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "namespace set (selected again)",
+        node.namespace_set(namespace("y", 12, &[("team", "blue")])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "namespace del (selected by a policy)",
+        node.namespace_del("y"),
+    )
+    .await;
+    one_bundle(&proxy, "netpol del", node.netpol_del("x", "a-from")).await;
+    no_bundle(
+        &proxy,
+        "namespace set (no policy)",
+        node.namespace_set(namespace("y", 12, &[])),
+    )
+    .await;
+    no_bundle(&proxy, "namespace del (no policy)", node.namespace_del("y")).await;
+    one_bundle(
+        &proxy,
+        "pod del",
+        node.pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap()),
+    )
+    .await;
+    quiet_afterwards(&proxy).await;
 }

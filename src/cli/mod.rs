@@ -158,7 +158,7 @@ pub enum PodCommand {
         /// The pod's VNID (0: the global network; networkpolicy mode: its namespace's) [default: 0].
         #[arg(long, value_name = "N")]
         vnid: Option<Vnid>,
-        /// The pod's namespace (required in networkpolicy mode).
+        /// The pod's namespace (networkpolicy mode only, where it is required).
         #[arg(long, value_name = "NS")]
         namespace: Option<String>,
         /// A label of the pod, k=v (repeat for more; needs --namespace).
@@ -341,7 +341,7 @@ pub enum NamespaceCommand {
         /// The namespace's name.
         #[arg(long, value_name = "NS")]
         name: String,
-        /// The namespace's VNID (unique per namespace in networkpolicy mode).
+        /// The namespace's VNID: 1 to 16777215, one per namespace.
         #[arg(long, value_name = "N")]
         vnid: Vnid,
         /// A label of the namespace, k=v (repeat for more).

@@ -20,6 +20,15 @@ pub enum Error {
     /// The operation needs `setup` first.
     #[error("the node is not set up yet; run setup first")]
     NotSetUp,
+    /// The operation is an input of another policy mode than the node's (e.g. a NetworkPolicy
+    /// on a multitenant node, which would not enforce it): nothing was changed.
+    #[error("{what}: only a node in {accepted_in} mode takes them; this node is in {mode} mode")]
+    WrongMode {
+        what: String,
+        mode: super::types::Mode,
+        /// The modes that take it, by name.
+        accepted_in: String,
+    },
     #[error("{what} not found")]
     NotFound { what: String },
     /// The OpenFlow switch failed the operation (nothing of it was applied), or is unreachable.

@@ -12,6 +12,9 @@ pub const VXLAN_INGRESS: u8 = 10;
 pub const FROM_POD: u8 = 20;
 /// Table 21: from a pod, before routing: left to the policy mode (networkpolicy's conntrack).
 pub const POLICY_CONNTRACK: u8 = 21;
+/// Table 25: IP from tun0 with a local pod's source address: the pod's traffic to a service,
+/// back from kube-proxy's DNAT in the host; its VNID is loaded again (networkpolicy mode).
+pub const FROM_SERVICE: u8 = 25;
 /// Table 30: general routing.
 pub const ROUTING: u8 = 30;
 /// Table 40: ARP to a local pod (pods).
@@ -40,11 +43,12 @@ pub const MULTICAST_TO_LOCAL: u8 = 120;
 pub const VERSION_NOTE: u8 = 253;
 
 /// Every table with its name, in order.
-pub const TABLES: [(u8, &str); 17] = [
+pub const TABLES: [(u8, &str); 18] = [
     (CLASSIFY, "classify"),
     (VXLAN_INGRESS, "VXLAN ingress"),
     (FROM_POD, "from pod"),
     (POLICY_CONNTRACK, "policy conntrack"),
+    (FROM_SERVICE, "from service"),
     (ROUTING, "routing"),
     (ARP_TO_LOCAL, "ARP to local pod"),
     (ARP_TO_REMOTE, "ARP to remote pod"),

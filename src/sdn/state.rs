@@ -91,7 +91,8 @@ pub struct NodeState {
     pub vxlan_multicast: Vec<Ipv4Addr>,
     #[serde(default)]
     pub egress: BTreeMap<Vnid, EgressState>,
-    /// The NetworkPolicy mode's inputs (kept, but changing no flow, in the other modes).
+    /// The NetworkPolicy mode's inputs (refused in the other modes; a state journaled before
+    /// they were may hold some, which change no flow there).
     /// Namespaces by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub namespaces: BTreeMap<String, Namespace>,

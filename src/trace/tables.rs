@@ -8,6 +8,7 @@ pub const TABLES: &[(u8, &str)] = &[
     (10, "VXLAN ingress"),
     (20, "from pod"),
     (21, "conntrack"),
+    (25, "from service"),
     (30, "routing"),
     (40, "ARP to local"),
     (50, "ARP to remote"),

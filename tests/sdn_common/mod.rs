@@ -83,11 +83,15 @@ pub const GATEWAY_EXEMPTION: &str =
 /// The networkpolicy plugin's flows and the version note (origin's networkpolicy.go design:
 /// every IP packet tracked once in zone 13877; replies and related pass tables 21 and 80; a
 /// connection committed once, after its node's last check: table 81 for local deliveries,
-/// table 30 for the rest; services to tun0).
+/// table 30 for the rest; services to tun0, and back from kube-proxy's DNAT through table 25,
+/// which loads a local pod's VNID again (openshift-sdn's table 25) before its egress check).
 pub const NETWORKPOLICY_FLOWS: &[&str] = &[
     "priority=1000,ct_state=-trk,ip actions=ct(table=0,zone=13877)",
+    "priority=300,ip,in_port=2,nw_src=10.128.0.0/23,nw_dst=10.128.0.0/14 actions=goto_table:25",
     "table=21, priority=400,ct_state=+rpl+trk,ip actions=goto_table:30",
     "table=21, priority=390,ct_state=+rel+trk,ip actions=goto_table:30",
+    "table=21, priority=300,ip,nw_dst=172.30.0.0/16 actions=goto_table:30",
+    "table=25, priority=0 actions=goto_table:30",
     "table=30, priority=301,ct_state=+new+trk,ip,nw_dst=10.128.0.1 actions=ct(commit,zone=13877),output:2",
     "table=30, priority=150,ct_state=+new+trk,ip,nw_dst=10.128.0.0/14 actions=ct(commit,zone=13877),goto_table:90",
     "table=30, priority=101,ct_state=+new+trk,ip,nw_dst=172.30.0.0/16 actions=ct(commit,zone=13877),goto_table:60",

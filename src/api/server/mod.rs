@@ -189,7 +189,8 @@ pub fn status_of(err: &sdn::Error) -> StatusCode {
     match err {
         Error::Invalid(_) => StatusCode::BAD_REQUEST,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
-        Error::NotSetUp | Error::Conflict { .. } => StatusCode::CONFLICT,
+        // The request is sound but the node is not in a state (or mode) to take it.
+        Error::NotSetUp | Error::WrongMode { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
         Error::NetPol(_) => StatusCode::UNPROCESSABLE_ENTITY,
         // Applied (or refused) with the seed's input error: the request was understood.
         Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,

@@ -23,6 +23,14 @@ fn node_errors_map_to_their_http_class() {
         (sdn::Error::NotFound { what: "pod".into() }, 404),
         (sdn::Error::NotSetUp, 409),
         (
+            sdn::Error::WrongMode {
+                what: "NetworkPolicy objects".into(),
+                mode: sdn::Mode::Subnet,
+                accepted_in: "networkpolicy".into(),
+            },
+            409,
+        ),
+        (
             sdn::Error::Conflict {
                 what: "in use".into(),
             },

@@ -6,7 +6,15 @@ use crate::sdn::flows;
 use crate::sdn::policy;
 use crate::sdn::policy::networkpolicy::View;
 use crate::sdn::state::{Entity, NodeState};
-use crate::sdn::types::{Mode, SetupRequest};
+use crate::sdn::types::SetupRequest;
+
+/// The node's setup when its mode enforces NetworkPolicy (the one place the core asks).
+pub fn enforcing_setup(state: &NodeState) -> Option<&SetupRequest> {
+    state
+        .setup
+        .as_ref()
+        .filter(|setup| policy::of(setup.mode).enforces_network_policy())
+}
 
 /// The NetworkPolicy mode's part of `state`. A pod counts only with both its flows and its
 /// namespace (so a pod change alone never changes the mode's flows: pods and their namespace
@@ -36,8 +44,10 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .pods
             .get(&ip)
             .map(|pod| {
+                let mode = policy::of(setup.mode);
                 let mut out = flows::pod_flows(pod);
-                out.extend(policy::of(setup.mode).vnid_flows(pod.vnid));
+                out.extend(mode.pod_flows(pod));
+                out.extend(mode.vnid_flows(pod.vnid));
                 out
             })
             .unwrap_or_default(),
@@ -66,10 +76,9 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&vnid)
             .map(|entry| egress_flows(vnid, entry).flows)
             .unwrap_or_default(),
-        Entity::NetPol => match setup.mode {
-            Mode::NetworkPolicy => netpol_view(state, setup).flows(),
-            _ => Vec::new(),
-        },
+        Entity::NetPol => enforcing_setup(state)
+            .map(|setup| netpol_view(state, setup).flows())
+            .unwrap_or_default(),
         Entity::Base => {
             let mut out = flows::base_flows(setup);
             out.push(flows::version_flow(setup.mode));

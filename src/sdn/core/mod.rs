@@ -23,7 +23,7 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
-pub use desired::{all_entities, entity_flows, netpol_view};
+pub use desired::{all_entities, enforcing_setup, entity_flows, netpol_view};
 pub use netpol::NetPolSummary;
 pub use notice::Notice;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
@@ -34,7 +34,7 @@ use super::error::Error;
 use super::policy::networkpolicy::Index;
 use super::state::{Change, Entity, NodeState};
 use super::table::{self, Diff, Flow, FlowTable};
-use super::types::{HostSubnet, Mode};
+use super::types::HostSubnet;
 
 /// The desired state, its flow table, and the open batch.
 #[derive(Debug)]
@@ -103,11 +103,9 @@ fn build_table(state: &NodeState, netpol: &Index) -> Result<FlowTable, Error> {
 
 /// The NetworkPolicy mode's index of `state` (empty in the other modes).
 fn build_netpol(state: &NodeState) -> Index {
-    match &state.setup {
-        Some(setup) if setup.mode == Mode::NetworkPolicy => {
-            Index::build(&netpol_view(state, setup))
-        }
-        _ => Index::default(),
+    match enforcing_setup(state) {
+        Some(setup) => Index::build(&netpol_view(state, setup)),
+        None => Index::default(),
     }
 }
 
@@ -167,10 +165,7 @@ impl Core {
     /// The policies whose flows `change` may change in the current state, when it is one the
     /// NetworkPolicy mode's index must follow (None: an ordinary entity change).
     fn netpol_watchers(&self, change: &Change) -> Option<Vec<String>> {
-        let setup = self.state.setup.as_ref()?;
-        if setup.mode != Mode::NetworkPolicy {
-            return None;
-        }
+        let setup = enforcing_setup(&self.state)?;
         let view = netpol_view(&self.state, setup);
         let pod = |ip: &std::net::Ipv4Addr| -> Vec<String> {
             match (

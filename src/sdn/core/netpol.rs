@@ -4,14 +4,15 @@
 
 use std::net::Ipv4Addr;
 
+use super::desired::{enforcing_setup, netpol_view};
 use super::Core;
 use crate::sdn::error::Error;
-use crate::sdn::policy::networkpolicy::model::{
-    check_dns_label, check_labels, Labels, Namespace, NetPol, PodMeta, RemotePod,
-};
+use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
+use crate::sdn::policy::networkpolicy::names::{check_dns_label, check_labels};
 use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key, NetPolError};
+use crate::sdn::policy::{self, require_network_policy};
 use crate::sdn::state::{Change, Pod};
-use crate::sdn::types::Mode;
+use crate::sdn::types::SetupRequest;
 use crate::value::{SandboxId, Vnid};
 
 fn refuse(path: &str, reason: impl Into<String>) -> Error {
@@ -19,8 +20,11 @@ fn refuse(path: &str, reason: impl Into<String>) -> Error {
 }
 
 impl Core {
-    fn mode(&self) -> Option<Mode> {
-        self.state.setup.map(|s| s.mode)
+    /// The node's setup, when its mode takes `what` (one of the NetworkPolicy inputs).
+    fn require_enforcing(&self, what: &str) -> Result<SetupRequest, Error> {
+        let setup = self.state.setup.ok_or(Error::NotSetUp)?;
+        require_network_policy(setup.mode, what)?;
+        Ok(setup)
     }
 
     fn require_namespace(&self, path: &str, name: &str) -> Result<&Namespace, Error> {
@@ -34,23 +38,21 @@ impl Core {
     /// the NetworkPolicy mode, and cannot change while local pods of it exist (their flows
     /// carry it).
     pub fn namespace_set(&mut self, namespace: Namespace) -> Result<(), Error> {
-        self.require_setup()?;
+        self.require_enforcing("namespaces")?;
         let namespace = namespace.validated()?;
-        if self.mode() == Some(Mode::NetworkPolicy) {
-            if let Some(other) = self
-                .state
-                .namespaces
-                .values()
-                .find(|ns| ns.vnid == namespace.vnid && ns.name != namespace.name)
-            {
-                return Err(refuse(
-                    "vnid",
-                    format!(
-                        "{} is namespace {:?}'s; VNIDs are unique per namespace in networkpolicy mode",
-                        namespace.vnid, other.name
-                    ),
-                ));
-            }
+        if let Some(other) = self
+            .state
+            .namespaces
+            .values()
+            .find(|ns| ns.vnid == namespace.vnid && ns.name != namespace.name)
+        {
+            return Err(refuse(
+                "vnid",
+                format!(
+                    "{} is namespace {:?}'s; VNIDs are unique per namespace in networkpolicy mode",
+                    namespace.vnid, other.name
+                ),
+            ));
         }
         if let Some(old) = self.state.namespaces.get(&namespace.name) {
             let in_use = self
@@ -75,6 +77,7 @@ impl Core {
 
     /// Deletes a namespace; refused while pods (local or remote) or policies of it exist.
     pub fn namespace_del(&mut self, name: &str) -> Result<(), Error> {
+        self.require_enforcing("namespaces")?;
         if !self.state.namespaces.contains_key(name) {
             return Ok(());
         }
@@ -113,33 +116,35 @@ impl Core {
     /// NetworkPolicy mode the namespace is required and gives the pod its VNID: a VNID given
     /// too must agree, 0 means "the namespace's" (set in `pod`).
     pub fn check_pod_meta(&self, pod: &mut Pod, meta: Option<&PodMeta>) -> Result<(), Error> {
-        self.require_setup()?;
-        if let Some(meta) = meta {
-            check_dns_label("namespace", &meta.namespace)?;
-            check_labels("labels", &meta.labels)?;
-        }
-        if self.mode() == Some(Mode::NetworkPolicy) {
-            let meta = meta.ok_or_else(|| refuse("namespace", "required in networkpolicy mode"))?;
-            let ns = self.require_namespace("namespace", &meta.namespace)?;
-            if pod.vnid != Vnid::GLOBAL && pod.vnid != ns.vnid {
-                return Err(refuse(
-                    "vnid",
-                    format!(
-                        "{} is not namespace {:?}'s VNID {}",
-                        pod.vnid, meta.namespace, ns.vnid
-                    ),
-                ));
+        let setup = self.state.setup.ok_or(Error::NotSetUp)?;
+        if !policy::of(setup.mode).enforces_network_policy() {
+            if meta.is_some() {
+                require_network_policy(setup.mode, "a pod's namespace and labels")?;
             }
-            pod.vnid = ns.vnid;
+            return Ok(());
         }
+        let meta = meta.ok_or_else(|| refuse("namespace", "required in networkpolicy mode"))?;
+        check_dns_label("namespace", &meta.namespace)?;
+        check_labels("labels", &meta.labels)?;
+        let ns = self.require_namespace("namespace", &meta.namespace)?;
+        if pod.vnid != Vnid::GLOBAL && pod.vnid != ns.vnid {
+            return Err(refuse(
+                "vnid",
+                format!(
+                    "{} is not namespace {:?}'s VNID {}",
+                    pod.vnid, meta.namespace, ns.vnid
+                ),
+            ));
+        }
+        pod.vnid = ns.vnid;
         if self.state.remote_pods.contains_key(&pod.ip) {
             return Err(refuse("ip", format!("{} is a remote pod's", pod.ip)));
         }
         Ok(())
     }
 
-    /// A pod add with its namespace and labels (in the other modes both are kept and change no
-    /// flow).
+    /// A pod add with its namespace and labels (refused in the modes that do not enforce
+    /// NetworkPolicy).
     pub fn pod_add_with_meta(&mut self, mut pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
         self.check_pod_meta(&mut pod, meta.as_ref())?;
         let ip = pod.ip;
@@ -157,7 +162,7 @@ impl Core {
 
     /// Replaces a local pod's labels.
     pub fn pod_labels(&mut self, sandbox: &SandboxId, labels: Labels) -> Result<(), Error> {
-        self.require_setup()?;
+        self.require_enforcing("pod labels")?;
         check_labels("labels", &labels)?;
         let ip = self
             .state
@@ -185,7 +190,7 @@ impl Core {
     /// Creates or replaces a pod of another node: inside the cluster network, outside this
     /// node's subnet, in a namespace that exists.
     pub fn remote_pod_set(&mut self, pod: RemotePod) -> Result<(), Error> {
-        let setup = self.state.setup.ok_or(Error::NotSetUp)?;
+        let setup = self.require_enforcing("remote pods")?;
         check_labels("labels", &pod.labels)?;
         check_dns_label("namespace", &pod.namespace)?;
         self.require_namespace("namespace", &pod.namespace)?;
@@ -214,6 +219,7 @@ impl Core {
     }
 
     pub fn remote_pod_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
+        self.require_enforcing("remote pods")?;
         if !self.state.remote_pods.contains_key(&ip) {
             return Ok(());
         }
@@ -222,7 +228,7 @@ impl Core {
 
     /// Creates or replaces a policy; its rules keep their conjunction ids by position.
     pub fn netpol_apply(&mut self, policy: NetPol) -> Result<(), Error> {
-        self.require_setup()?;
+        let setup = self.require_enforcing("NetworkPolicy objects")?;
         self.require_namespace("metadata.namespace", &policy.namespace)?;
         let key = netpol_key(&policy.namespace, &policy.name);
         let others = self
@@ -236,6 +242,7 @@ impl Core {
             // The same policy again: nothing changes, no bundle.
             return Ok(());
         }
+        netpol_view(&self.state, &setup).check_flow_limit(&stored)?;
         self.apply(vec![Change::NetPol {
             key,
             netpol: Some(Box::new(stored)),
@@ -243,6 +250,7 @@ impl Core {
     }
 
     pub fn netpol_del(&mut self, namespace: &str, name: &str) -> Result<(), Error> {
+        self.require_enforcing("NetworkPolicy objects")?;
         let key = netpol_key(namespace, name);
         if !self.state.netpols.contains_key(&key) {
             return Err(Error::NotFound {
@@ -254,11 +262,10 @@ impl Core {
 
     /// Each policy with its local pods selected and its flow count on this node.
     pub fn netpol_summaries(&self) -> Vec<NetPolSummary> {
-        let Some(setup) = &self.state.setup else {
+        let Some(setup) = enforcing_setup(&self.state) else {
             return Vec::new();
         };
-        let view = super::desired::netpol_view(&self.state, setup);
-        let enforced = setup.mode == Mode::NetworkPolicy;
+        let view = netpol_view(&self.state, setup);
         self.state
             .netpols
             .values()
@@ -272,7 +279,7 @@ impl Core {
                     .map(|t| t.to_string())
                     .collect(),
                 selected_pods: view.targets(&stored.policy).len(),
-                flows: if enforced { view.flows_of(stored) } else { 0 },
+                flows: view.flows_of(stored),
             })
             .collect()
     }

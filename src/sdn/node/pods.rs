@@ -16,6 +16,7 @@ use crate::sdn::layout::FROM_POD;
 use crate::sdn::metrics::Metrics;
 use crate::sdn::policy::networkpolicy::model::PodMeta;
 use crate::sdn::policy::networkpolicy::NetPolError;
+use crate::sdn::policy::require_network_policy;
 use crate::sdn::readback;
 use crate::sdn::request::{self, Edit, Envelope, PortEdit, Read, Request};
 use crate::sdn::state::{Pod, PortIntent};
@@ -28,7 +29,10 @@ impl Node {
     /// one bundle. Returns the port's OpenFlow number.
     pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
         let _shared = self.inner.gate.read().await;
-        self.require_setup()?;
+        let setup = self.require_setup()?;
+        if req.namespace.is_some() || !req.labels.is_empty() {
+            require_network_policy(setup.mode, "a pod's namespace and labels")?;
+        }
         let meta = req.namespace.as_ref().map(|namespace| PodMeta {
             namespace: namespace.clone(),
             labels: req.labels.clone(),

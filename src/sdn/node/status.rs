@@ -8,19 +8,21 @@ use ofnode_proto::{FlowStatsRequest, OFPTT_ALL};
 use super::Node;
 use crate::sdn::error::Error;
 use crate::sdn::flows::{pod_flows, version_note};
+use crate::sdn::policy;
 use crate::sdn::readback;
 use crate::sdn::report::Status;
 use crate::sdn::request::{Read, Request};
 use crate::sdn::state::PodStatus;
 use crate::sdn::table::{parse_flow, Flow};
-use crate::sdn::types::Mode;
 use crate::value::{SandboxId, Vnid};
 
 impl Node {
     pub fn status(&self) -> Status {
         let p = self.published();
         let switch_connected = self.inner.switch.is_connected();
-        let networkpolicy = p.setup.is_some_and(|s| s.mode == Mode::NetworkPolicy);
+        let networkpolicy = p
+            .setup
+            .is_some_and(|s| policy::of(s.mode).enforces_network_policy());
         Status {
             switch_connected,
             ovsdb_connected: self.inner.ovsdb.connected(),
@@ -70,7 +72,11 @@ impl Node {
                 .ovsdb
                 .with_cache(|c| c.find("Port", veth.as_str()).is_some())
         });
-        let missing_flows = self.missing_flows(&pod_flows(&pod)).await?;
+        let mut wanted = pod_flows(&pod);
+        if let Some(setup) = self.published().setup {
+            wanted.extend(policy::of(setup.mode).pod_flows(&pod));
+        }
+        let missing_flows = self.missing_flows(&wanted).await?;
         Ok(PodStatus {
             counters: self.pod_counters(&pod.sandbox),
             pod,

@@ -7,6 +7,8 @@ mod multitenant;
 pub mod networkpolicy;
 mod subnet;
 
+use super::error::Error;
+use super::state::Pod;
 use super::types::{Mode, SetupRequest};
 use crate::value::Vnid;
 
@@ -27,6 +29,36 @@ pub trait Policy: Sync {
     fn replaces_gateway_exemption(&self) -> bool {
         false
     }
+
+    /// The flows a local pod needs beyond the seed's own (`flows::pod_flows`).
+    fn pod_flows(&self, _pod: &Pod) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// True when the mode enforces Kubernetes NetworkPolicy and so takes its inputs:
+    /// namespaces, pods' namespace and labels, other nodes' pods, NetworkPolicy objects. The
+    /// other modes refuse them ([`require_network_policy`]) rather than keep them unenforced.
+    fn enforces_network_policy(&self) -> bool {
+        false
+    }
+}
+
+/// Refuses `what` (NetworkPolicy objects, namespaces, …) on a node in `mode` unless the mode
+/// enforces NetworkPolicy; the error names the node's mode and those that would take it.
+pub fn require_network_policy(mode: Mode, what: &str) -> Result<(), Error> {
+    if of(mode).enforces_network_policy() {
+        return Ok(());
+    }
+    let takers: Vec<&str> = Mode::ALL
+        .into_iter()
+        .filter(|m| of(*m).enforces_network_policy())
+        .map(Mode::name)
+        .collect();
+    Err(Error::WrongMode {
+        what: what.to_string(),
+        mode,
+        accepted_in: takers.join(" or "),
+    })
 }
 
 /// The policy of `mode`.

@@ -14,6 +14,7 @@ mod netns;
 pub mod ofproxy;
 mod ovs;
 mod pki;
+pub mod probe;
 mod process;
 pub mod reachability;
 mod tmpfs;

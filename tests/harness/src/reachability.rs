@@ -459,7 +459,7 @@ fn udp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
 }
 
 /// Moves the calling thread into the namespace (setns changes only this thread).
-fn enter_netns(path: &str) -> std::io::Result<()> {
+pub(crate) fn enter_netns(path: &str) -> std::io::Result<()> {
     let handle = File::open(path)?;
     // SAFETY: setns(2) on a descriptor that stays open across the call; affects this thread.
     if unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {

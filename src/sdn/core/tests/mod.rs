@@ -8,6 +8,8 @@
 
 mod egress;
 mod netpol;
+mod netpol_inputs;
+mod netpol_service;
 mod ops;
 mod ports;
 mod sync;

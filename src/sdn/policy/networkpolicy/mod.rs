@@ -3,7 +3,9 @@
 //! table 80 a local pod's ingress; table 81 (local deliveries, after ingress) and table 30
 //! (everything else, after egress) commit a connection once, after its node's last check.
 //! Replies (`+rpl`) and related ICMP (`+rel`) pass both checks; original-direction packets are
-//! judged on every packet, so a change that stops allowing a connection cuts it.
+//! judged on every packet, so a change that stops allowing a connection cuts it. Traffic to a
+//! service leaves through tun0 unjudged and is judged when kube-proxy's DNAT sends it back in
+//! through tun0: table 25 gives it its pod's VNID again.
 //!
 //! Every Kubernetes rule is one `conjunction(id, k/n)` over the dimensions it constrains
 //! (targets, peers, ports), so P pods, S peers and K ports cost P+S+K+1 flows. Clause flows
@@ -14,26 +16,34 @@
 //!
 //! Everything here is pure: the node state in, flow texts out.
 
+mod ids;
+mod index;
+pub mod limits;
 pub mod model;
+pub mod names;
+mod parse;
 mod ranges;
 #[cfg(test)]
 mod tests;
-
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+mod view;
 
 use serde::{Deserialize, Serialize};
 
 use super::Policy;
 use crate::sdn::layout::{
-    CLASSIFY, EGRESS_POLICY, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING, TO_REMOTE,
-    TO_SERVICE, TUN_OFPORT,
+    CLASSIFY, EGRESS_POLICY, FROM_SERVICE, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING,
+    TO_REMOTE, TO_SERVICE, TUN_OFPORT,
 };
+use crate::sdn::state::Pod;
 use crate::sdn::types::SetupRequest;
-use crate::value::{Cidr, Vnid};
-use model::{Labels, Namespace, NetPol, Peer, PodMeta, Port, RemotePod, Rule};
+use crate::value::Vnid;
+use model::NetPol;
 
-pub use model::{parse_netpol, NetPolError};
+pub use ids::allocate_ids;
+pub use index::{FlowChange, Index};
+pub use model::NetPolError;
+pub use parse::parse_netpol;
+pub use view::View;
 
 /// The conntrack zone of the mode (origin's value; non-zero keeps it apart from netfilter's
 /// zone 0 should the bridge ever run on the kernel datapath).
@@ -43,9 +53,11 @@ pub const ZONE: u16 = 13877;
 /// a priority unless they are clauses of conjunctions.
 const PRIO_REPLY: u16 = 400;
 const PRIO_RELATED: u16 = 390;
-const PRIO_PLAIN_ALLOW: u16 = 210;
-const PRIO_CONJUNCTION: u16 = 200;
-const PRIO_ISOLATION: u16 = 100;
+/// Table 21: traffic to a service passes here; its egress is judged after the DNAT.
+const PRIO_SERVICE: u16 = 300;
+pub(super) const PRIO_PLAIN_ALLOW: u16 = 210;
+pub(super) const PRIO_CONJUNCTION: u16 = 200;
+pub(super) const PRIO_ISOLATION: u16 = 100;
 
 pub struct NetworkPolicy;
 
@@ -55,10 +67,11 @@ impl Policy for NetworkPolicy {
     }
 
     fn base_flows(&self, setup: &SetupRequest) -> Vec<String> {
-        let (gw, cluster, service, tun) = (
+        let (gw, cluster, service, local, tun) = (
             setup.gateway,
             setup.cluster_network,
             setup.service_network,
+            setup.local_subnet,
             TUN_OFPORT,
         );
         let commit = format!("ct(commit,zone={ZONE})");
@@ -73,8 +86,14 @@ impl Policy for NetworkPolicy {
             format!("table={ROUTING}, priority=150, ip, nw_dst={cluster}, ct_state=+trk+new, actions={commit},goto_table:{TO_REMOTE}"),
             format!("table={ROUTING}, priority=101, ip, nw_dst={service}, ct_state=+trk+new, actions={commit},goto_table:{TO_SERVICE}"),
             format!("table={ROUTING}, priority=1, ip, ct_state=+trk+new, actions={commit},goto_table:{EGRESS_POLICY}"),
-            // Services go to tun0 (kube-proxy); policy judges them after the DNAT.
+            // Services go to tun0 (kube-proxy); policy judges them after the DNAT: the packet
+            // comes back in through tun0 with the pod's address, table 25 loads its VNID again
+            // (per pod, `pod_flows`; other sources keep reg0=0, the node's) and table 21 judges
+            // its egress towards the real destination.
+            format!("table={POLICY_CONNTRACK}, priority={PRIO_SERVICE}, ip, nw_dst={service}, actions=goto_table:{ROUTING}"),
             format!("table={TO_SERVICE}, priority=150, ip, actions=output:{tun}"),
+            format!("table={CLASSIFY}, priority=300, in_port={tun}, ip, nw_src={local}, nw_dst={cluster}, actions=goto_table:{FROM_SERVICE}"),
+            format!("table={FROM_SERVICE}, priority=0, actions=goto_table:{ROUTING}"),
             // Ingress: replies, related, the local node (kubelet probes), non-isolated pods.
             format!("table={POLICY}, priority={PRIO_REPLY}, ip, ct_state=+trk+rpl, actions=output:NXM_NX_REG2[]"),
             format!("table={POLICY}, priority={PRIO_RELATED}, ip, ct_state=+trk+rel, actions=output:NXM_NX_REG2[]"),
@@ -91,8 +110,22 @@ impl Policy for NetworkPolicy {
         Vec::new()
     }
 
+    /// The pod's service traffic, back from the DNAT through tun0, carries its VNID again
+    /// (openshift-sdn's table 25), so that policies see the pod, not the node; its egress is
+    /// judged by table 21 (a resubmit: goto_table only goes forward).
+    fn pod_flows(&self, pod: &Pod) -> Vec<String> {
+        let (ip, vnid) = (pod.ip, pod.vnid);
+        vec![format!(
+            "table={FROM_SERVICE}, priority=100, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], resubmit(,{POLICY_CONNTRACK})"
+        )]
+    }
+
     /// Its own table 80 flow for the gateway (which also commits) replaces the seed's.
     fn replaces_gateway_exemption(&self) -> bool {
+        true
+    }
+
+    fn enforces_network_policy(&self) -> bool {
         true
     }
 }
@@ -110,544 +143,4 @@ pub struct StoredNetPol {
 /// The key of a policy in the node state: `namespace/name`.
 pub fn netpol_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
-}
-
-/// What the flows are computed from: the mode's part of the node state.
-pub struct View<'a> {
-    pub setup: &'a SetupRequest,
-    pub namespaces: &'a BTreeMap<String, Namespace>,
-    /// Local pods (their namespace and labels), by IP.
-    pub local: Vec<(Ipv4Addr, &'a PodMeta)>,
-    pub remote: &'a BTreeMap<Ipv4Addr, RemotePod>,
-    pub netpols: &'a BTreeMap<String, StoredNetPol>,
-}
-
-/// A pod either side, as selectors see it.
-struct PodRef<'a> {
-    ip: Ipv4Addr,
-    namespace: &'a str,
-    labels: &'a Labels,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dir {
-    Ingress,
-    Egress,
-}
-
-impl Dir {
-    fn table(self) -> u8 {
-        match self {
-            Dir::Ingress => POLICY,
-            Dir::Egress => POLICY_CONNTRACK,
-        }
-    }
-
-    /// Where an allowed packet goes next.
-    fn allow(self) -> String {
-        match self {
-            Dir::Ingress => format!("goto_table:{POLICY_COMMIT}"),
-            Dir::Egress => format!("goto_table:{ROUTING}"),
-        }
-    }
-
-    /// The field holding the target's own address (ingress: destination; egress: source).
-    fn target_ip(self) -> &'static str {
-        match self {
-            Dir::Ingress => "nw_dst",
-            Dir::Egress => "nw_src",
-        }
-    }
-
-    fn peer_ip(self) -> &'static str {
-        match self {
-            Dir::Ingress => "nw_src",
-            Dir::Egress => "nw_dst",
-        }
-    }
-
-    /// The register holding the target namespace's VNID (ingress: reg1, egress: reg0).
-    fn target_vnid(self) -> &'static str {
-        match self {
-            Dir::Ingress => "reg1",
-            Dir::Egress => "reg0",
-        }
-    }
-}
-
-/// `10.0.0.5` for a host, `10.0.0.0/24` otherwise: one spelling per network, so that equal
-/// matches are equal strings (and merge).
-fn net(cidr: Cidr) -> String {
-    if cidr.prefix() == 32 {
-        cidr.network().to_string()
-    } else {
-        format!("{}/{}", cidr.network(), cidr.prefix())
-    }
-}
-
-/// A flow's OpenFlow identity: table, priority, match.
-type Key = (u8, u16, String);
-
-/// The flow set being built: one body per OpenFlow identity (table, priority, match).
-#[derive(Default)]
-struct Flows {
-    flows: BTreeMap<Key, Body>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Body {
-    /// Clause flows of conjunctions: (id, clause k, of n), sorted.
-    Conjunctions(BTreeSet<(u32, u8, u8)>),
-    Actions(String),
-}
-
-impl Flows {
-    fn add(&mut self, table: u8, priority: u16, match_: String, actions: String) {
-        // Equal identities from several rules carry equal actions (allow or drop at one priority).
-        self.flows
-            .entry((table, priority, match_))
-            .or_insert(Body::Actions(actions));
-    }
-
-    fn clause(&mut self, table: u8, match_: String, id: u32, k: u8, n: u8) {
-        let body = self
-            .flows
-            .entry((table, PRIO_CONJUNCTION, match_))
-            .or_insert_with(|| Body::Conjunctions(BTreeSet::new()));
-        if let Body::Conjunctions(set) = body {
-            set.insert((id, k, n));
-        }
-    }
-}
-
-impl<'a> View<'a> {
-    fn pods(&self) -> impl Iterator<Item = PodRef<'a>> + '_ {
-        let local = self.local.iter().map(|(ip, meta)| PodRef {
-            ip: *ip,
-            namespace: &meta.namespace,
-            labels: &meta.labels,
-        });
-        let remote = self.remote.values().map(|p| PodRef {
-            ip: p.ip,
-            namespace: &p.namespace,
-            labels: &p.labels,
-        });
-        local.chain(remote)
-    }
-
-    /// The local pods `policy` selects.
-    pub fn targets(&self, policy: &NetPol) -> Vec<Ipv4Addr> {
-        self.local
-            .iter()
-            .filter(|(_, m)| {
-                m.namespace == policy.namespace && policy.pod_selector.matches(&m.labels)
-            })
-            .map(|(ip, _)| *ip)
-            .collect()
-    }
-
-    fn target_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid) -> BTreeSet<String> {
-        let pods = self.targets(policy);
-        if pods.is_empty() {
-            return BTreeSet::new();
-        }
-        if policy.pod_selector.is_empty() {
-            return BTreeSet::from([format!("ip, {}={vnid}", dir.target_vnid())]);
-        }
-        let field = dir.target_ip();
-        pods.iter().map(|ip| format!("ip, {field}={ip}")).collect()
-    }
-
-    fn peer_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid, peer: &Peer) -> Vec<String> {
-        let field = dir.peer_ip();
-        let cluster = net(self.setup.cluster_network);
-        match peer {
-            Peer::Ipv6Block { .. } => Vec::new(),
-            Peer::Block { cidr, except } => ranges::subtract(*cidr, except)
-                .into_iter()
-                .map(|c| format!("ip, {field}={}", net(c)))
-                .collect(),
-            Peer::Select {
-                pods,
-                namespaces: None,
-            } => {
-                let pods = pods.clone().unwrap_or_default();
-                if dir == Dir::Ingress && pods.is_empty() {
-                    return vec![format!("ip, reg0={vnid}")];
-                }
-                self.pods()
-                    .filter(|p| p.namespace == policy.namespace && pods.matches(p.labels))
-                    .map(|p| match dir {
-                        Dir::Ingress => format!("ip, reg0={vnid}, nw_src={}", p.ip),
-                        Dir::Egress => format!("ip, nw_dst={}", p.ip),
-                    })
-                    .collect()
-            }
-            Peer::Select {
-                pods,
-                namespaces: Some(nss),
-            } => {
-                let all_pods = pods.as_ref().is_none_or(|s| s.is_empty());
-                if nss.is_empty() && all_pods {
-                    return vec![format!("ip, {field}={cluster}")];
-                }
-                let chosen: BTreeMap<&str, Vnid> = self
-                    .namespaces
-                    .values()
-                    .filter(|ns| nss.matches(&ns.effective_labels()))
-                    .map(|ns| (ns.name.as_str(), ns.vnid))
-                    .collect();
-                if dir == Dir::Ingress && all_pods {
-                    return chosen.values().map(|w| format!("ip, reg0={w}")).collect();
-                }
-                self.pods()
-                    .filter_map(|p| {
-                        let w = chosen.get(p.namespace)?;
-                        let wanted = pods.as_ref().is_none_or(|s| s.matches(p.labels));
-                        wanted.then(|| match dir {
-                            Dir::Ingress => format!("ip, reg0={w}, nw_src={}", p.ip),
-                            Dir::Egress => format!("ip, nw_dst={}", p.ip),
-                        })
-                    })
-                    .collect()
-            }
-        }
-    }
-
-    /// The flows of one policy, added to `out`.
-    fn policy_flows(&self, stored: &StoredNetPol, out: &mut Flows) {
-        let policy = &stored.policy;
-        let Some(ns) = self.namespaces.get(&policy.namespace) else {
-            return;
-        };
-        let sides = [
-            (Dir::Ingress, &policy.ingress, &stored.ingress_ids),
-            (Dir::Egress, &policy.egress, &stored.egress_ids),
-        ];
-        for (dir, rules, ids) in sides {
-            let Some(rules) = rules else { continue };
-            let targets = self.target_matches(dir, policy, ns.vnid);
-            for t in &targets {
-                out.add(dir.table(), PRIO_ISOLATION, t.clone(), "drop".into());
-            }
-            for (rule, id) in rules.iter().zip(ids.iter()) {
-                self.rule_flows(dir, policy, ns.vnid, rule, *id, &targets, out);
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rule_flows(
-        &self,
-        dir: Dir,
-        policy: &NetPol,
-        vnid: Vnid,
-        rule: &Rule,
-        id: u32,
-        targets: &BTreeSet<String>,
-        out: &mut Flows,
-    ) {
-        let peers: Option<BTreeSet<String>> = rule.peers.as_ref().map(|peers| {
-            peers
-                .iter()
-                .flat_map(|p| self.peer_matches(dir, policy, vnid, p))
-                .collect()
-        });
-        let ports: BTreeSet<String> = rule.ports.iter().flat_map(port_matches).collect();
-        // A dimension that selects nothing allows nothing: no flows (the isolation stays).
-        if targets.is_empty() || peers.as_ref().is_some_and(|p| p.is_empty()) {
-            return;
-        }
-        let mut dims: Vec<&BTreeSet<String>> = Vec::new();
-        match dir {
-            Dir::Ingress => dims.extend(peers.as_ref().into_iter().chain([targets])),
-            Dir::Egress => dims.extend(std::iter::once(targets).chain(peers.as_ref())),
-        }
-        if !ports.is_empty() {
-            dims.push(&ports);
-        }
-        let table = dir.table();
-        if dims.len() == 1 {
-            for t in targets {
-                out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
-            }
-            return;
-        }
-        let n = dims.len() as u8;
-        for (k, dim) in dims.iter().enumerate() {
-            for m in dim.iter() {
-                out.clause(table, m.clone(), id, k as u8 + 1, n);
-            }
-        }
-        out.add(
-            table,
-            PRIO_CONJUNCTION,
-            format!("conj_id={id}, ip"),
-            dir.allow(),
-        );
-    }
-
-    /// Every flow of every policy, merged.
-    pub fn flows(&self) -> Vec<String> {
-        Index::build(self).texts()
-    }
-
-    /// The flows of the policy stored under `key` alone (none when there is none).
-    fn flows_of_key(&self, key: &str) -> BTreeMap<Key, Body> {
-        let mut out = Flows::default();
-        if let Some(stored) = self.netpols.get(key) {
-            self.policy_flows(stored, &mut out);
-        }
-        out.flows
-    }
-
-    /// The policies whose flows a pod of `namespace` with `labels` (local or remote) can
-    /// change: those of its namespace (targets, peers of their own namespace) and those whose
-    /// namespace selector peers take its namespace (and whose pod selector its labels).
-    pub fn watching_pod(&self, namespace: &str, labels: &Labels) -> Vec<String> {
-        let ns_labels = self
-            .namespaces
-            .get(namespace)
-            .map(Namespace::effective_labels);
-        self.netpols
-            .iter()
-            .filter(|(_, stored)| {
-                stored.policy.namespace == namespace
-                    || ns_labels.as_ref().is_some_and(|ns_labels| {
-                        peers_of(&stored.policy).any(|peer| match peer {
-                            Peer::Select {
-                                pods,
-                                namespaces: Some(nss),
-                            } => {
-                                nss.matches(ns_labels)
-                                    && pods.as_ref().is_none_or(|p| p.matches(labels))
-                            }
-                            _ => false,
-                        })
-                    })
-            })
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-
-    /// The policies whose flows namespace `name` can change: its own, and every policy that
-    /// selects peers by namespace.
-    pub fn watching_namespace(&self, name: &str) -> Vec<String> {
-        self.netpols
-            .iter()
-            .filter(|(_, stored)| {
-                stored.policy.namespace == name
-                    || peers_of(&stored.policy).any(|peer| {
-                        matches!(
-                            peer,
-                            Peer::Select {
-                                namespaces: Some(_),
-                                ..
-                            }
-                        )
-                    })
-            })
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-
-    /// The flows `stored` alone would contribute (what `netpol list` counts).
-    pub fn flows_of(&self, stored: &StoredNetPol) -> usize {
-        let mut out = Flows::default();
-        self.policy_flows(stored, &mut out);
-        out.flows.len()
-    }
-}
-
-fn peers_of(policy: &NetPol) -> impl Iterator<Item = &Peer> {
-    [&policy.ingress, &policy.egress]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .flat_map(|rule| rule.peers.iter().flatten())
-}
-
-/// The mode's merged flows, kept with each policy's own part, so that a change recomputes
-/// only the policies it touches (Antrea's conjMatchFlowContext, ovn-controller's
-/// ofctrl_add_or_append_flow): a clause flow shared by several rules carries one
-/// `conjunction` action per rule, and goes with the last of them.
-#[derive(Debug, Default, Clone)]
-pub struct Index {
-    by_policy: BTreeMap<String, BTreeMap<Key, Body>>,
-    merged: BTreeMap<Key, Merged>,
-}
-
-/// The contributions to one flow: conjunction actions, or whole action lists (equal ones from
-/// several policies, e.g. one pod's isolation drop), each with the number of its owners.
-#[derive(Debug, Default, Clone)]
-struct Merged {
-    conjunctions: BTreeMap<(u32, u8, u8), u32>,
-    actions: BTreeMap<String, u32>,
-}
-
-/// One flow the mode changes: its text before and after (None: absent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowChange {
-    pub before: Option<String>,
-    pub after: Option<String>,
-}
-
-fn count<K: Ord>(map: &mut BTreeMap<K, u32>, key: K, add: bool) {
-    if add {
-        *map.entry(key).or_default() += 1;
-    } else if let Some(n) = map.get_mut(&key) {
-        *n -= 1;
-        if *n == 0 {
-            map.remove(&key);
-        }
-    }
-}
-
-impl Merged {
-    fn account(&mut self, body: &Body, add: bool) {
-        match body {
-            Body::Conjunctions(set) => {
-                for c in set {
-                    count(&mut self.conjunctions, *c, add);
-                }
-            }
-            Body::Actions(a) => count(&mut self.actions, a.clone(), add),
-        }
-    }
-
-    fn text(&self, (table, priority, match_): &Key) -> Option<String> {
-        let actions = if !self.conjunctions.is_empty() {
-            self.conjunctions
-                .keys()
-                .map(|(id, k, n)| format!("conjunction({id},{k}/{n})"))
-                .collect::<Vec<_>>()
-                .join(",")
-        } else {
-            self.actions.keys().next()?.clone()
-        };
-        Some(format!(
-            "table={table}, priority={priority}, {match_}, actions={actions}"
-        ))
-    }
-}
-
-impl Index {
-    /// The index of every policy of `view`.
-    pub fn build(view: &View) -> Index {
-        let mut index = Index::default();
-        index.update(view, view.netpols.keys().cloned());
-        index
-    }
-
-    /// Every merged flow.
-    pub fn texts(&self) -> Vec<String> {
-        self.merged
-            .iter()
-            .filter_map(|(key, merged)| merged.text(key))
-            .collect()
-    }
-
-    /// Recomputes the flows of the policies `keys` (deleted ones lose theirs) in `view`;
-    /// returns the merged flows that changed.
-    pub fn update(
-        &mut self,
-        view: &View,
-        keys: impl IntoIterator<Item = String>,
-    ) -> Vec<FlowChange> {
-        let mut before: BTreeMap<Key, Option<String>> = BTreeMap::new();
-        for key in keys.into_iter().collect::<BTreeSet<_>>() {
-            let new = view.flows_of_key(&key);
-            let old = self.by_policy.remove(&key).unwrap_or_default();
-            if old == new {
-                if !new.is_empty() {
-                    self.by_policy.insert(key, new);
-                }
-                continue;
-            }
-            for (flow, body, add) in old
-                .iter()
-                .map(|(f, b)| (f, b, false))
-                .chain(new.iter().map(|(f, b)| (f, b, true)))
-            {
-                let merged = self.merged.entry(flow.clone()).or_default();
-                before
-                    .entry(flow.clone())
-                    .or_insert_with(|| merged.text(flow));
-                merged.account(body, add);
-            }
-            if !new.is_empty() {
-                self.by_policy.insert(key, new);
-            }
-        }
-        before
-            .into_iter()
-            .filter_map(|(flow, before)| {
-                let after = self.merged.get(&flow).and_then(|m| m.text(&flow));
-                if after.is_none() {
-                    self.merged.remove(&flow);
-                }
-                (before != after).then_some(FlowChange { before, after })
-            })
-            .collect()
-    }
-}
-
-fn port_matches(port: &Port) -> Vec<String> {
-    let proto = port.protocol.name();
-    match port.range {
-        None => vec![proto.to_string()],
-        Some((first, last)) if first == last => vec![format!("{proto}, {proto}_dst={first}")],
-        Some((first, last)) => ranges::port_masks(first, last)
-            .into_iter()
-            .map(|(value, mask)| match mask {
-                0xffff => format!("{proto}, {proto}_dst={value}"),
-                _ => format!("{proto}, {proto}_dst={value:#x}/{mask:#x}"),
-            })
-            .collect(),
-    }
-}
-
-/// Conjunction ids for a policy's rules: the old policy's by position where it had one, new
-/// ones the lowest ids no other policy uses (from 1: 0 would be "no conjunction").
-pub fn allocate_ids(
-    policy: NetPol,
-    old: Option<&StoredNetPol>,
-    others: impl Iterator<Item = u32>,
-) -> StoredNetPol {
-    let count = |rules: &Option<Vec<Rule>>| rules.as_ref().map_or(0, Vec::len);
-    let mut used: BTreeSet<u32> = others.collect();
-    let keep = |old_ids: Option<&Vec<u32>>, n: usize, used: &BTreeSet<u32>| -> Vec<Option<u32>> {
-        (0..n)
-            .map(|i| {
-                old_ids
-                    .and_then(|ids| ids.get(i))
-                    .copied()
-                    .filter(|id| !used.contains(id))
-            })
-            .collect()
-    };
-    let kept_in = keep(old.map(|o| &o.ingress_ids), count(&policy.ingress), &used);
-    used.extend(kept_in.iter().flatten());
-    let kept_eg = keep(old.map(|o| &o.egress_ids), count(&policy.egress), &used);
-    used.extend(kept_eg.iter().flatten());
-    let mut fill = |kept: Vec<Option<u32>>| -> Vec<u32> {
-        kept.into_iter()
-            .map(|id| {
-                id.unwrap_or_else(|| {
-                    let id = (1..u32::MAX)
-                        .find(|id| !used.contains(id))
-                        .unwrap_or(u32::MAX);
-                    used.insert(id);
-                    id
-                })
-            })
-            .collect()
-    };
-    let ingress_ids = fill(kept_in);
-    let egress_ids = fill(kept_eg);
-    StoredNetPol {
-        policy,
-        ingress_ids,
-        egress_ids,
-    }
 }

@@ -190,6 +190,15 @@ impl Pod {
             pod.netns.name(),
         ])?;
         node.exec(&["ip", "link", "set", &pod.host_veth, "up"])?;
+        // On the userspace datapath the node's kernel sees the pod's frames too: without this
+        // it answers the pod's ARP for the gateway from the veth, with the veth's MAC, and then
+        // routes the pod's off-subnet traffic itself, around br0 (a kernel-datapath node
+        // never sees them). Only tun0, through br0, answers for the gateway.
+        node.exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv4.conf.{}.arp_ignore=1", pod.host_veth),
+        ])?;
         let address = format!("{ip}/{SUBNET_PREFIX}");
         let gateway = node.gateway.to_string();
         for argv in [

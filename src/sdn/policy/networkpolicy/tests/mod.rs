@@ -1,5 +1,7 @@
 //! The policy → flows computation, pure: shapes, counts, merging, ids, validation.
 
+mod limits;
+
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
@@ -535,4 +537,39 @@ fn namespaces_carry_their_name_label() {
         .unwrap_err();
     assert_eq!(err.path, "labels.kubernetes.io/metadata.name");
     assert_eq!(ns("X", 1, &[]).validated().unwrap_err().path, "name");
+}
+
+/// A namespace of VNID 0 would make `reg0=0` peers, which the nodes' own traffic carries too.
+#[test]
+fn a_namespace_of_vnid_0_is_refused() {
+    let err = ns("x", 0, &[]).validated().unwrap_err();
+    assert_eq!(err.path, "vnid");
+    assert!(err.reason.contains("nodes' own traffic"), "{err}");
+    ns("x", 1, &[]).validated().unwrap();
+}
+
+/// SCTP ports and endPort ranges are matched as TCP's and UDP's are (sctp_dst, masks).
+#[test]
+fn sctp_port_numbers_and_ranges_are_matched() {
+    let mut w = World::new();
+    w.pod([10, 128, 0, 5], meta("x", &[]));
+    w.apply(policy(&wrap(
+        "x",
+        "p",
+        r#"{"podSelector":{},"ingress":[{"ports":[
+            {"protocol":"SCTP","port":5000},{"protocol":"SCTP","port":80,"endPort":83}]}]}"#,
+    )));
+    let flows = w.flows();
+    for wanted in [
+        "table=80, priority=200, sctp, sctp_dst=5000, actions=conjunction(1,2/2)",
+        "table=80, priority=200, sctp, sctp_dst=0x50/0xfffc, actions=conjunction(1,2/2)",
+        "table=80, priority=200, ip, reg1=11, actions=conjunction(1,1/2)",
+    ] {
+        assert_eq!(with(&flows, wanted).len(), 1, "{wanted}: {flows:#?}");
+    }
+    // As ovs-ofctl prints them: the port is tp_dst, as for TCP and UDP.
+    let printed = parse_flow("table=80, priority=200, sctp, sctp_dst=0x50/0xfffc, actions=drop")
+        .unwrap()
+        .describe();
+    assert!(printed.contains("sctp,tp_dst=0x50/0xfffc"), "{printed}");
 }

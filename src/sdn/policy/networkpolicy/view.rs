@@ -1,0 +1,432 @@
+//! The flows of policies: a policy's rules as conjunctions over targets, peers and ports, in
+//! table 21 (egress) and table 80 (ingress), computed from the mode's part of the node state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use super::limits::{too_many_flows, MAX_FLOWS};
+use super::model::{Labels, Namespace, NetPol, NetPolError, Peer, PodMeta, Port, RemotePod, Rule};
+use super::{ranges, Index, StoredNetPol};
+use super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
+use crate::sdn::types::SetupRequest;
+use crate::value::{Cidr, Vnid};
+
+/// What the flows are computed from: the mode's part of the node state.
+pub struct View<'a> {
+    pub setup: &'a SetupRequest,
+    pub namespaces: &'a BTreeMap<String, Namespace>,
+    /// Local pods (their namespace and labels), by IP.
+    pub local: Vec<(Ipv4Addr, &'a PodMeta)>,
+    pub remote: &'a BTreeMap<Ipv4Addr, RemotePod>,
+    pub netpols: &'a BTreeMap<String, StoredNetPol>,
+}
+
+/// A pod either side, as selectors see it.
+struct PodRef<'a> {
+    ip: Ipv4Addr,
+    namespace: &'a str,
+    labels: &'a Labels,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Ingress,
+    Egress,
+}
+
+impl Dir {
+    fn table(self) -> u8 {
+        match self {
+            Dir::Ingress => POLICY,
+            Dir::Egress => POLICY_CONNTRACK,
+        }
+    }
+
+    /// Where an allowed packet goes next.
+    fn allow(self) -> String {
+        match self {
+            Dir::Ingress => format!("goto_table:{POLICY_COMMIT}"),
+            Dir::Egress => format!("goto_table:{ROUTING}"),
+        }
+    }
+
+    /// The field holding the target's own address (ingress: destination; egress: source).
+    fn target_ip(self) -> &'static str {
+        match self {
+            Dir::Ingress => "nw_dst",
+            Dir::Egress => "nw_src",
+        }
+    }
+
+    fn peer_ip(self) -> &'static str {
+        match self {
+            Dir::Ingress => "nw_src",
+            Dir::Egress => "nw_dst",
+        }
+    }
+
+    /// The register holding the target namespace's VNID (ingress: reg1, egress: reg0).
+    fn target_vnid(self) -> &'static str {
+        match self {
+            Dir::Ingress => "reg1",
+            Dir::Egress => "reg0",
+        }
+    }
+}
+
+/// `10.0.0.5` for a host, `10.0.0.0/24` otherwise: one spelling per network, so that equal
+/// matches are equal strings (and merge).
+fn net(cidr: Cidr) -> String {
+    if cidr.prefix() == 32 {
+        cidr.network().to_string()
+    } else {
+        format!("{}/{}", cidr.network(), cidr.prefix())
+    }
+}
+
+/// A flow's OpenFlow identity: table, priority, match.
+pub(super) type Key = (u8, u16, String);
+
+/// The flow set being built: one body per OpenFlow identity (table, priority, match), up to
+/// `limit` flows (a computation that passes it stops with [`Exceeded`]).
+struct Flows {
+    flows: BTreeMap<Key, Body>,
+    limit: usize,
+}
+
+/// A policy needs more flows than the limit it was computed with.
+#[derive(Debug)]
+struct Exceeded;
+
+impl Flows {
+    fn unlimited() -> Flows {
+        Flows::within(usize::MAX)
+    }
+
+    fn within(limit: usize) -> Flows {
+        Flows {
+            flows: BTreeMap::new(),
+            limit,
+        }
+    }
+
+    /// Fails once `n` (flows, or matches of one dimension) passes the limit.
+    fn check(&self, n: usize) -> Result<(), Exceeded> {
+        if n > self.limit {
+            return Err(Exceeded);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Body {
+    /// Clause flows of conjunctions: (id, clause k, of n), sorted.
+    Conjunctions(BTreeSet<(u32, u8, u8)>),
+    Actions(String),
+}
+
+impl Flows {
+    fn add(&mut self, table: u8, priority: u16, match_: String, actions: String) {
+        // Equal identities from several rules carry equal actions (allow or drop at one priority).
+        self.flows
+            .entry((table, priority, match_))
+            .or_insert(Body::Actions(actions));
+    }
+
+    fn clause(&mut self, table: u8, match_: String, id: u32, k: u8, n: u8) {
+        let body = self
+            .flows
+            .entry((table, PRIO_CONJUNCTION, match_))
+            .or_insert_with(|| Body::Conjunctions(BTreeSet::new()));
+        if let Body::Conjunctions(set) = body {
+            set.insert((id, k, n));
+        }
+    }
+}
+
+impl<'a> View<'a> {
+    fn pods(&self) -> impl Iterator<Item = PodRef<'a>> + '_ {
+        let local = self.local.iter().map(|(ip, meta)| PodRef {
+            ip: *ip,
+            namespace: &meta.namespace,
+            labels: &meta.labels,
+        });
+        let remote = self.remote.values().map(|p| PodRef {
+            ip: p.ip,
+            namespace: &p.namespace,
+            labels: &p.labels,
+        });
+        local.chain(remote)
+    }
+
+    /// The local pods `policy` selects.
+    pub fn targets(&self, policy: &NetPol) -> Vec<Ipv4Addr> {
+        self.local
+            .iter()
+            .filter(|(_, m)| {
+                m.namespace == policy.namespace && policy.pod_selector.matches(&m.labels)
+            })
+            .map(|(ip, _)| *ip)
+            .collect()
+    }
+
+    fn target_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid) -> BTreeSet<String> {
+        let pods = self.targets(policy);
+        if pods.is_empty() {
+            return BTreeSet::new();
+        }
+        if policy.pod_selector.is_empty() {
+            return BTreeSet::from([format!("ip, {}={vnid}", dir.target_vnid())]);
+        }
+        let field = dir.target_ip();
+        pods.iter().map(|ip| format!("ip, {field}={ip}")).collect()
+    }
+
+    fn peer_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid, peer: &Peer) -> Vec<String> {
+        let field = dir.peer_ip();
+        let cluster = net(self.setup.cluster_network);
+        match peer {
+            Peer::Ipv6Block { .. } => Vec::new(),
+            Peer::Block { cidr, except } => ranges::subtract(*cidr, except)
+                .into_iter()
+                .map(|c| format!("ip, {field}={}", net(c)))
+                .collect(),
+            Peer::Select {
+                pods,
+                namespaces: None,
+            } => {
+                let pods = pods.clone().unwrap_or_default();
+                if dir == Dir::Ingress && pods.is_empty() {
+                    return vec![format!("ip, reg0={vnid}")];
+                }
+                self.pods()
+                    .filter(|p| p.namespace == policy.namespace && pods.matches(p.labels))
+                    .map(|p| match dir {
+                        Dir::Ingress => format!("ip, reg0={vnid}, nw_src={}", p.ip),
+                        Dir::Egress => format!("ip, nw_dst={}", p.ip),
+                    })
+                    .collect()
+            }
+            Peer::Select {
+                pods,
+                namespaces: Some(nss),
+            } => {
+                let all_pods = pods.as_ref().is_none_or(|s| s.is_empty());
+                if nss.is_empty() && all_pods {
+                    return vec![format!("ip, {field}={cluster}")];
+                }
+                let chosen: BTreeMap<&str, Vnid> = self
+                    .namespaces
+                    .values()
+                    .filter(|ns| nss.matches(&ns.effective_labels()))
+                    .map(|ns| (ns.name.as_str(), ns.vnid))
+                    .collect();
+                if dir == Dir::Ingress && all_pods {
+                    return chosen.values().map(|w| format!("ip, reg0={w}")).collect();
+                }
+                self.pods()
+                    .filter_map(|p| {
+                        let w = chosen.get(p.namespace)?;
+                        let wanted = pods.as_ref().is_none_or(|s| s.matches(p.labels));
+                        wanted.then(|| match dir {
+                            Dir::Ingress => format!("ip, reg0={w}, nw_src={}", p.ip),
+                            Dir::Egress => format!("ip, nw_dst={}", p.ip),
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The flows of one policy, added to `out` (up to its limit).
+    fn policy_flows(&self, stored: &StoredNetPol, out: &mut Flows) -> Result<(), Exceeded> {
+        let policy = &stored.policy;
+        let Some(ns) = self.namespaces.get(&policy.namespace) else {
+            return Ok(());
+        };
+        let sides = [
+            (Dir::Ingress, &policy.ingress, &stored.ingress_ids),
+            (Dir::Egress, &policy.egress, &stored.egress_ids),
+        ];
+        for (dir, rules, ids) in sides {
+            let Some(rules) = rules else { continue };
+            let targets = self.target_matches(dir, policy, ns.vnid);
+            for t in &targets {
+                out.add(dir.table(), PRIO_ISOLATION, t.clone(), "drop".into());
+            }
+            out.check(out.flows.len())?;
+            for (rule, id) in rules.iter().zip(ids.iter()) {
+                self.rule_flows(dir, policy, ns.vnid, rule, *id, &targets, out)?;
+                out.check(out.flows.len())?;
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rule_flows(
+        &self,
+        dir: Dir,
+        policy: &NetPol,
+        vnid: Vnid,
+        rule: &Rule,
+        id: u32,
+        targets: &BTreeSet<String>,
+        out: &mut Flows,
+    ) -> Result<(), Exceeded> {
+        // No target here: the rule allows nothing on this node (and costs nothing).
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let peers = match &rule.peers {
+            None => None,
+            Some(peers) => {
+                let mut matches = BTreeSet::new();
+                for peer in peers {
+                    matches.extend(self.peer_matches(dir, policy, vnid, peer));
+                    out.check(matches.len())?;
+                }
+                Some(matches)
+            }
+        };
+        let ports: BTreeSet<String> = rule.ports.iter().flat_map(port_matches).collect();
+        // A dimension that selects nothing allows nothing: no flows (the isolation stays).
+        if peers.as_ref().is_some_and(|p| p.is_empty()) {
+            return Ok(());
+        }
+        let mut dims: Vec<&BTreeSet<String>> = Vec::new();
+        match dir {
+            Dir::Ingress => dims.extend(peers.as_ref().into_iter().chain([targets])),
+            Dir::Egress => dims.extend(std::iter::once(targets).chain(peers.as_ref())),
+        }
+        if !ports.is_empty() {
+            dims.push(&ports);
+        }
+        let table = dir.table();
+        if dims.len() == 1 {
+            for t in targets {
+                out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
+            }
+            return Ok(());
+        }
+        let n = dims.len() as u8;
+        for (k, dim) in dims.iter().enumerate() {
+            for m in dim.iter() {
+                out.clause(table, m.clone(), id, k as u8 + 1, n);
+            }
+        }
+        out.add(
+            table,
+            PRIO_CONJUNCTION,
+            format!("conj_id={id}, ip"),
+            dir.allow(),
+        );
+        Ok(())
+    }
+
+    /// Every flow of every policy, merged.
+    pub fn flows(&self) -> Vec<String> {
+        Index::build(self).texts()
+    }
+
+    /// The flows of the policy stored under `key` alone (none when there is none).
+    pub(super) fn flows_of_key(&self, key: &str) -> BTreeMap<Key, Body> {
+        let mut out = Flows::unlimited();
+        if let Some(stored) = self.netpols.get(key) {
+            // Never exceeded: there is no limit.
+            let _ = self.policy_flows(stored, &mut out);
+        }
+        out.flows
+    }
+
+    /// The policies whose flows a pod of `namespace` with `labels` (local or remote) can
+    /// change: those of its namespace (targets, peers of their own namespace) and those whose
+    /// namespace selector peers take its namespace (and whose pod selector its labels).
+    pub fn watching_pod(&self, namespace: &str, labels: &Labels) -> Vec<String> {
+        let ns_labels = self
+            .namespaces
+            .get(namespace)
+            .map(Namespace::effective_labels);
+        self.netpols
+            .iter()
+            .filter(|(_, stored)| {
+                stored.policy.namespace == namespace
+                    || ns_labels.as_ref().is_some_and(|ns_labels| {
+                        peers_of(&stored.policy).any(|peer| match peer {
+                            Peer::Select {
+                                pods,
+                                namespaces: Some(nss),
+                            } => {
+                                nss.matches(ns_labels)
+                                    && pods.as_ref().is_none_or(|p| p.matches(labels))
+                            }
+                            _ => false,
+                        })
+                    })
+            })
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// The policies whose flows namespace `name` can change: its own, and every policy that
+    /// selects peers by namespace.
+    pub fn watching_namespace(&self, name: &str) -> Vec<String> {
+        self.netpols
+            .iter()
+            .filter(|(_, stored)| {
+                stored.policy.namespace == name
+                    || peers_of(&stored.policy).any(|peer| {
+                        matches!(
+                            peer,
+                            Peer::Select {
+                                namespaces: Some(_),
+                                ..
+                            }
+                        )
+                    })
+            })
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// The flows `stored` alone would contribute (what `netpol list` counts).
+    pub fn flows_of(&self, stored: &StoredNetPol) -> usize {
+        let mut out = Flows::unlimited();
+        // Never exceeded: there is no limit.
+        let _ = self.policy_flows(stored, &mut out);
+        out.flows.len()
+    }
+
+    /// Refuses `stored` when it alone would need more than [`MAX_FLOWS`] flows here; the
+    /// computation stops as soon as it passes the limit.
+    pub fn check_flow_limit(&self, stored: &StoredNetPol) -> Result<(), NetPolError> {
+        let mut out = Flows::within(MAX_FLOWS);
+        self.policy_flows(stored, &mut out)
+            .map_err(|Exceeded| too_many_flows())
+    }
+}
+
+fn peers_of(policy: &NetPol) -> impl Iterator<Item = &Peer> {
+    [&policy.ingress, &policy.egress]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|rule| rule.peers.iter().flatten())
+}
+
+fn port_matches(port: &Port) -> Vec<String> {
+    let proto = port.protocol.name();
+    match port.range {
+        None => vec![proto.to_string()],
+        Some((first, last)) if first == last => vec![format!("{proto}, {proto}_dst={first}")],
+        Some((first, last)) => ranges::port_masks(first, last)
+            .into_iter()
+            .map(|(value, mask)| match mask {
+                0xffff => format!("{proto}, {proto}_dst={value}"),
+                _ => format!("{proto}, {proto}_dst={value:#x}/{mask:#x}"),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,184 @@
+//! Probes beyond the reachability matrix (`reachability.rs`), each from inside a pod's
+//! namespace on a thread of its own:
+//!
+//! - [`udp_from_any`]: a UDP request whose answer may come from any address. Traffic to a
+//!   service comes back from the backend's own address: on the userspace datapath OVS's
+//!   conntrack is not the host's, so nothing undoes kube-proxy's DNAT on the way back, and a
+//!   connected socket (the matrix's) would drop the answer.
+//! - [`Connection`]: one long-lived TCP connection to an [`Echo`] server, to see what a change
+//!   does to a connection that is already established.
+//!
+//! And [`Node::dnat`], a stand-in for kube-proxy: a DNAT rule in the node's namespace.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::cluster::{ClusterError, Endpoint, Node, Pod};
+use crate::reachability::enter_netns;
+
+impl Node {
+    /// `iptables -t nat -A PREROUTING -d VIP -p PROTO --dport PORT -j DNAT --to BACKEND:PORT` in
+    /// the node's namespace: what kube-proxy does for one service port and one endpoint.
+    pub fn dnat(
+        &self,
+        protocol: &str,
+        vip: Ipv4Addr,
+        port: u16,
+        backend: Ipv4Addr,
+    ) -> Result<(), ClusterError> {
+        let (vip, port_text) = (format!("{vip}/32"), port.to_string());
+        let to = format!("{backend}:{port}");
+        self.exec(&[
+            "iptables",
+            "-t",
+            "nat",
+            "-A",
+            "PREROUTING",
+            "-d",
+            &vip,
+            "-p",
+            protocol,
+            "--dport",
+            &port_text,
+            "-j",
+            "DNAT",
+            "--to-destination",
+            &to,
+        ])
+        .map(drop)
+    }
+}
+
+/// Sends `probe` over UDP from `from`'s namespace to `to:port`, resending every 250 ms, and
+/// returns the first answer from any source within `timeout` (None: no answer).
+pub fn udp_from_any(from: &Pod, to: Ipv4Addr, port: u16, timeout: Duration) -> Option<String> {
+    let path = from.netns().path();
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                enter_netns(&path).ok()?;
+                let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+                let deadline = Instant::now() + timeout;
+                let mut buf = [0u8; 64];
+                while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                    let _ = socket.send_to(b"probe", (to, port));
+                    let wait = left
+                        .min(Duration::from_millis(250))
+                        .max(Duration::from_millis(1));
+                    socket.set_read_timeout(Some(wait)).ok()?;
+                    if let Ok((n, _)) = socket.recv_from(&mut buf) {
+                        return Some(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    }
+                }
+                None
+            })
+            .join()
+            .ok()
+            .flatten()
+    })
+}
+
+/// A TCP server in a pod that echoes every byte of its one connection; stops when the
+/// connection ends (or the test process does).
+pub struct Echo {
+    pub port: u16,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Echo {
+    pub fn start(pod: &Pod, port: u16) -> Result<Echo, ClusterError> {
+        let path = pod.netns().path();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let listener =
+                enter_netns(&path).and_then(|()| TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)));
+            let listener = match listener {
+                Ok(listener) => {
+                    let _ = ready_tx.send(Ok(()));
+                    listener
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("{path}: {e}")));
+                    return;
+                }
+            };
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buf = [0u8; 256];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 || stream.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(Echo {
+                port,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => Err(ClusterError::Invalid(format!("echo server: {e}"))),
+            Err(_) => Err(ClusterError::Invalid("echo server did not start".into())),
+        }
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        // The server ends with its connection; a test that never connected leaves it waiting
+        // in accept, which the process's exit ends.
+        if let Some(thread) = self.thread.take() {
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// One TCP connection from a pod, opened once and then used for round trips: each sends a
+/// message and waits for its echo.
+pub struct Connection {
+    stream: TcpStream,
+}
+
+impl Connection {
+    /// Connects from `from`'s namespace to `to:port` (the socket keeps its namespace after the
+    /// thread that made it ends).
+    pub fn open(from: &Pod, to: Ipv4Addr, port: u16) -> Result<Connection, ClusterError> {
+        let path = from.netns().path();
+        let stream = std::thread::spawn(move || -> std::io::Result<TcpStream> {
+            enter_netns(&path)?;
+            TcpStream::connect_timeout(&SocketAddr::from((to, port)), Duration::from_secs(5))
+        })
+        .join()
+        .map_err(|_| ClusterError::Invalid("connect thread panicked".into()))?
+        .map_err(|e| ClusterError::Invalid(format!("connect to {to}:{port}: {e}")))?;
+        Ok(Connection { stream })
+    }
+
+    /// Sends `message` and waits up to `timeout` for all of its echo: true when it came back.
+    /// A message without its echo stays in flight: TCP resends it, and a later round trip
+    /// reads its echo first.
+    pub fn round_trip(&mut self, message: &[u8], timeout: Duration) -> std::io::Result<bool> {
+        self.stream.write_all(message)?;
+        let deadline = Instant::now() + timeout;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while !got.ends_with(message) {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return Ok(false);
+            };
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tracing::Instrument;
 
 use super::config::SwitchConfig;
@@ -34,6 +34,8 @@ pub(crate) struct Supervisor {
     pub(crate) commands: mpsc::Receiver<Submit>,
     /// Passive mode: what to dial while no peer has dialled in (`Switch::dial_while_unserved`).
     pub(crate) fallback: watch::Receiver<Option<Target>>,
+    /// Active mode: ends a backoff wait at once (`Switch::dial_now`).
+    pub(crate) dial_now: Arc<Notify>,
     pub(crate) epoch: u64,
 }
 
@@ -75,7 +77,14 @@ impl Supervisor {
             }
             let delay = backoff.next_delay();
             tracing::debug!(%target, ?delay, "reconnecting after backoff");
-            if refuse_commands_while(tokio::time::sleep(delay), &mut self.commands)
+            let dial_now = self.dial_now.clone();
+            let wait = async {
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = dial_now.notified() => backoff.reset(),
+                }
+            };
+            if refuse_commands_while(wait, &mut self.commands)
                 .await
                 .is_none()
             {

@@ -260,7 +260,8 @@ impl Node {
 }
 
 /// The task that restores the table under `other_config:flow-restore-wait` and removes the key;
-/// with a passive target it has the switch dial the bridge's management socket meanwhile.
+/// with a passive target it has the switch dial the bridge's management socket meanwhile (an
+/// active target dials its own, told to dial again at every OVSDB change).
 fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowRestoreWait {
     let cfg = &node.inner.cfg;
     let passive = cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive());
@@ -274,6 +275,7 @@ fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowR
     FlowRestoreWait {
         ovsdb: node.inner.ovsdb.clone(),
         switch: node.inner.switch.clone(),
+        bridge: cfg.bridge.clone(),
         management,
         requests,
         published: node.inner.published.clone(),

@@ -326,7 +326,8 @@ fn datapath_type(cfg: &NodeConfig) -> String {
 }
 
 /// The OpenFlow connection: the node's target, fragments matched as nx-match (the seed's
-/// SetFrags, sent again at every connect), quick reconnects.
+/// SetFrags, sent again at every connect), quick reconnects, the configured request timeout
+/// and echo probe.
 fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     let target: Target = cfg
         .openflow
@@ -337,6 +338,9 @@ fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     let mut switch_cfg = SwitchConfig::new(target);
     switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
     switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+    switch_cfg.request_timeout = cfg.request_timeout;
+    switch_cfg.echo_interval = cfg.echo_interval;
+    switch_cfg.echo_timeout = cfg.echo_timeout;
     switch_cfg.tls = cfg.tls.clone();
     Ok(switch_cfg)
 }
@@ -373,6 +377,18 @@ mod tests {
             takeover_ms: 1000,
         });
         cfg
+    }
+
+    #[test]
+    fn the_switch_gets_the_configured_timing() {
+        let mut cfg = NodeConfig::new("unix:/db.sock", "unix:/run/br0.mgmt", "/state");
+        cfg.request_timeout = std::time::Duration::from_millis(700);
+        cfg.echo_interval = std::time::Duration::from_millis(2000);
+        cfg.echo_timeout = std::time::Duration::from_millis(3000);
+        let switch = switch_config(&cfg).expect("a valid target");
+        assert_eq!(switch.request_timeout, cfg.request_timeout);
+        assert_eq!(switch.echo_interval, cfg.echo_interval);
+        assert_eq!(switch.echo_timeout, cfg.echo_timeout);
     }
 
     #[test]

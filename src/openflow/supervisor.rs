@@ -46,6 +46,9 @@ impl Supervisor {
             self.cfg.reconnect_backoff_max,
         );
         let target = self.cfg.target.clone();
+        // Whether this attempt was asked for (`Switch::dial_now`) rather than due: a hint that
+        // the switch may be back, whose failure is expected and logged at debug only.
+        let mut asked = false;
         loop {
             let attempt = async {
                 let stream = connect(&target, self.cfg.tls.as_ref())
@@ -71,6 +74,9 @@ impl Supervisor {
                         Ended::Lost(_) | Ended::Replaced(_) => {}
                     }
                 }
+                Err(error) if asked => {
+                    tracing::debug!(%target, %error, "OpenFlow connection attempt asked for failed")
+                }
                 Err(error) => {
                     tracing::error!(%target, %error, "OpenFlow connection attempt failed")
                 }
@@ -80,15 +86,16 @@ impl Supervisor {
             let dial_now = self.dial_now.clone();
             let wait = async {
                 tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = dial_now.notified() => backoff.reset(),
+                    () = tokio::time::sleep(delay) => false,
+                    () = dial_now.notified() => {
+                        backoff.reset();
+                        true
+                    }
                 }
             };
-            if refuse_commands_while(wait, &mut self.commands)
-                .await
-                .is_none()
-            {
-                return;
+            match refuse_commands_while(wait, &mut self.commands).await {
+                Some(kicked) => asked = kicked,
+                None => return,
             }
         }
     }

@@ -5,18 +5,24 @@
 //!    `ping -D` stamps);
 //! 2. issue 18's hitless restarts, with `ping -i 0.01` (100 echo requests a second) and the
 //!    requests that got no reply counted: (a) the ofnode daemon killed -9 and started again,
-//!    (b) it restarted with SIGTERM (goal for both: 0 lost), (c) ovs-vswitchd restarted the way
-//!    OVS's hot restart does, with `other_config:flow-restore-wait=true`: ofnode installs its
-//!    table through the management socket and removes the key (goal: as few lost as possible;
-//!    the userspace datapath loses its flows with the process, so some loss is unavoidable).
+//!    (b) it restarted with SIGTERM (goal for both: 0 lost), (c) node 1's ovs-vswitchd
+//!    restarted the way OVS's hot restart does, with `other_config:flow-restore-wait=true`
+//!    (ofnode installs its table through the management socket and removes the key), and for
+//!    comparison restarted plainly (kill -9, started again at once), each with the daemons'
+//!    OpenFlow target passive (`ptcp:`, a Controller row on br0: ovs-vswitchd flushes br0 when
+//!    the key goes, and ofnode installs the table again) and active (`unix:DIR/br0.mgmt`, no
+//!    Controller row: no flush). The userspace datapath loses its flows with the process, so
+//!    some loss is unavoidable in (c). For the passive flow-restore-wait rounds the daemon's
+//!    log also tells how soon after the key's removal the table was back, against when the
+//!    bridge's own controller session came up (whose resync would otherwise re-install it).
 //!
 //! Run: `cargo bench --bench e2e` (as root).
 
 use std::time::Duration;
 
 use ofnode_harness::cluster::{
-    unix_now, Cluster, ClusterError, CrossNodePing, DaemonStop, Endpoint, Loss, Node, Pinger,
-    Recovery,
+    unix_now, Cluster, ClusterError, CrossNodePing, DaemonOpenflow, DaemonStop, Endpoint, Loss,
+    Node, Pinger, Recovery,
 };
 
 const ROUNDS: usize = 5;
@@ -102,10 +108,27 @@ fn main() {
             .collect();
         report_loss(name, &losses);
     }
-    flow_restore_wait(&pinger, &cluster);
+    vswitchd_restarts(&pinger, &cluster, DaemonOpenflow::Passive);
     drop(pinger);
     drop((from, to));
     drop(cluster);
+
+    let ping =
+        CrossNodePing::start_with_openflow(env!("CARGO_BIN_EXE_ofnode"), DaemonOpenflow::Active)
+            .expect("the cluster again, with active OpenFlow targets");
+    let pinger = ping
+        .from
+        .start_pinger_every(ping.to.ip, FAST_PING)
+        .expect("ping -i 0.01");
+    if pinger
+        .wait_reply_after(unix_now(), Duration::from_secs(5))
+        .is_none()
+    {
+        panic!("no reply to the fast ping\n{}", ping.cluster.diagnostics());
+    }
+    vswitchd_restarts(&pinger, &ping.cluster, DaemonOpenflow::Active);
+    drop(pinger);
+    drop(ping);
 }
 
 /// `ping -i 0.01`.
@@ -148,50 +171,118 @@ fn report_loss(name: &str, losses: &[Loss]) {
     );
 }
 
-/// (c): ovs-vswitchd restarted with flow-restore-wait on the pinged pod's node, `LOSS_ROUNDS`
-/// times. While the key is set ovs-vswitchd forwards nothing and dials no controller; ofnode
-/// reaches it through the bridge's management socket, installs its table and removes the key
-/// itself. Counted: the echo requests lost around each restart, and whether ofnode removed
-/// the key each time (nothing else does here).
-fn flow_restore_wait(pinger: &Pinger, cluster: &Cluster) {
+/// (c): node 1's ovs-vswitchd (the pinged pod's) restarted `LOSS_ROUNDS` times plainly, then
+/// `LOSS_ROUNDS` times with flow-restore-wait, with the daemons' OpenFlow target `openflow`.
+/// Counted: the echo requests lost around each restart; each round ends when node 1's table is
+/// whole again, in sync, and (with the key) ofnode has removed the key (nothing else does
+/// here).
+fn vswitchd_restarts(pinger: &Pinger, cluster: &Cluster, openflow: DaemonOpenflow) {
     let node = cluster.node(1);
-    let flows = node.flows().expect("flows").len();
+    let mut desired = node.flows().expect("flows");
+    desired.sort();
     let back = |node: &Node| {
-        node.wait_for(
-            GIVE_UP,
-            "the table back and the key removed by ofnode",
-            |node| {
-                let key_set = node.flow_restore_wait()?;
-                let flows_now = node.flows()?.len();
-                if !key_set && flows_now == flows && node.status()?["in_sync"] == true {
-                    return Ok(Some(()));
-                }
-                Err(ClusterError::Invalid(format!(
-                    "{flows_now} of {flows} flows, flow-restore-wait still set: {key_set}"
-                )))
-            },
-        )
-    };
-    let losses: Vec<Loss> = (0..LOSS_ROUNDS)
-        .map(|round| {
-            loss_during(pinger, || {
-                node.restart_vswitchd_with_flow_restore_wait()?;
-                back(node)
-            })
-            .unwrap_or_else(|e| panic!("(c), round {round}: {e}\n{}", cluster.diagnostics()))
+        node.wait_for(GIVE_UP, "the table back and no flow-restore-wait", |node| {
+            let key_set = node.flow_restore_wait()?;
+            let mut flows = node.flows()?;
+            flows.sort();
+            let whole = flows == desired;
+            if !key_set && whole && node.status()?["in_sync"] == true {
+                return Ok(Some(()));
+            }
+            Err(ClusterError::Invalid(format!(
+                "table whole: {whole}, flow-restore-wait still set: {key_set}"
+            )))
         })
+    };
+    let log_mark = daemon_log(node).len();
+    for with_key in [false, true] {
+        let losses: Vec<Loss> = (0..LOSS_ROUNDS)
+            .map(|round| {
+                loss_during(pinger, || {
+                    if with_key {
+                        node.restart_vswitchd_with_flow_restore_wait()?;
+                    } else {
+                        node.restart_vswitchd()?;
+                    }
+                    back(node)
+                })
+                .unwrap_or_else(|e| panic!("(c), round {round}: {e}\n{}", cluster.diagnostics()))
+            })
+            .collect();
+        let lost: u32 = losses.iter().map(|l| l.lost).sum();
+        let sent: u32 = losses.iter().map(|l| l.sent).sum();
+        let rounds: Vec<String> = losses.iter().map(|l| l.lost.to_string()).collect();
+        let how = if with_key {
+            "with flow-restore-wait=true (ofnode installs through br0.mgmt, then removes the key)"
+        } else {
+            "plainly (kill -9, started again at once; ofnode re-installs when the switch is back)"
+        };
+        println!(
+            "e2e (c) ovs-vswitchd restarted {how}, OpenFlow {}: {lost} echo replies lost of \
+             {sent} requests over {} rounds (per round: {}; ping -i 0.01 across nodes)",
+            openflow.name(),
+            losses.len(),
+            rounds.join(", ")
+        );
+    }
+    if openflow == DaemonOpenflow::Passive {
+        let log = daemon_log(node);
+        report_flush_gap(log.get(log_mark..).unwrap_or_default());
+    }
+}
+
+fn daemon_log(node: &Node) -> String {
+    node.daemon()
+        .and_then(|d| std::fs::read_to_string(&d.log).ok())
+        .unwrap_or_default()
+}
+
+/// Passive target: after each removal of the key (ovs-vswitchd has flushed br0 by then), when
+/// ofnode had the table back through the session it had, against when the bridge's own
+/// controller session came up (whose connect resync would otherwise have re-installed it).
+fn report_flush_gap(log: &str) {
+    let lines: Vec<&str> = log.lines().collect();
+    let removals: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("removed other_config:flow-restore-wait"))
         .collect();
-    let lost: u32 = losses.iter().map(|l| l.lost).sum();
-    let sent: u32 = losses.iter().map(|l| l.sent).sum();
-    let rounds: Vec<String> = losses.iter().map(|l| l.lost.to_string()).collect();
+    let mut gaps = Vec::new();
+    for (n, &i) in removals.iter().enumerate() {
+        let Some(removed) = log_seconds(lines[i]) else {
+            continue;
+        };
+        let round = &lines[i + 1..removals.get(n + 1).copied().unwrap_or(lines.len())];
+        let after = |needle: &dyn Fn(&str) -> bool| {
+            round
+                .iter()
+                .find(|l| needle(l))
+                .and_then(|l| log_seconds(l))
+                .map(|t| format!("{:.1}", (t - removed) * 1000.0))
+        };
+        let back = after(&|l: &str| l.contains("the table is back after the flush"))
+            .or_else(|| {
+                after(&|l: &str| l.contains("installing the table after the flush failed"))
+                    .map(|t| format!("failed at {t}"))
+            })
+            .unwrap_or_else(|| "-".into());
+        let bridge =
+            after(&|l: &str| l.contains("supervisor: connected") && l.contains("peer=tcp:"))
+                .unwrap_or_else(|| "-".into());
+        gaps.push(format!("{back} / {bridge}"));
+    }
     println!(
-        "e2e (c) ovs-vswitchd restarted with flow-restore-wait=true, ofnode installing through \
-         br0.mgmt and removing the key: {lost} echo replies lost of {sent} requests over {} \
-         rounds (per round: {}; ping -i 0.01 across nodes; the key was removed by ofnode every \
-         round; before this support: 14 lost in the best case, with the key cleared by hand)",
-        losses.len(),
-        rounds.join(", ")
+        "e2e (c) passive, flow-restore-wait: after each removal of the key, ms until ofnode had \
+         the table back through the session it had / until the bridge's own controller session \
+         came up (whose resync would have re-installed it): {}",
+        gaps.join(", ")
     );
+}
+
+/// The time of day of a log line (`2026-01-02T03:04:05.678901Z …`), in seconds.
+fn log_seconds(line: &str) -> Option<f64> {
+    let (_, time) = line.split_whitespace().next()?.split_once('T')?;
+    let mut parts = time.trim_end_matches('Z').split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
 }
 
 fn report(rounds: &[Recovery]) {

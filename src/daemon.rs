@@ -54,6 +54,9 @@ pub struct RunArgs {
     /// Seconds between polls of the per-pod traffic counters (0: off) [default: 10].
     #[arg(long, value_name = "SECS")]
     pub pod_counters_interval: Option<u64>,
+    /// Milliseconds an OpenFlow request may wait for its reply, 100 to 3600000 [default: 60000].
+    #[arg(long, value_name = "MS")]
+    pub openflow_request_timeout_ms: Option<u64>,
     /// Our TLS private key (PEM), for ssl:/pssl: targets (as ovs-vswitchd's --private-key).
     #[arg(long, value_name = "FILE", requires_all = ["certificate", "ca_cert"])]
     pub private_key: Option<PathBuf>,
@@ -97,6 +100,12 @@ pub struct ConfigFile {
     pub pod_counters_interval: Option<u64>,
     /// Most pods whose counters /metrics exports (default 1000).
     pub pod_metrics_max: Option<usize>,
+    /// Milliseconds any one OpenFlow request may wait for its reply (default 60000).
+    pub openflow_request_timeout_ms: Option<u64>,
+    /// Milliseconds of silence after which the switch is probed with an echo (default 5000).
+    pub openflow_echo_interval_ms: Option<u64>,
+    /// Milliseconds a probe may go unanswered before the switch is declared dead (default 5000).
+    pub openflow_echo_timeout_ms: Option<u64>,
     /// Membership of a cluster through etcd: `[cluster]` with `endpoints`, `network`,
     /// `subnet_prefix_len`, `service_network`, `public_ip`, ….
     pub cluster: Option<ClusterSettings>,
@@ -215,6 +224,29 @@ impl Settings {
         if let Some(max) = file.pod_metrics_max {
             node.pod_metrics_max = max;
         }
+        let timing = [
+            (
+                "openflow_request_timeout_ms",
+                args.openflow_request_timeout_ms
+                    .or(file.openflow_request_timeout_ms),
+                &mut node.request_timeout,
+            ),
+            (
+                "openflow_echo_interval_ms",
+                file.openflow_echo_interval_ms,
+                &mut node.echo_interval,
+            ),
+            (
+                "openflow_echo_timeout_ms",
+                file.openflow_echo_timeout_ms,
+                &mut node.echo_timeout,
+            ),
+        ];
+        for (key, value, setting) in timing {
+            if let Some(ms) = value {
+                *setting = openflow_millis(key, ms)?;
+            }
+        }
         Ok(Settings {
             node,
             api: ApiOptions {
@@ -238,6 +270,21 @@ fn pod_counters_interval(secs: u64) -> Result<Duration, DaemonError> {
         )));
     }
     Ok(Duration::from_secs(secs))
+}
+
+/// The range of the OpenFlow timing keys: at least 100 ms (less fails on any busy machine), at
+/// most an hour (more is a typo more likely than a wish).
+const OPENFLOW_MILLIS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
+
+fn openflow_millis(key: &str, ms: u64) -> Result<Duration, DaemonError> {
+    if !OPENFLOW_MILLIS.contains(&ms) {
+        return Err(DaemonError::ConfigInvalid(format!(
+            "{key} {ms} is outside {}..={} milliseconds",
+            OPENFLOW_MILLIS.start(),
+            OPENFLOW_MILLIS.end()
+        )));
+    }
+    Ok(Duration::from_millis(ms))
 }
 
 /// The TLS files from the flags (all three: clap checks) or else the `[tls]` section.
@@ -286,6 +333,18 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
         format!("api: {}", settings.api.socket.display()),
         format!("state_dir: {}", node.state_dir.display()),
         format!("mtu: {}", node.mtu),
+        format!(
+            "openflow_request_timeout_ms: {}",
+            node.request_timeout.as_millis()
+        ),
+        format!(
+            "openflow_echo_interval_ms: {}",
+            node.echo_interval.as_millis()
+        ),
+        format!(
+            "openflow_echo_timeout_ms: {}",
+            node.echo_timeout.as_millis()
+        ),
     ];
     Ok(lines.join("\n"))
 }
@@ -384,151 +443,4 @@ async fn shutdown_signal() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pod_counter_keys_are_read_flags_win_and_a_bad_interval_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ofnode.toml");
-        std::fs::write(&path, "pod_counters_interval = 0\npod_metrics_max = 5\n").unwrap();
-        let file = |flag: Option<u64>| {
-            Settings::resolve(RunArgs {
-                config: Some(path.clone()),
-                pod_counters_interval: flag,
-                ..RunArgs::default()
-            })
-        };
-        let settings = file(None).unwrap();
-        assert_eq!(settings.node.pod_counters_interval, Duration::ZERO);
-        assert_eq!(settings.node.pod_metrics_max, 5);
-        let flag = file(Some(2)).unwrap();
-        assert_eq!(flag.node.pod_counters_interval, Duration::from_secs(2));
-        let defaults = Settings::resolve(RunArgs::default()).unwrap();
-        assert_eq!(defaults.node.pod_counters_interval, Duration::from_secs(10));
-        assert_eq!(defaults.node.pod_metrics_max, 1_000);
-        let err = file(Some(86_401)).unwrap_err().to_string();
-        assert!(err.contains("pod_counters_interval 86401"), "{err}");
-    }
-
-    #[test]
-    fn tls_targets_need_tls_files() {
-        let args = RunArgs {
-            openflow: Some("pssl:6653".into()),
-            ..RunArgs::default()
-        };
-        let err = Settings::resolve(args).unwrap_err().to_string();
-        assert!(err.contains("pssl:6653 needs TLS files"), "{err}");
-        let args = RunArgs {
-            ovsdb: Some("ssl:127.0.0.1:6640".into()),
-            ..RunArgs::default()
-        };
-        let err = Settings::resolve(args).unwrap_err().to_string();
-        assert!(err.contains("ssl:127.0.0.1:6640 needs TLS files"), "{err}");
-    }
-
-    #[test]
-    fn tls_section_is_read_and_its_files_checked() {
-        let pki = ofnode_harness::Pki::new("config CA").unwrap();
-        let peer = pki.issue("node").unwrap();
-        let path = pki.dir().join("ofnode.toml");
-        let toml = format!(
-            "openflow = \"pssl:6653\"\n[tls]\nprivate_key = {:?}\ncertificate = {:?}\nca_cert = {:?}\n",
-            peer.private_key, peer.certificate, peer.ca_cert
-        );
-        std::fs::write(&path, toml).unwrap();
-        let settings = Settings::resolve(RunArgs {
-            config: Some(path.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap();
-        let tls = settings.node.tls.expect("TLS configured");
-        assert_eq!(tls.files().certificate, peer.certificate);
-        // A flag set wins over the file; a bad file in it is named.
-        let err = Settings::resolve(RunArgs {
-            config: Some(path),
-            private_key: Some(pki.dir().join("missing-key.pem")),
-            certificate: Some(peer.certificate.clone()),
-            ca_cert: Some(peer.ca_cert.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("missing-key.pem"), "{err}");
-    }
-
-    #[test]
-    fn flags_override_file_and_defaults_fill_in() {
-        let dir = std::env::temp_dir().join(format!("ofnode-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ofnode.toml");
-        std::fs::write(
-            &path,
-            "bridge = \"br-int\"\nmtu = 1400\nstate_dir = \"/tmp/x\"\n",
-        )
-        .unwrap();
-        let args = RunArgs {
-            config: Some(path.clone()),
-            mtu: Some(9000),
-            ..RunArgs::default()
-        };
-        let settings = Settings::resolve(args).unwrap();
-        assert_eq!(settings.node.bridge, "br-int");
-        assert_eq!(settings.node.mtu, 9000);
-        assert_eq!(settings.node.ovsdb, DEFAULT_OVSDB);
-        assert_eq!(settings.node.state_dir, PathBuf::from("/tmp/x"));
-        std::fs::write(
-            &path,
-            "[vxlan]\naddress = \"10.128.0.1/14\"\nvni = 7\nmode = \"miss\"\n",
-        )
-        .unwrap();
-        let settings = Settings::resolve(RunArgs {
-            config: Some(path.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap();
-        let vxlan = settings.node.vxlan.expect("the [vxlan] section");
-        assert_eq!(vxlan.vni, 7);
-        std::fs::write(
-            &path,
-            "[ha]\nid = 2\ncontrollers = [\"tcp:192.0.2.1:6653\", \"tcp:192.0.2.2:6653\"]\n",
-        )
-        .unwrap();
-        let settings = Settings::resolve(RunArgs {
-            config: Some(path.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap();
-        let ha = settings.node.ha.expect("the [ha] section");
-        assert_eq!((ha.id, ha.controllers.len()), (2, 2));
-        assert_eq!((ha.heartbeat_ms, ha.takeover_ms), (200, 1000));
-        let cluster = "[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\n\
-                       network = \"10.128.0.0/14\"\nservice_network = \"172.30.0.0/16\"\n\
-                       public_ip = \"192.0.2.11\"\n";
-        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 23\n")).unwrap();
-        let settings = Settings::resolve(RunArgs {
-            config: Some(path.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap();
-        assert_eq!(settings.cluster.expect("[cluster]").subnet_prefix_len, 23);
-        std::fs::write(&path, format!("{cluster}subnet_prefix_len = 8\n")).unwrap();
-        let err = Settings::resolve(RunArgs {
-            config: Some(path.clone()),
-            ..RunArgs::default()
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string().contains("cluster.subnet_prefix_len 8"),
-            "{err}"
-        );
-        std::fs::write(&path, "brige = \"typo\"\n").unwrap();
-        let err = Settings::resolve(RunArgs {
-            config: Some(path),
-            ..RunArgs::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("unknown field"), "{err}");
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-}
+mod tests;

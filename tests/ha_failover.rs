@@ -9,45 +9,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ofnode::sdn::Mode;
-use ofnode_harness::{Daemon, Ovs, ONE_NODE_SETUP};
+use ofnode_harness::{ha, Daemon, Ovs, ONE_NODE_SETUP};
 use sdn_common::{base_flows, wait_for_flows, SANDBOX, SANDBOX_NOTE};
 
 const OFNODE: &str = env!("CARGO_BIN_EXE_ofnode");
 /// Only keeps a broken run from hanging.
 const LIMIT: Duration = Duration::from_secs(20);
 
-const PORTS: [u16; 2] = [6653, 6654];
-
-fn controllers() -> String {
-    PORTS
-        .iter()
-        .map(|p| format!("\"tcp:127.0.0.1:{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Daemon `id` (1 or 2) with its `[ha]` section.
 fn start_peer(ovs: &Ovs, id: u16) -> Daemon {
-    let name = format!("ofnode{id}");
-    let config = ovs.dir().join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[ha]\nid = {id}\ncontrollers = [{}]\nheartbeat_ms = 200\ntakeover_ms = 1000\n",
-            controllers()
-        ),
-    )
-    .unwrap();
-    let openflow = format!("ptcp:{}:127.0.0.1", PORTS[usize::from(id - 1)]);
-    let config = config.display().to_string();
-    Daemon::start_named(
-        ovs,
-        Path::new(OFNODE),
-        &name,
-        &openflow,
-        &["--config", &config, "--no-host-network"],
-    )
-    .unwrap_or_else(|e| panic!("start ofnode {id}: {e}"))
+    ha::start_peer(ovs, Path::new(OFNODE), id).unwrap_or_else(|e| panic!("start ofnode {id}: {e}"))
 }
 
 fn status(daemon: &Daemon) -> serde_json::Value {
@@ -56,50 +26,16 @@ fn status(daemon: &Daemon) -> serde_json::Value {
 
 /// Waits until `daemon` reports HA role `role`; returns how long that took.
 fn wait_role(daemon: &Daemon, role: &str) -> Duration {
-    let started = Instant::now();
-    loop {
-        let status = status(daemon);
-        if status["ha"]["role"] == role {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "no {role} within {LIMIT:?}: {status}\n{}",
-            daemon.log_tail(30)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ha::wait_role(daemon, role, LIMIT).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn veth(ovs: &Ovs, name: &str) {
-    let peer = format!("{name}p");
-    ovs.netns()
-        .exec_ok(&[
-            "ip", "link", "add", name, "type", "veth", "peer", "name", &peer,
-        ])
-        .unwrap();
-    ovs.netns()
-        .exec_ok(&["ip", "link", "set", name, "up"])
-        .unwrap();
+    ovs.netns().add_veth(name).unwrap();
 }
 
 fn pod_add(daemon: &Daemon, veth: &str, ip: &str, mac: &str) -> Result<u16, String> {
     daemon
-        .cli(&[
-            "pod",
-            "add",
-            "--veth",
-            veth,
-            "--ip",
-            ip,
-            "--mac",
-            mac,
-            "--sandbox",
-            SANDBOX,
-            "--vnid",
-            "10",
-        ])
-        .map(|out| out.trim().parse().expect("the ofport"))
+        .pod_add(veth, ip, mac, SANDBOX, 10)
         .map_err(|e| e.to_string())
 }
 
@@ -121,12 +57,7 @@ fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
     wait_role(&first, "active");
     let second = start_peer(ovs, 2);
     // The standby hears the active daemon's heartbeats through the switch.
-    let deadline = Instant::now() + LIMIT;
-    while status(&second)["ha"]["active_peer"] != 1 {
-        assert!(Instant::now() < deadline, "{}", status(&second));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(status(&second)["ha"]["role"], "standby");
+    ha::wait_hears(&second, 1, LIMIT).unwrap_or_else(|e| panic!("{e}"));
 
     first
         .cli(ONE_NODE_SETUP)
@@ -244,11 +175,7 @@ fn the_standby_takes_over_the_networkpolicy_modes_flows() {
     let mut first = start_peer(&ovs, 1);
     wait_role(&first, "active");
     let second = start_peer(&ovs, 2);
-    let deadline = Instant::now() + LIMIT;
-    while status(&second)["ha"]["active_peer"] != 1 {
-        assert!(Instant::now() < deadline, "{}", status(&second));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ha::wait_hears(&second, 1, LIMIT).unwrap_or_else(|e| panic!("{e}"));
     let setup: Vec<&str> = ONE_NODE_SETUP
         .iter()
         .copied()

@@ -270,17 +270,32 @@ fn check_config_names_the_bad_field() {
         );
         (out.status.success(), text)
     };
-    let (ok, text) = check("bridge = \"br-int\"\nmtu = 1400\n", &["--mtu", "9000"]);
+    let (ok, text) = check(
+        "bridge = \"br-int\"\nmtu = 1400\nopenflow_request_timeout_ms = 2000\n",
+        &["--mtu", "9000", "--openflow-request-timeout-ms", "1500"],
+    );
     assert!(ok, "{text}");
     assert!(
-        text.contains("bridge: br-int\n") && text.contains("mtu: 9000\n"),
+        text.contains("bridge: br-int\n")
+            && text.contains("mtu: 9000\n")
+            && text.contains("openflow_request_timeout_ms: 1500\n"),
         "{text}"
     );
-    let bad: [(&str, &[&str], &str); 7] = [
+    let bad: [(&str, &[&str], &str); 9] = [
         ("brdge = \"br0\"\n", &[], "unknown field `brdge`"),
         ("mtu = 10\n", &[], "mtu 10 is outside 576..=65535"),
         ("mtu = \"big\"\n", &[], "mtu"),
         ("openflow = \"tcp\"\n", &[], "OpenFlow target"),
+        (
+            "openflow_echo_timeout_ms = 50\n",
+            &[],
+            "openflow_echo_timeout_ms 50 is outside 100..=3600000",
+        ),
+        (
+            "",
+            &["--openflow-request-timeout-ms", "0"],
+            "openflow_request_timeout_ms 0 is outside",
+        ),
         (
             "",
             &["--ovsdb", "punix:/x.sock"],
@@ -378,6 +393,9 @@ fn the_example_config_parses_with_the_daemons_defaults() {
     assert_eq!(node.0.datapath_type, node.1.datapath_type);
     assert_eq!(node.0.manage_host_network, node.1.manage_host_network);
     assert_eq!(node.0.drift.repair, node.1.drift.repair);
+    assert_eq!(node.0.request_timeout, node.1.request_timeout);
+    assert_eq!(node.0.echo_interval, node.1.echo_interval);
+    assert_eq!(node.0.echo_timeout, node.1.echo_timeout);
     assert_eq!(settings.api.socket, defaults.api.socket);
     assert_eq!(settings.api.max_body, defaults.api.max_body);
     // Every commented setting is a valid value of a known key.

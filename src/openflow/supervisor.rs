@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tracing::Instrument;
 
 use super::config::SwitchConfig;
@@ -34,6 +34,8 @@ pub(crate) struct Supervisor {
     pub(crate) commands: mpsc::Receiver<Submit>,
     /// Passive mode: what to dial while no peer has dialled in (`Switch::dial_while_unserved`).
     pub(crate) fallback: watch::Receiver<Option<Target>>,
+    /// Active mode: ends a backoff wait at once (`Switch::dial_now`).
+    pub(crate) dial_now: Arc<Notify>,
     pub(crate) epoch: u64,
 }
 
@@ -44,6 +46,9 @@ impl Supervisor {
             self.cfg.reconnect_backoff_max,
         );
         let target = self.cfg.target.clone();
+        // Whether this attempt was asked for (`Switch::dial_now`) rather than due: a hint that
+        // the switch may be back, whose failure is expected and logged at debug only.
+        let mut asked = false;
         loop {
             let attempt = async {
                 let stream = connect(&target, self.cfg.tls.as_ref())
@@ -69,17 +74,28 @@ impl Supervisor {
                         Ended::Lost(_) | Ended::Replaced(_) => {}
                     }
                 }
+                Err(error) if asked => {
+                    tracing::debug!(%target, %error, "OpenFlow connection attempt asked for failed")
+                }
                 Err(error) => {
                     tracing::error!(%target, %error, "OpenFlow connection attempt failed")
                 }
             }
             let delay = backoff.next_delay();
             tracing::debug!(%target, ?delay, "reconnecting after backoff");
-            if refuse_commands_while(tokio::time::sleep(delay), &mut self.commands)
-                .await
-                .is_none()
-            {
-                return;
+            let dial_now = self.dial_now.clone();
+            let wait = async {
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => false,
+                    () = dial_now.notified() => {
+                        backoff.reset();
+                        true
+                    }
+                }
+            };
+            match refuse_commands_while(wait, &mut self.commands).await {
+                Some(kicked) => asked = kicked,
+                None => return,
             }
         }
     }

@@ -9,7 +9,7 @@ use ofnode_proto::{
     text, FlowStats, FlowStatsRequest, Message, MultipartReply, MultipartReplyBody,
     MultipartRequest,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::config::SwitchConfig;
 use super::driver::Submit;
@@ -39,6 +39,8 @@ struct Inner {
     cfg: Arc<SwitchConfig>,
     /// Passive mode: a target to dial while no peer has dialled in (see `dial_while_unserved`).
     fallback: watch::Sender<Option<Target>>,
+    /// Active mode: wakes the supervisor from its backoff wait (see `dial_now`).
+    dial_now: Arc<Notify>,
 }
 
 impl Switch {
@@ -89,6 +91,7 @@ impl Switch {
         let (state_tx, state_rx) = watch::channel(LinkState::Down);
         let xids = Arc::new(XidAllocator::new());
         let (fallback_tx, fallback_rx) = watch::channel(None);
+        let dial_now = Arc::new(Notify::new());
         let supervisor = Supervisor {
             cfg: cfg.clone(),
             xids: xids.clone(),
@@ -96,6 +99,7 @@ impl Switch {
             state: state_tx,
             commands: command_rx,
             fallback: fallback_rx,
+            dial_now: dial_now.clone(),
             epoch: 0,
         };
         let inner = Inner {
@@ -105,6 +109,7 @@ impl Switch {
             bundle_ids: AtomicU32::new(1),
             cfg,
             fallback: fallback_tx,
+            dial_now,
         };
         let switch = Switch {
             inner: Arc::new(inner),
@@ -119,6 +124,14 @@ impl Switch {
     /// None stops dialling (a session in use stays). Active targets dial anyway: no effect.
     pub fn dial_while_unserved(&self, target: Option<Target>) {
         self.inner.fallback.send_replace(target);
+    }
+
+    /// Active mode: when the connection is waiting out its reconnect backoff, dial now (and
+    /// start the backoff over), e.g. because the switch was just seen coming back. A call
+    /// while a session is up or a dial is under way makes the next wait end at once. Passive
+    /// targets: no effect.
+    pub fn dial_now(&self) {
+        self.inner.dial_now.notify_one();
     }
 
     /// The current session's number (each connect gets a higher one), if a session is up.

@@ -32,6 +32,14 @@ pub struct NodeConfig {
     pub connect_timeout: Duration,
     /// Upper bound of the delay between reconnect attempts to the switch.
     pub reconnect_max: Duration,
+    /// How long any one OpenFlow request may wait for its reply (a bundle counts each step).
+    /// A COMMIT answered later is an unknown outcome, settled from the switch's table.
+    pub request_timeout: Duration,
+    /// An idle OpenFlow connection is probed with an echo request after this long.
+    pub echo_interval: Duration,
+    /// The switch is declared dead (and dialled again) when a probe had no answer, nor any
+    /// other traffic, for this long.
+    pub echo_timeout: Duration,
     /// Most operations merged into one bundle and one journal write.
     pub max_batch: usize,
     /// A kernel VXLAN device kept in line with the host subnets (issue 6): its entries for
@@ -70,6 +78,9 @@ impl NodeConfig {
             dns: DnsConfig::default(),
             connect_timeout: Duration::from_secs(10),
             reconnect_max: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(60),
+            echo_interval: Duration::from_secs(5),
+            echo_timeout: Duration::from_secs(5),
             max_batch: 256,
             vxlan: None,
             drift: super::drift::DriftTiming {

@@ -4,12 +4,23 @@
 //! served. Whoever restores the flows must clear the key, and a key left set means no
 //! forwarding at all (Antrea #1600).
 //!
-//! ofnode restores its own table: while the key is set and no switch has dialled in, the switch
-//! connection dials the bridge's management socket instead; the connect resync installs the
-//! whole desired table there (one bundle); then this task checks the table once more and removes
-//! the key. The key is removed only after the table was verified on a session that began after
-//! the key was first seen set: a key set on a running ovs-vswitchd (the first step of a restart)
-//! is left for the ovs-vswitchd that starts next, which is the one that honours it.
+//! ofnode restores its own table: while the key is set, the switch connection reaches
+//! ovs-vswitchd on the management socket (an active target dials it anyway; a passive one
+//! dials it while no switch has dialled in), dialled again every `REDIAL` and at every OVSDB
+//! change while no session is up; the connect resync installs the whole desired table there
+//! (one bundle); then this task checks the table once more and removes the key. The key is
+//! removed only after the table was verified on a session that began after the key was first
+//! seen set: a key set on a running ovs-vswitchd (the first step of a restart) is left for the
+//! ovs-vswitchd that starts next, which is the one that honours it.
+//!
+//! A bridge with Controller rows (a passive target: the bridge dials ofnode) loses that table
+//! once more when the key goes: ovs-vswitchd configures no controller while the key is set,
+//! and a bridge that goes from no controller to some has every flow deleted (OVS's
+//! `connmgr_set_controllers`). The removal waits until ovs-vswitchd has applied it, so the
+//! flush is over when it returns; the table is then installed again on whatever session is up
+//! (the one on the management socket, or the bridge's own once it dialled in). With an active
+//! target on `br0.mgmt` and no Controller row nothing is flushed: the table installed before
+//! the removal is the one that forwards.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +40,11 @@ pub const FLOW_RESTORE_WAIT: &str = "flow-restore-wait";
 /// While the key is set, how often the task looks again without being told of a change (a
 /// setup that has just given the node a table, a retry after a failure).
 const RECHECK: Duration = Duration::from_millis(500);
+/// While the key is set and no session is up, how often ovs-vswitchd is dialled: a restarted
+/// ovs-vswitchd need not write anything in OVSDB that ofnode follows (a plain restart changes
+/// no monitored column), so OVSDB changes alone would not tell when it is back. A failed dial
+/// of a local socket costs microseconds.
+const REDIAL: Duration = Duration::from_millis(100);
 
 /// The bridge's management socket: next to the OVSDB socket when that is a unix socket (both
 /// live in ovs-vswitchd's run directory), else in Open vSwitch's default run directory.
@@ -53,7 +69,18 @@ fn key_set(ovsdb: &ovsdb::Client) -> bool {
     })
 }
 
-/// Removes the key (a mutate: the rest of other_config stays as it is).
+/// Whether OVSDB's cache shows Controller rows on `bridge`.
+fn has_controllers(ovsdb: &ovsdb::Client, bridge: &str) -> bool {
+    ovsdb.with_cache(|cache| {
+        cache
+            .column("Bridge", bridge, "controller")
+            .is_some_and(|controllers| !controllers.is_empty())
+    })
+}
+
+/// Removes the key (a mutate: the rest of other_config stays as it is) and waits until
+/// ovs-vswitchd has applied it: it forwards from then on (and has flushed a bridge that gained
+/// its controllers).
 async fn clear_key(ovsdb: &ovsdb::Client) -> Result<(), ovsdb::Error> {
     let op = Operation::Mutate {
         table: "Open_vSwitch".into(),
@@ -64,14 +91,16 @@ async fn clear_key(ovsdb: &ovsdb::Client) -> Result<(), ovsdb::Error> {
             Datum::set([FLOW_RESTORE_WAIT]),
         )],
     };
-    ovsdb.transact(&[op]).await.map(|_| ())
+    ovsdb.transact_applied(&[op]).await.map(|_| ())
 }
 
 /// The task: keeps the key from staying set once this node's table is on the switch.
 pub struct FlowRestoreWait {
     pub ovsdb: ovsdb::Client,
     pub switch: Switch,
-    /// Dialled while the key is set and no switch dialled in (passive targets only).
+    pub bridge: String,
+    /// Dialled while the key is set and no switch dialled in (passive targets only; an active
+    /// target is the management socket or another way to the same ovs-vswitchd).
     pub management: Option<Target>,
     pub requests: mpsc::WeakSender<Envelope>,
     pub published: Arc<Mutex<Published>>,
@@ -98,10 +127,12 @@ impl FlowRestoreWait {
                     );
                     session
                 });
-                if self.management.is_some() {
-                    // Again at every change: ovs-vswitchd coming up writes OVSDB, so its
-                    // management socket is dialled at once, not after a grown backoff.
-                    self.switch.dial_while_unserved(self.management.clone());
+                // Again at every change: ovs-vswitchd coming up writes OVSDB, so it is dialled
+                // at once, not after a grown backoff.
+                match &self.management {
+                    Some(management) => self.switch.dial_while_unserved(Some(management.clone())),
+                    None if !self.switch.is_connected() => self.switch.dial_now(),
+                    None => {}
                 }
                 match self.restore(since).await {
                     Ok(true) => {
@@ -121,11 +152,15 @@ impl FlowRestoreWait {
             } else if seen_during.take().is_some() {
                 self.switch.dial_while_unserved(None);
             }
-            let waiting = seen_during.is_some();
+            let recheck = match seen_during {
+                Some(_) if !self.switch.is_connected() => Some(REDIAL),
+                Some(_) => Some(RECHECK),
+                None => None,
+            };
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { return },
                 changed = sessions.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep(RECHECK), if waiting => {}
+                () = tokio::time::sleep(recheck.unwrap_or(RECHECK)), if recheck.is_some() => {}
             }
             if self.requests.upgrade().is_none() {
                 return;
@@ -165,14 +200,54 @@ impl FlowRestoreWait {
             // Verified on a session that is gone: verify again on the next.
             return Ok(false);
         }
-        clear_key(&self.ovsdb)
-            .await
-            .map_err(|e| Skip::Failed(format!("removing other_config:flow-restore-wait: {e}")))?;
+        // Read before the removal: the bridge's controllers are what makes it flush.
+        let flushes = has_controllers(&self.ovsdb, &self.bridge);
+        if let Err(error) = clear_key(&self.ovsdb).await {
+            if key_set(&self.ovsdb) {
+                return Err(Skip::Failed(format!(
+                    "removing other_config:flow-restore-wait: {error}"
+                )));
+            }
+            tracing::warn!(%error, "removed other_config:flow-restore-wait, but ovs-vswitchd was not seen applying it");
+        }
         tracing::info!(
             session,
             "the desired table is on the switch: removed other_config:flow-restore-wait"
         );
+        if flushes {
+            self.reinstall_after_flush().await;
+        }
         Ok(true)
+    }
+
+    /// The bridge has Controller rows, which ovs-vswitchd configured only now that the key is
+    /// gone, flushing every flow (a bridge that goes from no controller to some is flushed):
+    /// installs the table again on whatever session is up, without waiting for the bridge to
+    /// dial in. A failure is left to the resync of the next session (the bridge's own). On a
+    /// local `ptcp:` controller the bridge's session usually wins (it is up within a
+    /// millisecond of the flush: `make bench`); this covers a controller connection that is
+    /// slower to come up (TLS, another host, ovs-vswitchd's own reconnect backoff).
+    async fn reinstall_after_flush(&self) {
+        tracing::info!(
+            bridge = %self.bridge,
+            "ovs-vswitchd flushed the bridge's flows as it configured its controllers (the key kept them unconfigured): installing the table again"
+        );
+        let Some(requests) = self.requests.upgrade() else {
+            return;
+        };
+        let result = request::call(&requests, |reply| Request::Resync {
+            force: false,
+            reply,
+        })
+        .await;
+        match result {
+            Ok(()) => tracing::info!(bridge = %self.bridge, "the table is back after the flush"),
+            // Usually the bridge dialled in within a millisecond of the flush and its session
+            // replaced the one this ran on: that session's connect resync installs the table.
+            Err(error) => {
+                tracing::debug!(%error, "installing the table after the flush failed: the next session's resync installs it")
+            }
+        }
     }
 }
 

@@ -251,6 +251,15 @@ impl Client {
             .map_err(|err| op_error(ops, err))
     }
 
+    /// Like [`Client::transact`], and returns once ovs-vswitchd has applied it (`next_cfg` is
+    /// bumped in the same transaction and awaited in `cur_cfg`, as ovs-vsctl does). A timeout
+    /// or a lost session while waiting is an error although the transaction was committed.
+    pub async fn transact_applied(&self, ops: &[Operation]) -> Result<Vec<OpResult>> {
+        self.transact_and_wait(ops.to_vec(), true)
+            .await?
+            .map_err(|err| op_error(ops, err))
+    }
+
     /// A transaction whose failing operation the caller wants to inspect.
     pub(crate) async fn transact_raw(
         &self,

@@ -260,7 +260,8 @@ impl Node {
 }
 
 /// The task that restores the table under `other_config:flow-restore-wait` and removes the key;
-/// with a passive target it has the switch dial the bridge's management socket meanwhile.
+/// with a passive target it has the switch dial the bridge's management socket meanwhile (an
+/// active target dials its own, told to dial again at every OVSDB change).
 fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowRestoreWait {
     let cfg = &node.inner.cfg;
     let passive = cfg.openflow.parse::<Target>().is_ok_and(|t| t.is_passive());
@@ -274,6 +275,7 @@ fn flow_restore_wait(node: &Node, requests: mpsc::WeakSender<Envelope>) -> FlowR
     FlowRestoreWait {
         ovsdb: node.inner.ovsdb.clone(),
         switch: node.inner.switch.clone(),
+        bridge: cfg.bridge.clone(),
         management,
         requests,
         published: node.inner.published.clone(),
@@ -324,7 +326,8 @@ fn datapath_type(cfg: &NodeConfig) -> String {
 }
 
 /// The OpenFlow connection: the node's target, fragments matched as nx-match (the seed's
-/// SetFrags, sent again at every connect), quick reconnects.
+/// SetFrags, sent again at every connect), quick reconnects, the configured request timeout
+/// and echo probe.
 fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     let target: Target = cfg
         .openflow
@@ -335,6 +338,9 @@ fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     let mut switch_cfg = SwitchConfig::new(target);
     switch_cfg.frag_mode = ofnode_proto::OFPC_FRAG_NX_MATCH;
     switch_cfg.reconnect_backoff_max = cfg.reconnect_max;
+    switch_cfg.request_timeout = cfg.request_timeout;
+    switch_cfg.echo_interval = cfg.echo_interval;
+    switch_cfg.echo_timeout = cfg.echo_timeout;
     switch_cfg.tls = cfg.tls.clone();
     Ok(switch_cfg)
 }
@@ -371,6 +377,18 @@ mod tests {
             takeover_ms: 1000,
         });
         cfg
+    }
+
+    #[test]
+    fn the_switch_gets_the_configured_timing() {
+        let mut cfg = NodeConfig::new("unix:/db.sock", "unix:/run/br0.mgmt", "/state");
+        cfg.request_timeout = std::time::Duration::from_millis(700);
+        cfg.echo_interval = std::time::Duration::from_millis(2000);
+        cfg.echo_timeout = std::time::Duration::from_millis(3000);
+        let switch = switch_config(&cfg).expect("a valid target");
+        assert_eq!(switch.request_timeout, cfg.request_timeout);
+        assert_eq!(switch.echo_interval, cfg.echo_interval);
+        assert_eq!(switch.echo_timeout, cfg.echo_timeout);
     }
 
     #[test]

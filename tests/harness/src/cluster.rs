@@ -50,7 +50,7 @@ pub use pod::{
     reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, Loss, PingStats, Pinger, Pod,
     Reply, Transfer,
 };
-pub use restart::{CrossNodePing, DaemonStop, Recovery};
+pub use restart::{CrossNodePing, DaemonOpenflow, DaemonStop, Recovery};
 
 pub const CLUSTER_NETWORK: &str = "10.128.0.0/14";
 pub const SERVICE_NETWORK: &str = "172.30.0.0/16";
@@ -386,6 +386,7 @@ pub struct PortPackets {
 pub struct Cluster {
     pub mode: Mode,
     control: Control,
+    openflow: DaemonOpenflow,
     echo: bool,
     membership: Option<EtcdMembership>,
     // Field order is drop order: nodes, etcd, then the underlay links and namespace.
@@ -399,7 +400,15 @@ impl Cluster {
     /// Builds the underlay and every node, sets each node up and tells it about every other
     /// node's subnet, and seeds the tunnel ARP caches so the first packet is not lost.
     pub fn start(options: ClusterOptions) -> Result<Cluster, ClusterError> {
-        Cluster::build(options, None)
+        Cluster::build(options, None, DaemonOpenflow::Passive)
+    }
+
+    /// [`Cluster::start`] with the daemons' OpenFlow connection made the `openflow` way.
+    pub fn start_with_openflow(
+        options: ClusterOptions,
+        openflow: DaemonOpenflow,
+    ) -> Result<Cluster, ClusterError> {
+        Cluster::build(options, None, openflow)
     }
 
     /// Builds the underlay with an etcd on it ([`ETCD_IP`]) and starts every node's daemon
@@ -415,12 +424,13 @@ impl Cluster {
                 "etcd membership needs ofnode daemons".into(),
             ));
         }
-        Cluster::build(options, Some(membership))
+        Cluster::build(options, Some(membership), DaemonOpenflow::Passive)
     }
 
     fn build(
         options: ClusterOptions,
         membership: Option<EtcdMembership>,
+        openflow: DaemonOpenflow,
     ) -> Result<Cluster, ClusterError> {
         if options.mode == Mode::NetworkPolicy && matches!(options.control, Control::SeedFlows) {
             return Err(ClusterError::Invalid(
@@ -446,6 +456,7 @@ impl Cluster {
         let mut cluster = Cluster {
             mode: options.mode,
             control: options.control,
+            openflow,
             echo: options.echo,
             membership,
             nodes: Vec::new(),
@@ -543,7 +554,8 @@ impl Cluster {
                     Some(path) => vec!["--config", path.to_str().unwrap_or_default()],
                     None => Vec::new(),
                 };
-                let daemon = Daemon::start(&node.ovs, binary, &extra)
+                let target = self.openflow.target(&node.ovs);
+                let daemon = Daemon::start_with_openflow(&node.ovs, binary, &target, &extra)
                     .context(|| format!("node {index}: start ofnode"))?;
                 Node {
                     daemon: Some(daemon),

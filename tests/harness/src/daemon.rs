@@ -218,6 +218,62 @@ impl Daemon {
             .map_err(|e| CommandError::Other(format!("ofnode status --json: {e}: {text}")))
     }
 
+    /// Polls `ofnode status --json` (every 20 ms) until `ready` accepts it; returns that status
+    /// and how long it took. After `limit`, an error with the last status and the log's tail.
+    pub fn wait_status(
+        &self,
+        limit: Duration,
+        what: &str,
+        ready: impl Fn(&serde_json::Value) -> bool,
+    ) -> Result<(serde_json::Value, Duration), CommandError> {
+        let started = Instant::now();
+        loop {
+            let status = self.status_json();
+            if let Ok(status) = &status {
+                if ready(status) {
+                    return Ok((status.clone(), started.elapsed()));
+                }
+            }
+            if started.elapsed() >= limit {
+                return Err(CommandError::Other(format!(
+                    "no {what} within {limit:?}: {status:?}\n{}",
+                    self.log_tail(30)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `ofnode pod add` of the pod on `veth` (a port-to-be in the daemon's namespace) with
+    /// `ip`, `mac`, `sandbox` (64 hex digits) in `vnid`; its OpenFlow port.
+    pub fn pod_add(
+        &self,
+        veth: &str,
+        ip: &str,
+        mac: &str,
+        sandbox: &str,
+        vnid: u32,
+    ) -> Result<u16, CommandError> {
+        let vnid = vnid.to_string();
+        let out = self.cli(&[
+            "pod",
+            "add",
+            "--veth",
+            veth,
+            "--ip",
+            ip,
+            "--mac",
+            mac,
+            "--sandbox",
+            sandbox,
+            "--vnid",
+            &vnid,
+        ])?;
+        out.trim().parse().map_err(|_| {
+            CommandError::Other(format!("`ofnode pod add` printed {out:?}, not an ofport"))
+        })
+    }
+
     /// `ofnode dump-flows`: the switch's flows as ofnode prints them, one per line.
     pub fn dump_flows(&self) -> Result<Vec<String>, CommandError> {
         let out = self.cli(&["dump-flows"])?;

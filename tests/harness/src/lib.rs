@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod cpu;
 mod daemon;
 mod etcd;
+pub mod ha;
 mod netns;
 pub mod ofproxy;
 mod ovs;

@@ -57,6 +57,16 @@ impl Netns {
         run(self.command(program).args(args)).is_ok_and(|out| out.status.success())
     }
 
+    /// Creates the veth pair `name` / `<name>p`, `name` up (a pod's host end, its peer left
+    /// where it is).
+    pub fn add_veth(&self, name: &str) -> Result<(), CommandError> {
+        let peer = format!("{name}p");
+        self.exec_ok(&[
+            "ip", "link", "add", name, "type", "veth", "peer", "name", &peer,
+        ])?;
+        self.exec_ok(&["ip", "link", "set", name, "up"]).map(|_| ())
+    }
+
     /// Creates the veth pairs `<prefix><i>` / `<prefix><i>p` (up) for every `i` in `indices`,
     /// with one `ip -batch` rather than an exec per pair (benchmarks create thousands).
     pub fn add_veth_pairs(

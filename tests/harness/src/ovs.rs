@@ -341,6 +341,46 @@ impl Ovs {
             .collect())
     }
 
+    /// Polls `bridge` (every 5 ms) until it holds exactly `expected`, in any order, and returns
+    /// how long that took; after `limit` an error names the missing and unexpected flows.
+    pub fn wait_flows(
+        &self,
+        bridge: &str,
+        expected: &[String],
+        limit: Duration,
+    ) -> Result<Duration, CommandError> {
+        let started = Instant::now();
+        let mut expected = expected.to_vec();
+        expected.sort();
+        loop {
+            let mut actual = self.dump_flows(bridge)?;
+            actual.sort();
+            if actual == expected {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() >= limit {
+                let missing: Vec<&str> = expected
+                    .iter()
+                    .filter(|e| !actual.contains(e))
+                    .map(String::as_str)
+                    .collect();
+                let extra: Vec<&str> = actual
+                    .iter()
+                    .filter(|a| !expected.contains(a))
+                    .map(String::as_str)
+                    .collect();
+                return Err(CommandError::Other(format!(
+                    "{bridge} did not hold the expected flows within {limit:?}\n  missing ({}):\n    {}\n  unexpected ({}):\n    {}",
+                    missing.len(),
+                    missing.join("\n    "),
+                    extra.len(),
+                    extra.join("\n    ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Waits until a path exists (a socket a daemon creates).
     pub fn wait_for_path(&self, path: &Path, timeout: Duration) -> Result<(), CommandError> {
         let deadline = Instant::now() + timeout;

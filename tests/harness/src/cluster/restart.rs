@@ -8,6 +8,36 @@ use super::{
     unix_now, Cluster, ClusterError, ClusterOptions, Context, Control, Endpoint, Mode, Node,
     Pinger, Pod,
 };
+use crate::ovs::Ovs;
+
+/// How each node's ofnode daemon reaches its ovs-vswitchd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DaemonOpenflow {
+    /// `--openflow ptcp:6653:127.0.0.1`: the daemon listens and br0 has a Controller row
+    /// pointing at it (the default).
+    #[default]
+    Passive,
+    /// `--openflow unix:DIR/br0.mgmt`: the daemon dials the bridge's management socket and br0
+    /// has no Controller row (as Antrea's and ovn-controller's connections).
+    Active,
+}
+
+impl DaemonOpenflow {
+    /// The `--openflow` target for a daemon on `ovs`.
+    pub fn target(self, ovs: &Ovs) -> String {
+        match self {
+            DaemonOpenflow::Passive => "ptcp:6653:127.0.0.1".into(),
+            DaemonOpenflow::Active => ovs.mgmt_target("br0"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DaemonOpenflow::Passive => "passive (ptcp:, a Controller row on br0)",
+            DaemonOpenflow::Active => "active (unix:DIR/br0.mgmt, no Controller row)",
+        }
+    }
+}
 
 /// Two nodes run by ofnode daemons, a pod on each, and the first pod pinging the second: where
 /// the switch-restart test, its bench and the cleanup-on-panic test start. Fields drop in
@@ -22,12 +52,21 @@ pub struct CrossNodePing {
 impl CrossNodePing {
     /// Builds it with the `ofnode` binary at `ofnode`; the ping is started, not yet answered.
     pub fn start(ofnode: &str) -> Result<CrossNodePing, ClusterError> {
-        let cluster = Cluster::start(ClusterOptions {
+        CrossNodePing::start_with_openflow(ofnode, DaemonOpenflow::Passive)
+    }
+
+    /// [`CrossNodePing::start`] with the daemons' OpenFlow connection made the `openflow` way.
+    pub fn start_with_openflow(
+        ofnode: &str,
+        openflow: DaemonOpenflow,
+    ) -> Result<CrossNodePing, ClusterError> {
+        let options = ClusterOptions {
             nodes: 2,
             mode: Mode::Subnet,
             control: Control::Ofnode(ofnode.into()),
             echo: false,
-        })?;
+        };
+        let cluster = Cluster::start_with_openflow(options, openflow)?;
         let from = cluster.add_pod(0, 0)?;
         let to = cluster.add_pod(1, 0)?;
         let pinger = from.start_pinger(to.ip)?;
@@ -170,6 +209,16 @@ impl Node {
         self.wait_for(Duration::from_secs(30), "switch in sync", |node| {
             Ok((node.status()?["in_sync"] == true).then_some(()))
         })
+    }
+
+    /// Restarts ovs-vswitchd plainly: SIGKILL, then started again at once (no key set; the
+    /// new one starts with an empty table and dials its controllers). Returns once it serves
+    /// OVSDB.
+    pub fn restart_vswitchd(&self) -> Result<(), ClusterError> {
+        let ovs = self.ovs();
+        ovs.kill_vswitchd();
+        ovs.start_vswitchd()
+            .context(|| format!("node {}: restart ovs-vswitchd", self.index))
     }
 
     /// Restarts ovs-vswitchd the way Open vSwitch's own hot restart does: with

@@ -2,9 +2,10 @@
 //! No tokio, no sockets, no clock. It holds the desired state and the desired flow table
 //! derived from it; an operation (`ops.rs`) changes both, all of it or none of it, and the core
 //! says what the world must do about it: the flow changes as one transaction, the journal
-//! record, the VXLAN device's host set, the DNS names still in use ([`Effects`]). The OVSDB part
-//! of operations is data too (`ovsdb.rs`). The async shell (`writer.rs`, `node/`) carries the
-//! effects out and feeds results back: the ofport OVSDB gave a pod, the flows the switch holds
+//! record, the VXLAN device's host set, the DNS names still in use, what OVSDB must do for pods'
+//! ports ([`Effects`]; the OVSDB part of operations is data, `ovsdb.rs`). The async shell
+//! (`writer.rs`, `port_steps.rs`, `node/`) carries the effects out and feeds results back: a
+//! pod add OVSDB refused (taken back), the ofport a port got, the flows the switch holds
 //! (`sync.rs`: setup, resync, drift repair and HA take-over plan through the same core).
 //!
 //! Operations come in batches: the shell applies each of a batch's operations to the core,
@@ -22,6 +23,7 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
+pub use self::ovsdb::{PortStep, TakeBack};
 pub use desired::{all_entities, entity_flows, netpol_view};
 pub use netpol::NetPolSummary;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
@@ -51,13 +53,16 @@ struct Batch {
     undo: Vec<Change>,
     /// The batch's changes, as the journal records them.
     journal: Vec<Change>,
+    /// What OVSDB must do for the batch's pods' ports.
+    ports: Vec<PortStep>,
     host_subnets_changed: bool,
     egress_changed: bool,
     netpol_changed: bool,
 }
 
 /// What the shell must carry out for a batch: the flows first (one bundle), then the journal
-/// (one sync); only when both succeeded the rest, and the batch is committed.
+/// (one sync); only when both succeeded the rest (the pods' ports in OVSDB last), and the batch
+/// is committed.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// The flow changes, deletes before adds, as one transaction.
@@ -68,6 +73,9 @@ pub struct Effects {
     pub vxlan_hosts: Option<Vec<HostSubnet>>,
     /// The DNS names egress policies still use, when the batch changed a policy.
     pub dns_names: Option<HashSet<String>>,
+    /// What OVSDB must do for pods' ports, at most one step per port, after the bundle and the
+    /// journal: an operation that has a step is answered once its step is carried out.
+    pub ports: Vec<PortStep>,
 }
 
 fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
@@ -290,6 +298,7 @@ impl Core {
             journal: std::mem::take(&mut self.batch.journal),
             vxlan_hosts,
             dns_names,
+            ports: std::mem::take(&mut self.batch.ports),
         }
     }
 

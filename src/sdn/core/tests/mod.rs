@@ -8,6 +8,7 @@
 
 mod netpol;
 mod ops;
+mod ports;
 mod sync;
 
 use std::collections::BTreeMap;

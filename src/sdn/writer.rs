@@ -53,7 +53,6 @@ pub struct Published {
     pub namespaces: usize,
 }
 
-
 fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferred {
     Box::new(move |batch_failed| {
         let result = match (result, batch_failed) {

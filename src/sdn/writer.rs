@@ -202,7 +202,9 @@ impl Writer {
 
     /// `first` and the edits already waiting behind it, up to the batch bound and up to an
     /// edit of a pod port the batch has an edit of already (one port step per port and batch,
-    /// so that each step answers its own edit).
+    /// so that each step answers its own edit). Reads waiting among them are answered on the
+    /// way, from the state before the batch: a pod add's check comes just before its edit, and
+    /// ending the batch at each check would make a bundle of every concurrent pod add.
     fn gather(&mut self, first: Edit, started: Instant) -> Vec<(Edit, Instant)> {
         let mut ports: HashSet<IfName> = first.port().into_iter().cloned().collect();
         let mut batch = vec![(first, started)];
@@ -213,6 +215,16 @@ impl Writer {
                     started,
                 }) if edit.port().is_none_or(|port| ports.insert(port.clone())) => {
                     batch.push((edit, started))
+                }
+                Ok(Envelope {
+                    request: Request::Read(read),
+                    ..
+                }) => {
+                    if let Some(Request::Read(read)) =
+                        self.refused_while_standby(Request::Read(read))
+                    {
+                        self.read(read);
+                    }
                 }
                 Ok(other) => {
                     self.pending = Some(other);

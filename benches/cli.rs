@@ -4,54 +4,35 @@
 //!    `ofnode run` daemon on a private OVS, interleaved with the seed's way (`ovs-vsctl
 //!    add-port` + `ovs-vsctl get … ofport` + `ovs-ofctl bundle` of the 4 flows) on a second
 //!    private OVS, each going first every other round: median, p90, ratio. The pod adds that
-//!    come right after the same switch's previous one are also shown apart: ofnode does not
-//!    wait for ovs-vswitchd's reconfiguration for a new port, so the next pod add meets it.
-//!    The same for `Node::pod_add` called in this process, the API path benches/sdn.rs
-//!    measures (the issue's 6.3 ms against the CLI's 16.7 ms).
+//!    come right after the same switch's previous one are also shown apart. The same for
+//!    `Node::pod_add` called in this process, the API path benches/sdn.rs measures.
 //! 2. Where a CLI pod add's time goes, each part measured interleaved with the others against
 //!    one daemon: process start (`ofnode --version`: exec, dynamic loading, clap), a client
 //!    command the daemon answers at once (`ofnode status`), that request sent by this process
 //!    (no process, no runtime), a pod add sent by this process, the daemon's own time in a pod
 //!    add (`ofnode_operation_duration_seconds`: the bundle, of which
-//!    `ofnode_transaction_duration_seconds`, and the journal's fsync), and the CLI's own code
-//!    (`ofnode::cli`) run by this binary with the multi-thread runtime `ofnode`'s main uses
-//!    and with a current-thread one.
-//! 3. The proposed change, prototyped, each variant measured as in 1 against its own fresh
-//!    instances: the CLI with a current-thread runtime, and a pod add that sends the pod's
-//!    flows (bundle) and the journal fsync together *before* the OVSDB port insert, so the
-//!    bundle does not queue behind ovs-vswitchd's reconfiguration for the new port; served
-//!    from this process over the same HTTP API with the library's own OVSDB client, OpenFlow
-//!    switch and journal. Alongside: the daemon through the current-thread CLI, and the
-//!    prototype in today's order (port, flows, fsync), which must cost what the daemon costs
-//!    through the same CLI (the calibration).
+//!    `ofnode_transaction_duration_seconds`, the journal's fsync and the OVSDB port insert),
+//!    and the CLI's own code (`ofnode::cli`) run by this binary with a multi-thread runtime and
+//!    with the current-thread one `ofnode`'s main uses for client commands.
+//! 3. (gone: a prototype of the pod add with its flows before its port, which the daemon now
+//!    is; docs/cli-profile.md keeps its numbers.)
 //! 4. What bounds a CLI pod add from below here (a trivial process's start, `ovs-vsctl
 //!    add-port` alone), and trace latency: `GET /v1/trace` and `ofnode trace`, median and p90.
 //!
-//! `ofnode`'s client commands run on a current-thread runtime (the proposal's second step,
-//! adopted), so part 1's `ofnode pod add` and part 3's current-thread CLI are the same client;
-//! part 2 still compares the two runtimes through `ofnode::cli` in this binary.
+//! `CLI_BENCH_PARTS=1,4` runs only those parts (all by default); `CLI_BENCH_OFNODE=PATH` runs
+//! part 1's `ofnode` (daemon and CLI) from another build, to compare two versions with the
+//! same command on the same machine (docs/cli-profile.md).
 
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::{Json, Router};
 use clap::Parser;
-use ofnode::api::wire::PodAdded;
-use ofnode::openflow::{Switch, SwitchConfig};
-use ofnode::ovsdb::{Client, ClientOptions, PortSpec};
-use ofnode::sdn::state::{Change, Pod};
-use ofnode::sdn::store::Store;
 use ofnode::sdn::PodAdd;
 use ofnode_harness::{Daemon, Ovs, ONE_NODE_SETUP};
-use tokio::sync::Mutex;
 
 const PODS: usize = 100;
 const BINARY: &str = env!("CARGO_BIN_EXE_ofnode");
@@ -118,18 +99,35 @@ fn pod_add_args(api: &Path, p: &PodArgs) -> Vec<String> {
     .to_vec()
 }
 
-/// A client command, by the `ofnode` binary or by this one's CLI mode with a runtime flavor.
+/// The `ofnode` binary part 1 runs: this build's, or `CLI_BENCH_OFNODE`.
+fn ofnode_binary() -> PathBuf {
+    std::env::var_os("CLI_BENCH_OFNODE").map_or_else(|| PathBuf::from(BINARY), PathBuf::from)
+}
+
+/// This build's `ofnode`.
+fn this_ofnode() -> Cli<'static> {
+    Cli::Ofnode(Path::new(BINARY))
+}
+
+/// Whether part `n` runs (`CLI_BENCH_PARTS`, all by default).
+fn part(n: u32) -> bool {
+    std::env::var("CLI_BENCH_PARTS").map_or(true, |parts| {
+        parts.split(',').any(|p| p.trim() == n.to_string())
+    })
+}
+
+/// A client command, by an `ofnode` binary or by this one's CLI mode with a runtime flavor.
 #[derive(Clone, Copy)]
-enum Cli {
-    Ofnode,
+enum Cli<'a> {
+    Ofnode(&'a Path),
     ThisBinary(&'static str),
 }
 
-impl Cli {
+impl Cli<'_> {
     fn run(self, args: &[String]) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match self {
-            Cli::Ofnode => run(Path::new(BINARY), &args),
+            Cli::Ofnode(binary) => run(binary, &args),
             Cli::ThisBinary(flavor) => {
                 let this = std::env::current_exe().expect("this binary");
                 let mut argv = vec![CLIENT_MODE, flavor];
@@ -141,7 +139,7 @@ impl Cli {
 }
 
 /// This binary as the CLI: `ofnode::cli` parses the arguments and runs the command, on a
-/// multi-thread runtime (as `ofnode`'s main) or a current-thread one (the proposal).
+/// multi-thread runtime or a current-thread one (as `ofnode`'s main for client commands).
 fn client_mode(flavor: &str, args: &[String]) -> std::process::ExitCode {
     let cli = ofnode::cli::Cli::parse_from(
         std::iter::once("ofnode".to_string()).chain(args.iter().cloned()),
@@ -267,148 +265,6 @@ fn ratio(slow: &[Duration], fast: &[Duration]) -> f64 {
     percentile(slow, 0.5).as_secs_f64() / percentile(fast, 0.5).as_secs_f64()
 }
 
-/// The prototype server's pod add: the node's pod add with its parts in another order.
-struct Prototype {
-    bridge: String,
-    ovsdb: Client,
-    switch: Switch,
-    journal: Mutex<Store>,
-    /// The node takes the lowest free number from its OVSDB cache; this bridge only ever gains
-    /// ports, so counting is the same.
-    next_ofport: AtomicU16,
-    first_ofport: u16,
-    flows_first: bool,
-    /// Per pod add: the OVSDB insert, the bundle, the journal append + fsync.
-    parts: std::sync::Mutex<Vec<[Duration; 3]>>,
-}
-
-impl Prototype {
-    async fn pod_add(&self, req: PodAdd) -> Result<u16, String> {
-        let ofport = self.next_ofport.fetch_add(1, Ordering::Relaxed);
-        let pod = Pod {
-            veth: Some(req.veth.clone()),
-            ip: req.ip,
-            mac: req.mac,
-            sandbox: req.sandbox,
-            vnid: req.vnid,
-            ofport,
-        };
-        let spec = PortSpec {
-            bridge: self.bridge.clone(),
-            name: req.veth.to_string(),
-            ofport_request: Some(ofport),
-            ..PortSpec::default()
-        };
-        let port = async {
-            let started = Instant::now();
-            self.ovsdb
-                .add_port_pending(&spec)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(started.elapsed())
-        };
-        let times = if self.flows_first {
-            // Flows and journal together, then the port: ovs-vswitchd takes the bundle before
-            // it has a port to reconfigure.
-            let (flows, journal) = tokio::join!(self.flows(&pod), self.journal(&pod));
-            let (flows, journal) = (flows?, journal?);
-            [port.await?, flows, journal]
-        } else {
-            // Today's order (Node::pod_add): the port, then the bundle, then the journal.
-            let port = port.await?;
-            let flows = self.flows(&pod).await?;
-            [port, flows, self.journal(&pod).await?]
-        };
-        self.parts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(times);
-        Ok(ofport)
-    }
-
-    async fn flows(&self, pod: &Pod) -> Result<Duration, String> {
-        let started = Instant::now();
-        let mut tx = self.switch.transaction();
-        for flow in ofnode::sdn::flows::pod_flows(pod) {
-            tx.add_text(&flow).map_err(|e| e.to_string())?;
-        }
-        tx.commit().await.map_err(|e| e.to_string())?;
-        Ok(started.elapsed())
-    }
-
-    async fn journal(&self, pod: &Pod) -> Result<Duration, String> {
-        let started = Instant::now();
-        let change = Change::Pod {
-            ip: pod.ip,
-            pod: Some(pod.clone()),
-        };
-        let mut store = self.journal.lock().await;
-        // The node's writer syncs on its own task; block_in_place keeps this one honest too.
-        tokio::task::block_in_place(|| store.append(&[change])).map_err(|e| e.to_string())?;
-        Ok(started.elapsed())
-    }
-
-    /// The medians of the parts, as a sentence.
-    fn parts_summary(&self) -> String {
-        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
-        let column = |k: usize| -> Vec<Duration> { parts.iter().map(|p| p[k]).collect() };
-        format!(
-            "OVSDB insert {}, bundle {}, journal append + fsync {}",
-            summary(&column(0)),
-            summary(&column(1)),
-            summary(&column(2))
-        )
-    }
-}
-
-async fn prototype_pod_add(
-    State(proto): State<Arc<Prototype>>,
-    Json(req): Json<PodAdd>,
-) -> Result<Json<PodAdded>, (StatusCode, String)> {
-    proto
-        .pod_add(req)
-        .await
-        .map(|ofport| Json(PodAdded { ofport }))
-        .map_err(|e| (StatusCode::BAD_GATEWAY, e))
-}
-
-/// Serves POST /v1/pods on `socket` with a prototype pod add on `ovs`'s br0.
-async fn serve_prototype(
-    ovs: &Ovs,
-    socket: PathBuf,
-    state: PathBuf,
-    flows_first: bool,
-) -> Arc<Prototype> {
-    let ovsdb = Client::connect(&ovs.db_target(), ClientOptions::default())
-        .await
-        .expect("OVSDB");
-    let (switch, _events) =
-        Switch::start(SwitchConfig::from_target(&ovs.mgmt_target("br0")).expect("target"));
-    switch
-        .wait_connected(Duration::from_secs(10))
-        .await
-        .expect("OpenFlow");
-    let (journal, _) = Store::open(&state).expect("journal");
-    let proto = Arc::new(Prototype {
-        bridge: "br0".into(),
-        ovsdb,
-        switch,
-        journal: Mutex::new(journal),
-        next_ofport: AtomicU16::new(1),
-        first_ofport: 1,
-        flows_first,
-        parts: std::sync::Mutex::new(Vec::new()),
-    });
-    let app = Router::new()
-        .route("/v1/pods", axum::routing::post(prototype_pod_add))
-        .with_state(proto.clone());
-    let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    proto
-}
-
 /// Pod adds interleaved with the seed's way as the issue measures them: `PODS` rounds, each
 /// going first every other round, the seed's way on a fresh private OVS of its own.
 struct Interleaved {
@@ -485,10 +341,10 @@ fn pod_request(p: &PodArgs) -> PodAdd {
     serde_json::from_str(&pod_json(p)).expect("a valid pod")
 }
 
-/// A daemon on a fresh private OVS, set up, with `count` veths `<prefix><i>`.
-fn fresh_daemon(prefix: &str, count: usize) -> (Daemon, Ovs) {
+/// A daemon of `binary` on a fresh private OVS, set up, with `count` veths `<prefix><i>`.
+fn fresh_daemon(binary: &Path, prefix: &str, count: usize) -> (Daemon, Ovs) {
     let ovs = Ovs::start().expect("OVS for the daemon");
-    let daemon = Daemon::start(&ovs, Path::new(BINARY), &[]).expect("ofnode run");
+    let daemon = Daemon::start(&ovs, binary, &[]).expect("ofnode run");
     daemon.cli(ONE_NODE_SETUP).expect("ofnode setup");
     ovs.netns().add_veth_pairs(prefix, 0..count).expect("veths");
     (daemon, ovs)
@@ -500,22 +356,42 @@ fn main() -> std::process::ExitCode {
         return client_mode(args.get(2).map_or("", String::as_str), &args[3..]);
     }
     ofnode_harness::init();
-    let current = Cli::ThisBinary("current-thread");
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
 
-    // 1. Today: the CLI, and the node in this process as benches/sdn.rs measures it.
-    println!("cli pod add ({PODS} each, interleaved, fresh private OVS instances):");
-    {
-        let (daemon, _ovs) = fresh_daemon("cv", PODS);
-        let api = daemon.api.clone();
-        against_seed(|i| timed(|| Cli::Ofnode.run(&pod_add_args(&api, &pod("cv", i)))))
+    if part(1) {
+        // The CLI, and the node in this process as benches/sdn.rs measures it.
+        let binary = ofnode_binary();
+        println!(
+            "cli pod add ({PODS} each, interleaved, fresh private OVS instances; {}):",
+            binary.display()
+        );
+        {
+            let (daemon, _ovs) = fresh_daemon(&binary, "cv", PODS);
+            let api = daemon.api.clone();
+            let cli = Cli::Ofnode(&binary);
+            let (mut operation, mut bundle) = (Vec::new(), Vec::new());
+            against_seed(|i| {
+                let mut wall = Duration::ZERO;
+                let inside = daemon_time(&api, || {
+                    wall = timed(|| cli.run(&pod_add_args(&api, &pod("cv", i))));
+                });
+                if let Some((op, tx)) = inside {
+                    operation.push(op);
+                    bundle.push(tx);
+                }
+                wall
+            })
             .print("`ofnode pod add`");
-    }
-    {
+            println!(
+                "cli     of which the daemon's operation {}, its OpenFlow bundle {} ({} rounds with no other operation meanwhile)",
+                summary(&operation),
+                summary(&bundle),
+                operation.len()
+            );
+        }
         let ovs = Ovs::start().expect("OVS for the node");
         let state = tempfile::tempdir().expect("tempdir");
         let node = runtime.block_on(in_process_node(&ovs, state.path()));
@@ -531,59 +407,15 @@ fn main() -> std::process::ExitCode {
         .print("Node::pod_add in this process (the API path benches/sdn.rs measures)");
         runtime.block_on(node.shutdown());
     }
-
-    // 2. Where the time goes.
-    {
-        let (daemon, _ovs) = fresh_daemon("cv", 4 * PODS);
+    if part(2) {
+        // Where the time goes.
+        let (daemon, _ovs) = fresh_daemon(Path::new(BINARY), "cv", 4 * PODS);
         breakdown(&daemon.api);
     }
-
-    // 3. The proposal, prototyped.
-    println!(
-        "cli the proposal, prototyped ({PODS} each, interleaved, fresh private OVS instances):"
-    );
-    {
-        let (daemon, _ovs) = fresh_daemon("cv", PODS);
-        let api = daemon.api.clone();
-        against_seed(|i| timed(|| current.run(&pod_add_args(&api, &pod("cv", i)))))
-            .print("the daemon through the CLI with a current-thread runtime");
-    }
-    for (flows_first, what) in [
-        (
-            false,
-            "prototype in today's order (port, flows, fsync), current-thread CLI",
-        ),
-        (
-            true,
-            "prototype: flows + fsync before the port, current-thread CLI",
-        ),
-    ] {
-        let ovs = Ovs::start().expect("OVS for the prototype");
-        ovs.add_bridge("br0").expect("br0");
-        ovs.netns().add_veth_pairs("pv", 0..PODS).expect("veths");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let api = dir.path().join("prototype.sock");
-        let server = runtime.block_on(serve_prototype(
-            &ovs,
-            api.clone(),
-            dir.path().join("state"),
-            flows_first,
-        ));
-        against_seed(|i| timed(|| current.run(&pod_add_args(&api, &pod("pv", i))))).print(what);
-        println!("cli     inside its pod add: {}", server.parts_summary());
-        // The prototype did the whole job: every flow is on the switch, and ovs-vswitchd
-        // gave the ports the numbers their flows use.
-        let flows = ovs.dump_flows("br0").expect("dump-flows");
-        assert_eq!(flows.len(), 4 * PODS, "every pod's 4 flows");
-        for i in [0, PODS - 1] {
-            let applied = ovs.applied_ofport(&format!("pv{i}"), Duration::from_secs(10));
-            assert_eq!(applied, Some(server.first_ofport + i as u16), "pv{i}");
-        }
-    }
-    // 4. What bounds a CLI pod add from below, and trace latency.
-    lower_bounds();
-    {
-        let (daemon, _ovs) = fresh_daemon("tv", 2);
+    if part(4) {
+        // What bounds a CLI pod add from below, and trace latency.
+        lower_bounds();
+        let (daemon, _ovs) = fresh_daemon(Path::new(BINARY), "tv", 2);
         trace_latency(&daemon.api);
     }
     drop(runtime);
@@ -618,7 +450,7 @@ const TRACES: usize = 50;
 fn trace_latency(api: &Path) {
     let (a, b) = (pod("tv", 0), pod("tv", 1));
     for p in [&a, &b] {
-        Cli::Ofnode.run(&pod_add_args(api, p));
+        this_ofnode().run(&pod_add_args(api, p));
     }
     let query = format!("/v1/trace?from={}&to={}&dport=80", a.ip, b.ip);
     let cli_args: Vec<String> = ["trace", "--from", &a.veth, "--to", &b.ip.to_string()]
@@ -634,7 +466,7 @@ fn trace_latency(api: &Path) {
         through_api.push(timed(|| {
             http(api, "GET", &query, None);
         }));
-        through_cli.push(timed(|| Cli::Ofnode.run(&cli_args)));
+        through_cli.push(timed(|| this_ofnode().run(&cli_args)));
     }
     println!("cli trace latency ({TRACES} each, interleaved, one daemon, pod to local pod):");
     println!("cli   GET /v1/trace: {}", summary(&through_api));
@@ -653,14 +485,14 @@ fn breakdown(api: &Path) {
         "ofnode status (a command the daemon answers at once)",
         "GET /v1/status sent by this process (no process, no runtime)",
         "ofnode pod add",
-        "  of which the daemon's operation (bundle + journal fsync)",
+        "  of which the daemon's operation (bundle, journal fsync, OVSDB port insert)",
         "  of which its OpenFlow bundle",
         "POST /v1/pods sent by this process",
         "  of which the daemon's operation",
-        "ofnode::cli pod add, multi-thread runtime (as ofnode's main)",
-        "ofnode::cli pod add, current-thread runtime",
+        "ofnode::cli pod add, multi-thread runtime",
+        "ofnode::cli pod add, current-thread runtime (as ofnode's main)",
         "ofnode::cli status, multi-thread runtime",
-        "ofnode::cli status, current-thread runtime",
+        "ofnode::cli status, current-thread runtime (as ofnode's main)",
     ]
     .into_iter()
     .map(|what| (what, Vec::new()))
@@ -677,15 +509,15 @@ fn breakdown(api: &Path) {
     for _ in 0..PODS {
         parts[0]
             .1
-            .push(timed(|| Cli::Ofnode.run(&["--version".to_string()])));
-        parts[1].1.push(timed(|| Cli::Ofnode.run(&status_args)));
+            .push(timed(|| this_ofnode().run(&["--version".to_string()])));
+        parts[1].1.push(timed(|| this_ofnode().run(&status_args)));
         parts[2].1.push(timed(|| {
             http(api, "GET", "/v1/status", None);
         }));
         let p = take();
         let mut wall = Duration::ZERO;
         let daemon = daemon_time(api, || {
-            wall = timed(|| Cli::Ofnode.run(&pod_add_args(api, &p)));
+            wall = timed(|| this_ofnode().run(&pod_add_args(api, &p)));
         });
         parts[3].1.push(wall);
         if let Some((operation, bundle)) = daemon {

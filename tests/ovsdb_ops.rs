@@ -469,6 +469,40 @@ async fn pending_ports_choose_distinct_free_numbers() {
     assert!(cache_differences(&ovs, &client).is_empty());
 }
 
+/// Numbers chosen before the port goes in (a pod add puts its flows on the number first): two
+/// choices never get the same number while both are held, a number is free again once its
+/// choice is dropped without a port, the port then gets the number it asks for, and a port on
+/// the bridge already keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chosen_port_numbers_are_distinct_until_the_port_is_in() {
+    let Setup { client, ovs } = start().await;
+    client.ensure_bridge(&seed_bridge()).await.unwrap();
+    client.add_port(&vxlan0()).await.unwrap();
+    client.add_port(&tun0()).await.unwrap();
+    let (a, b) = (
+        client.choose_ofport(&port("qa")).unwrap(),
+        client.choose_ofport(&port("qb")).unwrap(),
+    );
+    assert_eq!((a.ofport(), b.ofport()), (3, 4));
+    drop(a);
+    let again = client.choose_ofport(&port("qc")).unwrap();
+    assert_eq!(again.ofport(), 3, "a dropped choice frees its number");
+    ovs.netns()
+        .exec_ok(&["ip", "link", "add", "qc", "up", "type", "veth"])
+        .unwrap();
+    let spec = PortSpec {
+        ofport_request: Some(again.ofport()),
+        ..port("qc")
+    };
+    let added = client.add_port_pending(&spec).await.unwrap();
+    drop(again);
+    assert_eq!(added.applied().await.unwrap(), 3);
+    // The port holds its number now: the next choice skips it, and qc keeps it.
+    assert_eq!(client.choose_ofport(&port("qd")).unwrap().ofport(), 5);
+    assert_eq!(client.choose_ofport(&port("qc")).unwrap().ofport(), 3);
+    drop(b);
+}
+
 /// `tcp:HOST:PORT` against a real ovsdb-server: a `ptcp:` remote on the loopback of the test's
 /// namespace, the client connecting from inside that namespace, and a typed operation (with
 /// the wait for ovs-vswitchd) checked through the unix socket with ovs-vsctl.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use ofnode::api::server::status_of;
 use ofnode::sdn::{Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
+use ofnode_harness::ofproxy::{BundleCtrl, Frame};
 use sdn_common::*;
 
 fn vnid(v: u32) -> Vnid {
@@ -92,36 +93,60 @@ async fn wait_for_interface_column(f: &Fixture, iface: &str, column: &str, value
     }
 }
 
-/// A pod add does not wait for ovs-vswitchd to apply its port: it chooses the number. When
-/// ovs-vswitchd then gives the port another number (here someone asked for 40 while
-/// ovs-vswitchd was stopped), the pod's flows follow it.
+/// A pod add chooses its port's number, puts its flows on it (one bundle), and then adds the
+/// port, without waiting for ovs-vswitchd to apply it. Should the number be taken meanwhile
+/// (here by a port asking for it while the answer to the pod's bundle is held at an OpenFlow
+/// proxy in front of the switch), ovs-vswitchd gives the pod's port another number, and the
+/// pod's flows follow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_flows_follow_the_port_number_vswitchd_assigns() {
-    let f = Fixture::set_up(Mode::Subnet).await;
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
     let base = base_flows(Mode::Subnet);
     f.veth("vethA");
-    let paused = f.ovs.pause_vswitchd();
+    proxy.hold_once(|frame: &Frame| frame.is_bundle_ctrl(BundleCtrl::CommitReply));
     let node = f.node.clone();
     let add = tokio::spawn(async move { node.pod_add(&pod_a(10)).await });
-    // The port is in the database with the chosen number (its bundle waits for the switch).
-    wait_for_interface_column(&f, "vethA", "ofport_request", "3").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.held().is_empty() {
+        assert!(Instant::now() < deadline, "the pod's bundle never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The flows first, on the number chosen; the port is not in OVSDB yet.
+    let flows_first: Vec<String> = base.iter().cloned().chain(pod_a_flows(3, "0xa")).collect();
+    assert_flows(&f.ovs, &flows_first);
+    assert!(!f.ports().contains(&"vethA".to_string()));
     f.ovs
-        .vsctl_no_wait(&["set", "Interface", "vethA", "ofport_request=40"])
+        .vsctl(&[
+            "add-port",
+            "br0",
+            "other",
+            "--",
+            "set",
+            "Interface",
+            "other",
+            "type=internal",
+            "ofport_request=3",
+        ])
         .unwrap();
-    drop(paused);
+    proxy.release_held();
     assert_eq!(
         add.await.unwrap().unwrap(),
         3,
-        "the lowest number free on br0"
+        "the lowest number free on br0 when the pod add chose it"
     );
-    // ovs-vswitchd may apply the chosen number first and the changed request one
-    // reconfiguration later.
-    wait_for_interface_column(&f, "vethA", "ofport", "40").await;
-    let expected: Vec<String> = base.iter().cloned().chain(pod_a_flows(40, "0xa")).collect();
+    wait_for_interface_column(&f, "vethA", "ofport_request", "3").await;
+    let assigned = f.ofport("vethA").expect("vethA applied");
+    assert_ne!(assigned, 3, "port 3 is other's");
+    let expected: Vec<String> = base
+        .iter()
+        .cloned()
+        .chain(pod_a_flows(assigned, "0xa"))
+        .collect();
     wait_for_flows(&f.ovs, &expected, Duration::from_secs(10));
     let state = f.node.state().await.unwrap();
     let pod = state.pods.values().next().expect("the pod");
-    assert_eq!(pod.ofport, 40);
+    assert_eq!(pod.ofport, assigned);
 }
 
 /// A pod's port renumbered long after its add (someone else's `ofport_request`): the flows, and

@@ -1,7 +1,8 @@
 //! A pod's port that ovs-vswitchd cannot open: the pod add itself succeeds (ofnode does not wait
 //! for ovs-vswitchd's reconfiguration), and the failure ovs-vswitchd reports afterwards is logged
 //! and counted in `ofnode_port_errors_total`. Against a real Open vSwitch: the veth exists when
-//! the pod is added and is deleted before ovs-vswitchd (paused meanwhile) gets to it.
+//! the pod add checks it, and is deleted while the answer to the pod's bundle is held at an
+//! OpenFlow proxy in front of the switch, before the port goes into OVSDB.
 
 mod sdn_common;
 
@@ -9,39 +10,35 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ofnode::sdn::Mode;
+use ofnode_harness::ofproxy::{BundleCtrl, Frame};
 use sdn_common::*;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_vswitchd_cannot_open_is_counted_in_port_errors() {
-    let f = Fixture::set_up(Mode::Subnet).await;
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    f.node.setup(&setup_request(Mode::Subnet)).await.unwrap();
     f.veth("vethA");
     assert_eq!(f.node.metrics().port_errors.load(Ordering::Relaxed), 0);
 
-    let paused = f.ovs.pause_vswitchd();
+    proxy.hold_once(|frame: &Frame| frame.is_bundle_ctrl(BundleCtrl::CommitReply));
     let add = {
         let node = f.node.clone();
         tokio::spawn(async move { node.pod_add(&pod_a(0)).await })
     };
-    // The port is in the database (ovsdb-server answers while ovs-vswitchd is stopped) ...
+    // The pod's device was there when the pod add checked it ...
     let deadline = Instant::now() + LIMIT;
-    while !f
-        .ovs
-        .vsctl_no_wait(&["list-ports", "br0"])
-        .unwrap()
-        .lines()
-        .any(|p| p == "vethA")
-    {
-        assert!(Instant::now() < deadline, "vethA never reached OVSDB");
+    while proxy.held().is_empty() {
+        assert!(Instant::now() < deadline, "the pod's bundle never came");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // ... and its device goes away before ovs-vswitchd looks.
+    // ... and goes away before its port is added.
     f.ovs
         .netns()
         .exec_ok(&["ip", "link", "del", "vethA"])
         .unwrap();
-    drop(paused);
+    proxy.release_held();
     let ofport = tokio::time::timeout(LIMIT, add)
         .await
         .expect("pod add hung")

@@ -85,4 +85,19 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Disconnected { .. } | Error::Timeout { .. })
     }
+
+    /// True when a change that failed with this error may nevertheless be in the database: no
+    /// answer came (the session went, the request or ovs-vswitchd's reconfiguration timed
+    /// out), or one that could not be read. Any other error is a refusal: the change was not
+    /// made.
+    pub fn may_have_applied(&self) -> bool {
+        matches!(
+            self,
+            Error::Disconnected { .. }
+                | Error::Timeout { .. }
+                | Error::Io { .. }
+                | Error::Codec(_)
+                | Error::Protocol(_)
+        )
+    }
 }

@@ -28,7 +28,7 @@ pub use codec::fuzz_decode;
 pub use error::{Error, Result};
 pub use monitor::Cache;
 pub use ops::{BridgeSpec, PortChange, PortSpec};
-pub use pending_port::PendingPort;
+pub use pending_port::{PendingPort, PortNumber};
 pub use rpc::{parse_target, Status, Target};
 pub use schema::Schema;
 pub use types::{Atom, Datum, Row, Uuid};

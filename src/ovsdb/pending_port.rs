@@ -5,6 +5,8 @@
 //! number itself (`ofport_request`: the lowest one free on the bridge, as ovs-vswitchd would
 //! pick), commits the port, and returns at once; the caller can install flows for that number
 //! while ovs-vswitchd catches up, and learns the outcome from [`PendingPort::applied`].
+//! `choose_ofport` is the choice alone, for a caller that installs the flows before it adds
+//! the port: the number stays reserved until the port's row is in the cache.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
@@ -24,21 +26,42 @@ use super::types::{Datum, Row};
 /// the same number before either shows in the cache.
 pub(super) type Reservations = Mutex<HashSet<(String, u16)>>;
 
+/// An OpenFlow port number chosen for a port: reserved (no other choice on its bridge takes
+/// it) until dropped, when ofnode chose it; the number the port has already, otherwise.
+#[derive(Debug)]
+pub struct PortNumber {
+    client: Client,
+    ofport: u16,
+    reservation: Option<(String, u16)>,
+}
+
+impl PortNumber {
+    pub fn ofport(&self) -> u16 {
+        self.ofport
+    }
+}
+
+impl Drop for PortNumber {
+    fn drop(&mut self) {
+        if let Some(reserved) = self.reservation.take() {
+            lock(self.client.reservations()).remove(&reserved);
+        }
+    }
+}
+
 /// A port committed to the database; ovs-vswitchd may not have applied it yet.
 #[derive(Debug)]
 pub struct PendingPort {
-    client: Client,
     name: String,
-    ofport: u16,
+    number: PortNumber,
     /// The configuration ovs-vswitchd has applied the port in; `None` when it already had.
     next_cfg: Option<i64>,
-    reservation: Option<(String, u16)>,
 }
 
 impl PendingPort {
     /// The OpenFlow port the port has (or asked for, until ovs-vswitchd has applied it).
     pub fn ofport(&self) -> u16 {
-        self.ofport
+        self.number.ofport
     }
 
     pub fn name(&self) -> &str {
@@ -49,20 +72,12 @@ impl PendingPort {
     /// `Error::OfportMismatch` (another port held it) or `Error::Interface` (ovs-vswitchd could
     /// not open the device) otherwise.
     pub async fn applied(self) -> Result<u16> {
+        let client = &self.number.client;
         if let Some(next_cfg) = self.next_cfg {
-            self.client.wait_for_cfg(next_cfg).await?;
+            client.wait_for_cfg(next_cfg).await?;
         }
-        let ofport = self.ofport;
-        self.client
-            .with_cache(|cache| check_interface(cache, &self.name, Some(ofport)))
-    }
-}
-
-impl Drop for PendingPort {
-    fn drop(&mut self) {
-        if let Some(reserved) = self.reservation.take() {
-            lock(self.client.reservations()).remove(&reserved);
-        }
+        let ofport = self.ofport();
+        client.with_cache(|cache| check_interface(cache, &self.name, Some(ofport)))
     }
 }
 
@@ -88,6 +103,22 @@ type WaitingPort = (PortSpec, oneshot::Sender<Result<PendingPort>>);
 const MAX_PORTS_PER_TRANSACTION: usize = 256;
 
 impl Client {
+    /// The OpenFlow number `spec`'s port will have once added: the one it has when it is on
+    /// the bridge and applied as the spec asks, else `spec.ofport_request`, else the lowest
+    /// number free on the bridge, reserved until the returned value is dropped (drop it once
+    /// the port, asking for that number, is in the database). Fails without a session (the
+    /// cache may be stale).
+    pub fn choose_ofport(&self, spec: &PortSpec) -> Result<PortNumber> {
+        validate_port_spec(spec)?;
+        if !self.connected() {
+            return Err(self.disconnected());
+        }
+        if let Some(ofport) = self.with_cache(|cache| applied_port(cache, spec)) {
+            return Ok(self.number(ofport, None));
+        }
+        self.prepare_number(spec)
+    }
+
     /// Adds a port (`--may-exist`, like [`Client::add_port`]) without waiting for ovs-vswitchd.
     /// A port that is already applied with the spec's columns comes back as it is; otherwise
     /// the port gets `spec.ofport_request`, or the lowest number free on the bridge. Concurrent
@@ -95,7 +126,7 @@ impl Client {
     pub async fn add_port_pending(&self, spec: &PortSpec) -> Result<PendingPort> {
         validate_port_spec(spec)?;
         if let Some(ofport) = self.with_cache(|cache| applied_port(cache, spec)) {
-            return Ok(self.pending(spec, ofport, None));
+            return Ok(self.pending(spec, self.number(ofport, None)));
         }
         let (reply, answer) = oneshot::channel();
         let start_draining = {
@@ -165,37 +196,42 @@ impl Client {
             .await
     }
 
+    /// The spec's number: the one it asks for, or one ofnode chooses and reserves.
+    fn prepare_number(&self, spec: &PortSpec) -> Result<PortNumber> {
+        Ok(match spec.ofport_request {
+            Some(requested) => self.number(requested, None),
+            None => {
+                let ofport = self.reserve_free_ofport(&spec.bridge)?;
+                // From here the reservation is released on every path, by PortNumber's drop.
+                self.number(ofport, Some((spec.bridge.clone(), ofport)))
+            }
+        })
+    }
+
     /// The spec with its OpenFlow number (reserved when ofnode chose it).
     fn prepare_port(&self, spec: &PortSpec) -> Result<Prepared> {
-        let ofport = match spec.ofport_request {
-            Some(requested) => requested,
-            None => self.reserve_free_ofport(&spec.bridge)?,
-        };
-        let reservation = spec
-            .ofport_request
-            .is_none()
-            .then(|| (spec.bridge.clone(), ofport));
-        // From here the reservation is released on every path, by PendingPort's drop.
-        let pending = self.pending(spec, ofport, reservation);
+        let number = self.prepare_number(spec)?;
         let spec = PortSpec {
-            ofport_request: Some(ofport),
+            ofport_request: Some(number.ofport),
             ..spec.clone()
         };
+        let pending = self.pending(&spec, number);
         Ok(Prepared { spec, pending })
     }
 
-    fn pending(
-        &self,
-        spec: &PortSpec,
-        ofport: u16,
-        reservation: Option<(String, u16)>,
-    ) -> PendingPort {
-        PendingPort {
+    fn number(&self, ofport: u16, reservation: Option<(String, u16)>) -> PortNumber {
+        PortNumber {
             client: self.clone(),
-            name: spec.name.clone(),
             ofport,
-            next_cfg: None,
             reservation,
+        }
+    }
+
+    fn pending(&self, spec: &PortSpec, number: PortNumber) -> PendingPort {
+        PendingPort {
+            name: spec.name.clone(),
+            number,
+            next_cfg: None,
         }
     }
 

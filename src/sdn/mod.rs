@@ -9,7 +9,8 @@
 //!   desired flow table and its diffs.
 //! - [`core`]: the pure node core (operations on the state and table, and their effects).
 //! - `request`: what the node asks of the writer; `writer`: the shell that owns the core and
-//!   carries its effects out; [`drift`], [`ha`]: drift repair and high availability.
+//!   carries its effects out (`port_steps`: their OVSDB half, pods' ports); [`drift`], [`ha`]:
+//!   drift repair and high availability.
 //! - [`Node`] (`node/`): the operations' async front; [`dns`]: egress DNS names; [`host`]:
 //!   tun0, routes, forwarding; [`report`]: what the node reports.
 
@@ -27,6 +28,7 @@ pub mod layout;
 mod metrics;
 mod node;
 pub mod policy;
+mod port_steps;
 pub mod readback;
 mod replica;
 pub mod report;

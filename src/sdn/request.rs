@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::{Core, NetPolSummary, SetupOutcome};
+use super::core::ovsdb::Bandwidth;
+use super::core::{Core, NetPolSummary, SetupOutcome, TakeBack};
 use super::error::Error;
 use super::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
 use super::state::{EgressState, LocalMulticast, NodeState, Pod, PortIntent};
@@ -39,6 +40,13 @@ pub enum Edit {
     },
     /// What OVSDB must hold for pods' ports (answers the intent replaced, if any).
     Ports(PortEdit, Reply<Option<PortIntent>>),
+    /// A pod add whose port OVSDB did not take, taken back (`Core::take_back`; answers whether
+    /// it was).
+    TakeBack {
+        take_back: TakeBack,
+        port_may_exist: bool,
+        reply: Reply<bool>,
+    },
     /// Pods' flows to the ports OVSDB's cache shows their interfaces on now.
     FollowPorts(crate::ovsdb::Client, Reply<()>),
     HostSubnetAdd(HostSubnet, Reply<()>),
@@ -89,7 +97,7 @@ pub enum Edit {
 pub enum PortEdit {
     Bandwidth {
         veth: IfName,
-        limits: PortIntent,
+        bandwidth: Bandwidth,
         port_exists: bool,
     },
     Restore {
@@ -105,9 +113,9 @@ impl PortEdit {
         match self {
             PortEdit::Bandwidth {
                 veth,
-                limits,
+                bandwidth,
                 port_exists,
-            } => core.pod_bandwidth(veth, limits, port_exists),
+            } => core.pod_bandwidth(veth, bandwidth, port_exists),
             PortEdit::Restore { veth, set, back } => {
                 core.restore_port_intent(veth, set, back).map(|()| None)
             }
@@ -177,10 +185,22 @@ impl Envelope {
 }
 
 impl Edit {
+    /// The pod port an edit may give a port step (`core::PortStep`): a batch holds at most one
+    /// edit per port, so that each step answers its own edit.
+    pub fn port(&self) -> Option<&IfName> {
+        match self {
+            Edit::PodAdd(pod, _) | Edit::PodAddWithMeta { pod, .. } => pod.veth.as_ref(),
+            Edit::PodDel { veth, .. } => veth.as_ref(),
+            Edit::Ports(PortEdit::Bandwidth { veth, .. }, _) => Some(veth),
+            _ => None,
+        }
+    }
+
     /// Answers the edit with `error` instead of doing it.
     pub fn refuse(self, error: Error) {
         match self {
             Edit::PodUpdate { reply, .. } => drop(reply.send(Err(error))),
+            Edit::TakeBack { reply, .. } => drop(reply.send(Err(error))),
             Edit::EgressSet { reply, .. } => drop(reply.send(Err(error))),
             Edit::Ports(_, reply) => drop(reply.send(Err(error))),
             Edit::PodAdd(_, reply)

@@ -8,11 +8,14 @@
 //! edit either happened — on the switch and on disk — or did not. Edits never share more than a
 //! bundle: each is whole inside it.
 //!
+//! What the batch asks of OVSDB for pods' ports comes last (`port_steps.rs`): an edit with a
+//! port step is answered once its step is carried out, while the writer goes on.
+//!
 //! Setup, resync (after a reconnect), drift repair and HA take-over run alone; they plan
 //! through the same core (`core/sync.rs`) and install the whole table in one bundle when the
 //! switch lacks it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -26,12 +29,14 @@ use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
 use super::ha::HaShared;
 use super::metrics::Metrics;
+use super::port_steps::{Answer, Deferred, PortSteps};
 use super::request::{Edit, Envelope, Read, Reply, Request, SetupDone};
 use super::state::{Change, NodeState};
 use super::store::Store;
 use super::table::{self, Diff, FlowTable};
 use super::types::{HostSubnet, SetupRequest};
 use crate::openflow::{Switch, Transaction};
+use crate::value::IfName;
 
 /// What the writer publishes for `Node::status` after every batch.
 #[derive(Debug, Clone, Default)]
@@ -47,10 +52,6 @@ pub struct Published {
     pub netpols: usize,
     pub namespaces: usize,
 }
-
-/// An edit's answer, held until its batch is on the switch and on disk (or failed). Called
-/// with the batch's failure, if any; returns whether the edit succeeded.
-type Deferred = Box<dyn FnOnce(Option<&Error>) -> bool + Send>;
 
 fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferred {
     Box::new(move |batch_failed| {
@@ -83,6 +84,9 @@ pub struct Writer {
     /// High availability, when configured: while standby, operations are refused and the
     /// switch is left alone; while active, every batch is replicated to OVSDB.
     pub ha: Option<Arc<HaShared>>,
+    /// Carries out the batches' port steps in OVSDB; without it (a writer with no OVSDB) they
+    /// are dropped and their edits answered with the batch.
+    pub port_steps: Option<PortSteps>,
     requests: mpsc::Receiver<Envelope>,
     max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -119,6 +123,7 @@ impl Writer {
             vxlan_hosts: watch::Sender::new(Arc::new(hosts)),
             dns,
             ha: None,
+            port_steps: None,
             requests,
             max_batch: cfg.max_batch.max(1),
             connect_timeout: cfg.connect_timeout,
@@ -195,15 +200,32 @@ impl Writer {
         }
     }
 
-    /// `first` and the edits already waiting behind it, up to the batch bound.
+    /// `first` and the edits already waiting behind it, up to the batch bound and up to an
+    /// edit of a pod port the batch has an edit of already (one port step per port and batch,
+    /// so that each step answers its own edit). Reads waiting among them are answered on the
+    /// way, from the state before the batch: a pod add's check comes just before its edit, and
+    /// ending the batch at each check would make a bundle of every concurrent pod add.
     fn gather(&mut self, first: Edit, started: Instant) -> Vec<(Edit, Instant)> {
+        let mut ports: HashSet<IfName> = first.port().into_iter().cloned().collect();
         let mut batch = vec![(first, started)];
         while batch.len() < self.max_batch {
             match self.requests.try_recv() {
                 Ok(Envelope {
                     request: Request::Edit(edit),
                     started,
-                }) => batch.push((edit, started)),
+                }) if edit.port().is_none_or(|port| ports.insert(port.clone())) => {
+                    batch.push((edit, started))
+                }
+                Ok(Envelope {
+                    request: Request::Read(read),
+                    ..
+                }) => {
+                    if let Some(Request::Read(read)) =
+                        self.refused_while_standby(Request::Read(read))
+                    {
+                        self.read(read);
+                    }
+                }
                 Ok(other) => {
                     self.pending = Some(other);
                     break;
@@ -235,7 +257,7 @@ impl Writer {
     fn apply(&mut self, edit: Edit) -> Deferred {
         let core = &mut self.core;
         match edit {
-            Edit::PodAdd(pod, reply) => defer(reply, core.pod_add(pod)),
+            Edit::PodAdd(pod, reply) => defer(reply, core.pod_attach(pod, None)),
             Edit::PodUpdate {
                 sandbox,
                 vnid,
@@ -244,6 +266,11 @@ impl Writer {
             Edit::PodAdopt(pod, reply) => defer(reply, core.pod_adopt(pod)),
             Edit::PodDel { ip, veth, reply } => defer(reply, core.pod_del(ip, veth)),
             Edit::Ports(edit, reply) => defer(reply, edit.apply(core)),
+            Edit::TakeBack {
+                take_back,
+                port_may_exist,
+                reply,
+            } => defer(reply, core.take_back(take_back, port_may_exist)),
             Edit::FollowPorts(ovsdb, reply) => {
                 let result = ovsdb.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)));
                 defer(reply, result)
@@ -270,9 +297,7 @@ impl Writer {
             Edit::EgressDnsChanged(changed, reply) => {
                 defer(reply, core.egress_dns_changed(&changed))
             }
-            Edit::PodAddWithMeta { pod, meta, reply } => {
-                defer(reply, core.pod_add_with_meta(pod, meta))
-            }
+            Edit::PodAddWithMeta { pod, meta, reply } => defer(reply, core.pod_attach(pod, meta)),
             Edit::PodLabels {
                 sandbox,
                 labels,
@@ -299,9 +324,9 @@ impl Writer {
             }
             return;
         }
-        let answers: Vec<(Deferred, Instant)> = batch
+        let answers: Vec<(Option<IfName>, Deferred, Instant)> = batch
             .into_iter()
-            .map(|(edit, started)| (self.apply(edit), started))
+            .map(|(edit, started)| (edit.port().cloned(), self.apply(edit), started))
             .collect();
         let Effects {
             flows,
@@ -309,6 +334,7 @@ impl Writer {
             vxlan_hosts,
             dns_names,
             notices,
+            ports,
         } = self.core.take_effects();
         let outcome = match self.commit_diff(&flows).await {
             Ok(()) => self.persist(journal).await,
@@ -331,9 +357,29 @@ impl Writer {
         // A caller's next look (status, the set-up check of its next operation) must already
         // see its own operation.
         self.publish();
-        for (answer, started) in answers {
-            let ok = answer(outcome.as_ref().err());
-            self.count(started, ok);
+        // The port steps of a batch that stands: their edits are answered once they are done.
+        let ports = if outcome.is_ok() { ports } else { Vec::new() };
+        let mut waiting: HashMap<IfName, Answer> = HashMap::new();
+        for (port, deliver, started) in answers {
+            match port.filter(|port| ports.iter().any(|step| step.veth() == port)) {
+                Some(port) => drop(waiting.insert(port, Answer { deliver, started })),
+                None => {
+                    let ok = deliver(outcome.as_ref().err());
+                    self.count(started, ok);
+                }
+            }
+        }
+        for step in ports {
+            let answer = waiting.remove(step.veth());
+            match &mut self.port_steps {
+                Some(steps) => steps.start(step, answer),
+                None => {
+                    if let Some(Answer { deliver, started }) = answer {
+                        let ok = deliver(None);
+                        self.count(started, ok);
+                    }
+                }
+            }
         }
     }
 
@@ -397,12 +443,7 @@ impl Writer {
     }
 
     fn count(&self, started: Instant, ok: bool) {
-        self.metrics.operation_latency.observe(started.elapsed());
-        Metrics::inc(if ok {
-            &self.metrics.operations
-        } else {
-            &self.metrics.operation_errors
-        });
+        count(&self.metrics, started, ok);
     }
 
     fn publish(&self) {
@@ -666,6 +707,16 @@ impl Writer {
         }
         Ok(repaired)
     }
+}
+
+/// Counts an operation answered, and its latency since `started`.
+pub(super) fn count(metrics: &Metrics, started: Instant, ok: bool) {
+    metrics.operation_latency.observe(started.elapsed());
+    Metrics::inc(if ok {
+        &metrics.operations
+    } else {
+        &metrics.operation_errors
+    });
 }
 
 /// A failed bundle the switch may nevertheless have applied (its COMMIT went unanswered).

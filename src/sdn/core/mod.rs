@@ -2,9 +2,10 @@
 //! No tokio, no sockets, no clock. It holds the desired state and the desired flow table
 //! derived from it; an operation (`ops.rs`) changes both, all of it or none of it, and the core
 //! says what the world must do about it: the flow changes as one transaction, the journal
-//! record, the VXLAN device's host set, the DNS names still in use ([`Effects`]). The OVSDB part
-//! of operations is data too (`ovsdb.rs`). The async shell (`writer.rs`, `node/`) carries the
-//! effects out and feeds results back: the ofport OVSDB gave a pod, the flows the switch holds
+//! record, the VXLAN device's host set, the DNS names still in use, what OVSDB must do for pods'
+//! ports ([`Effects`]; the OVSDB part of operations is data, `ovsdb.rs`). The async shell
+//! (`writer.rs`, `port_steps.rs`, `node/`) carries the effects out and feeds results back: a
+//! pod add OVSDB refused (taken back), the ofport a port got, the flows the switch holds
 //! (`sync.rs`: setup, resync, drift repair and HA take-over plan through the same core).
 //!
 //! Operations come in batches: the shell applies each of a batch's operations to the core,
@@ -23,6 +24,7 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
+pub use self::ovsdb::{PortStep, TakeBack};
 pub use desired::{all_entities, enforcing_setup, entity_flows, netpol_view};
 pub use netpol::NetPolSummary;
 pub use notice::Notice;
@@ -55,13 +57,16 @@ struct Batch {
     journal: Vec<Change>,
     /// What the batch's operations want said (the core does not log).
     notices: Vec<Notice>,
+    /// What OVSDB must do for the batch's pods' ports.
+    ports: Vec<PortStep>,
     host_subnets_changed: bool,
     egress_changed: bool,
     netpol_changed: bool,
 }
 
 /// What the shell must carry out for a batch: the flows first (one bundle), then the journal
-/// (one sync); only when both succeeded the rest, and the batch is committed.
+/// (one sync); only when both succeeded the rest (the pods' ports in OVSDB last), and the batch
+/// is committed.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// The flow changes, deletes before adds, as one transaction.
@@ -74,6 +79,9 @@ pub struct Effects {
     pub dns_names: Option<HashSet<String>>,
     /// What the shell should say (log) once the batch is committed.
     pub notices: Vec<Notice>,
+    /// What OVSDB must do for pods' ports, at most one step per port, after the bundle and the
+    /// journal: an operation that has a step is answered once its step is carried out.
+    pub ports: Vec<PortStep>,
 }
 
 fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
@@ -303,6 +311,7 @@ impl Core {
             vxlan_hosts,
             dns_names,
             notices: std::mem::take(&mut self.batch.notices),
+            ports: std::mem::take(&mut self.batch.ports),
         }
     }
 

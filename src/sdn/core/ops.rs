@@ -1,16 +1,20 @@
 //! The seed's operations on the core: each checks what it needs of the state, then changes the
-//! state (and so the table) as one all-or-nothing step of the open batch. What an operation
-//! does outside the desired state (OVSDB, DNS, the host network) is the shell's, before or
-//! after it; the checks of the input that need no state are the functions at the end.
+//! state (and so the table) as one all-or-nothing step of the open batch. What a pod operation
+//! asks of OVSDB is a [`PortStep`] of the batch, carried out by the shell after the bundle and
+//! the journal; what other operations do outside the desired state (DNS, the host network) is
+//! the shell's, before or after them. The checks of the input that need no state are the
+//! functions at the end.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use super::ovsdb::{Bandwidth, PortStep, TakeBack};
 use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
 use crate::sdn::layout::MAX_OFPORT;
+use crate::sdn::policy::networkpolicy::model::PodMeta;
 use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod, PortIntent};
 use crate::sdn::table;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
@@ -21,10 +25,68 @@ fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<Strin
 }
 
 impl Core {
-    /// The seed's SetUpPod, once OVSDB gave the pod's veth its port: the pod's four flows (and
-    /// its VNID's rule when it is the first user). A pod of the same IP is replaced.
+    /// The seed's SetUpPod: the pod's four flows (and its VNID's rule when it is the first
+    /// user), then its port on `pod.ofport` (the port step). A pod of the same IP is replaced.
     pub fn pod_add(&mut self, pod: Pod) -> Result<(), Error> {
-        self.pod_add_with_meta(pod, None)
+        self.pod_attach(pod, None)
+    }
+
+    /// A pod add with its namespace and labels ([`Core::pod_add_with_meta`]) and its port:
+    /// the batch's port step asks OVSDB for the veth's port on the number the flows use, and
+    /// says how to take the add back should OVSDB not take the port.
+    pub fn pod_attach(&mut self, pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
+        let (ip, veth) = (pod.ip, pod.veth.clone());
+        let mark = self.batch.undo.len();
+        self.pod_add_with_meta(pod, meta)?;
+        let (Some(veth), Some(added)) = (veth, self.state.pods.get(&ip)) else {
+            return Ok(());
+        };
+        let undo = self.batch.undo[mark..].iter().rev().cloned().collect();
+        self.batch.ports.push(PortStep::Add {
+            veth,
+            ofport: added.ofport,
+            take_back: TakeBack {
+                pod: added.clone(),
+                undo,
+            },
+        });
+        Ok(())
+    }
+
+    /// Takes back a pod add whose port OVSDB did not take (see [`TakeBack`]): its changes are
+    /// undone unless the pod changed since (another operation replaced or deleted it; nothing
+    /// is then left to take back). With `port_may_exist` (OVSDB's answer never came), the port
+    /// becomes one OVSDB must not hold, unless a pod of the restored state uses it. Returns
+    /// whether the add was taken back.
+    pub fn take_back(&mut self, take_back: TakeBack, port_may_exist: bool) -> Result<bool, Error> {
+        let TakeBack { pod, undo } = take_back;
+        if self.state.pods.get(&pod.ip) != Some(&pod) {
+            return Ok(false);
+        }
+        let mut changes = undo;
+        if let Some(veth) = pod.veth.filter(|_| port_may_exist) {
+            let uses = |p: &Pod| p.veth.as_ref() == Some(&veth);
+            let used = self.state.pods.values().any(|p| p.ip != pod.ip && uses(p))
+                || changes.iter().any(
+                    |c| matches!(c, Change::Pod { ip, pod: Some(p) } if *ip == pod.ip && uses(p)),
+                );
+            let intent = changes
+                .iter()
+                .rev()
+                .find_map(|c| match c {
+                    Change::PortIntent { veth: v, intent } if *v == veth => Some(*intent),
+                    _ => None,
+                })
+                .unwrap_or_else(|| self.state.port_intents.get(&veth).copied());
+            if !used && intent != Some(PortIntent::Removed) {
+                changes.push(Change::PortIntent {
+                    veth,
+                    intent: Some(PortIntent::Removed),
+                });
+            }
+        }
+        self.apply(changes)?;
+        Ok(true)
     }
 
     /// The changes that attach `pod` (its flows; its port's old intent goes). A pod of another
@@ -78,8 +140,9 @@ impl Core {
 
     /// The seed's TearDownPod: the pod's flows go (and its VNID's rule with its last user), and
     /// its port `veth` (with its QoS) becomes a port that must be gone from the bridge, in the
-    /// same journal record: the shell removes it now, and the OVSDB reconciler whenever that
-    /// failed (no session). A pod the node does not know is no error (a repeated delete).
+    /// same journal record: the port step removes it, and the OVSDB reconciler whenever that
+    /// failed. A pod the node does not know is no error (a repeated delete still removes the
+    /// port).
     pub fn pod_del(&mut self, ip: Ipv4Addr, veth: Option<IfName>) -> Result<(), Error> {
         let mut changes = Vec::new();
         // Its namespace and labels first (so the NetworkPolicy mode's flows change with them).
@@ -89,26 +152,33 @@ impl Core {
         if self.state.pods.contains_key(&ip) {
             changes.push(Change::Pod { ip, pod: None });
         }
-        if let Some(veth) = veth {
-            if self.state.port_intents.get(&veth) != Some(&PortIntent::Removed) {
+        if let Some(veth) = &veth {
+            if self.state.port_intents.get(veth) != Some(&PortIntent::Removed) {
                 changes.push(Change::PortIntent {
-                    veth,
+                    veth: veth.clone(),
                     intent: Some(PortIntent::Removed),
                 });
             }
         }
-        self.apply(changes)
+        self.apply(changes)?;
+        if let Some(veth) = veth {
+            self.batch.ports.push(PortStep::Remove { veth });
+        }
+        Ok(())
     }
 
     /// The seed's SetPodBandwidth as desired state: the limits OVSDB must hold for `veth`'s
-    /// port. The port must be a pod's (or, `port_exists`, one OVSDB shows) and not one of a
-    /// deleted pod. Returns the intent it replaced, to put back if OVSDB refuses the limits.
+    /// port, and the port step that writes them (also when they are the acknowledged ones
+    /// already: OVSDB is made to hold them). The port must be a pod's (or, `port_exists`, one
+    /// OVSDB shows) and not one of a deleted pod. Returns the intent it replaced (the step puts
+    /// it back if OVSDB refuses the limits).
     pub fn pod_bandwidth(
         &mut self,
         veth: IfName,
-        limits: PortIntent,
+        bandwidth: Bandwidth,
         port_exists: bool,
     ) -> Result<Option<PortIntent>, Error> {
+        let limits = PortIntent::from(bandwidth);
         let previous = self.state.port_intents.get(&veth).copied();
         let a_pods = self
             .state
@@ -122,10 +192,15 @@ impl Core {
         }
         if previous != Some(limits) {
             self.apply(vec![Change::PortIntent {
-                veth,
+                veth: veth.clone(),
                 intent: Some(limits),
             }])?;
         }
+        self.batch.ports.push(PortStep::Limit {
+            veth,
+            bandwidth,
+            previous,
+        });
         Ok(previous)
     }
 

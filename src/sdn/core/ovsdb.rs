@@ -1,13 +1,15 @@
-//! The OVSDB part of the node's operations, as data the shell carries out (`node/`): the
-//! bridge and its fixed ports at setup, a pod's port, its bandwidth limits, the controllers.
-//! Written from the configuration and the operation alone, so a reconciler can derive the same
-//! steps from the desired state when an OVSDB session comes back.
+//! The OVSDB part of the node's operations, as data the shell carries out: the bridge and its
+//! fixed ports at setup and the controllers (`node/`), and a batch's pod ports and bandwidth
+//! limits ([`PortStep`], part of the batch's `Effects`, carried out by the writer after the
+//! bundle and the journal). Written from the configuration and the operation alone, so a
+//! reconciler can derive the same steps from the desired state when an OVSDB session comes
+//! back.
 
 use std::collections::BTreeMap;
 
 use crate::ovsdb::{BridgeSpec, Cache, Datum, PortSpec};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
-use crate::sdn::state::{NodeState, PortIntent};
+use crate::sdn::state::{Change, NodeState, Pod, PortIntent};
 use crate::stream::Target;
 use crate::value::IfName;
 
@@ -74,6 +76,54 @@ pub fn setup_steps(
         ofport_request: Some(TUN_OFPORT),
     }));
     steps
+}
+
+/// What OVSDB must do for one pod's port once its operation's flows are on the switch and its
+/// journal record on disk (crash in between, and the OVSDB reconciler does it at the next
+/// start from the journaled state). A batch holds at most one step per port; the shell carries
+/// out each port's steps in the order of their batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortStep {
+    /// A pod's port, asking for the number its flows use (flows on a port that does not exist
+    /// yet match nothing until it does). Should OVSDB not take it, the pod add is taken back
+    /// ([`TakeBack`]) and fails.
+    Add {
+        veth: IfName,
+        ofport: u16,
+        take_back: TakeBack,
+    },
+    /// A deleted pod's port goes (with its QoS row). The `Removed` intent is journaled already:
+    /// should OVSDB not take it, the reconciler removes the port.
+    Remove { veth: IfName },
+    /// The limits the operation journaled. Refused, `previous` is put back and the operation
+    /// fails; with no answer (the outcome unknown), the journaled limits stand and the
+    /// reconciler makes OVSDB hold them.
+    Limit {
+        veth: IfName,
+        bandwidth: Bandwidth,
+        previous: Option<PortIntent>,
+    },
+}
+
+impl PortStep {
+    /// The pod's port (its veth) the step is for.
+    pub fn veth(&self) -> &IfName {
+        match self {
+            PortStep::Add { veth, .. }
+            | PortStep::Remove { veth }
+            | PortStep::Limit { veth, .. } => veth,
+        }
+    }
+}
+
+/// How to take back a pod add whose port OVSDB did not take: the add's changes undone, as long
+/// as the pod is still the one it added (`Core::take_back`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakeBack {
+    /// The pod as the add left it in the state.
+    pub(super) pod: Pod,
+    /// The changes that undo the add, in the order to apply them.
+    pub(super) undo: Vec<Change>,
 }
 
 /// A pod's port: its veth on the bridge, numbered by ofnode (`ofport_request`).

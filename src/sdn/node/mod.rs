@@ -1,9 +1,10 @@
 //! `Node`: the seed's ovsController operations as one cheap, cloneable handle: the async
-//! shell's front. Each operation validates its input (bad input changes nothing), does its
-//! OVSDB part, then hands its edit of the desired state to the writer (`writer.rs`), which
-//! makes it one bundle on the switch and one journal record on disk before answering. OVSDB
-//! parts run concurrently, and a pod add does not wait for ovs-vswitchd to apply its port (its
-//! outcome is checked in the background); setup runs alone.
+//! shell's front. Each operation validates its input (bad input changes nothing), then hands
+//! its edit of the desired state to the writer (`writer.rs`), which makes it one bundle on the
+//! switch and one journal record on disk, then carries out what it asks of OVSDB for pods'
+//! ports (`port_steps.rs`) before answering. A pod add does not wait for ovs-vswitchd to apply
+//! its port (its outcome is checked in the background); setup does its OVSDB part itself, and
+//! runs alone.
 //!
 //! - `setup.rs`: setup, its OVSDB plan and the host network; `pods.rs`: pods and their ports;
 //!   `routes.rs`: host subnets, services, multicast; `egress.rs`: egress policies and their DNS
@@ -31,6 +32,7 @@ use super::drift::{SharedDriftStatus, Watcher};
 use super::error::Error;
 use super::ha::{Agent, HaShared};
 use super::metrics::Metrics;
+use super::port_steps::PortSteps;
 use super::request::{self, Edit, Envelope, Read, Reply, Request};
 use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
@@ -62,6 +64,8 @@ struct Inner {
     requests: mpsc::Sender<Envelope>,
     /// Setup holds it exclusively; every other operation shares it.
     gate: RwLock<()>,
+    /// Wakes the OVSDB reconciler (`ports.rs`) to retry an OVSDB step that failed.
+    ports_retry: Arc<Notify>,
     published: Arc<Mutex<Published>>,
     drift: SharedDriftStatus,
     ha: Option<Arc<HaShared>>,
@@ -134,6 +138,14 @@ impl Node {
             .as_ref()
             .map(|ha| Arc::new(HaShared::new(ha.id, ovsdb.clone(), cfg.bridge.clone())));
         writer.ha = ha.clone();
+        let ports_retry = Arc::new(Notify::new());
+        writer.port_steps = Some(PortSteps::new(
+            ovsdb.clone(),
+            cfg.bridge.clone(),
+            requests.downgrade(),
+            metrics.clone(),
+            ports_retry.clone(),
+        ));
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {
             inner: Arc::new(Inner {
@@ -147,6 +159,7 @@ impl Node {
                 vxlan_hosts: writer.vxlan_hosts.subscribe(),
                 requests: requests.clone(),
                 gate: RwLock::new(()),
+                ports_retry,
                 published: writer.published.clone(),
                 drift: writer.drift.clone(),
                 ha: ha.clone(),
@@ -191,6 +204,7 @@ impl Node {
         tokio::spawn(ports::reconcile_ovsdb(
             Arc::downgrade(&node.inner),
             node.inner.ovsdb.watch(),
+            node.inner.ports_retry.clone(),
         ));
         counters::start(&node);
         // Only the Node holds the channel strongly: the writer stops when the last one goes.

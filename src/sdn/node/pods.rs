@@ -2,7 +2,6 @@
 //! (SetPodBandwidth), and the port numbers ovs-vswitchd gives their veths.
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ofnode_proto::FlowStatsRequest;
@@ -13,20 +12,24 @@ use crate::ovsdb;
 use crate::sdn::core::ovsdb::{pod_port, Bandwidth};
 use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
-use crate::sdn::metrics::Metrics;
 use crate::sdn::policy::networkpolicy::model::PodMeta;
 use crate::sdn::policy::networkpolicy::NetPolError;
 use crate::sdn::policy::require_network_policy;
 use crate::sdn::readback;
 use crate::sdn::request::{self, Edit, Envelope, PortEdit, Read, Request};
-use crate::sdn::state::{Pod, PortIntent};
+use crate::sdn::state::Pod;
 use crate::sdn::types::PodAdd;
 use crate::value::{IfName, SandboxId, Vnid};
 
 impl Node {
-    /// Attaches a pod (the seed's SetUpPod): its veth becomes a port of the bridge, then its
-    /// four flows (and in multitenant mode its VNID's rule, when it is the first user) go in
-    /// one bundle. Returns the port's OpenFlow number.
+    /// Attaches a pod (the seed's SetUpPod): its port gets its OpenFlow number, then its four
+    /// flows (and in multitenant mode its VNID's rule, when it is the first user) go in one
+    /// bundle with the journal record behind it, then the port goes into OVSDB (the core's
+    /// port step, carried out by the writer): the bundle meets an ovs-vswitchd that is not
+    /// reconfiguring for the new port, and flows on a port that does not exist yet match
+    /// nothing until it does. A port OVSDB does not take takes the whole add back. Returns the
+    /// port's OpenFlow number; ovs-vswitchd applies the port in the background (its failure
+    /// is logged and counted in `port_errors`).
     pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
         let _shared = self.inner.gate.read().await;
         let setup = self.require_setup()?;
@@ -43,23 +46,21 @@ impl Node {
                 "required with labels",
             )));
         }
-        // Refused before the port is made, so that a refused pod changes nothing.
+        // Refused before anything changes.
         let (check, pod_meta) = (pod_of(req, 0), meta.clone());
         self.call(|reply| Request::Read(Read::CheckPodMeta(check, pod_meta, reply)))
             .await?;
         self.require_device(&req.veth).await?;
-        // The port gets its number now and ovs-vswitchd applies it while the flows go in:
-        // waiting for ovs-vswitchd's reconfiguration would be most of the pod add's time.
-        let port = self
+        // Held until the port is in OVSDB: concurrent adds choose other numbers meanwhile.
+        let number = self
             .inner
             .ovsdb
-            .add_port_pending(&pod_port(&self.inner.cfg.bridge, req.veth.as_str()))
-            .await?;
-        let ofport = port.ofport();
+            .choose_ofport(&pod_port(&self.inner.cfg.bridge, req.veth.as_str()))?;
+        let ofport = number.ofport();
         let pod = pod_of(req, ofport);
         self.edit(|reply| Edit::PodAddWithMeta { pod, meta, reply })
             .await?;
-        tokio::spawn(confirm_pod_port(port, req.ip, self.inner.metrics.clone()));
+        drop(number);
         Ok(ofport)
     }
 
@@ -117,9 +118,10 @@ impl Node {
 
     /// Detaches a pod (the seed's TearDownPod): its flows go (and its VNID's rule with its last
     /// user), and in the same journal record its port becomes one OVSDB must not hold; then the
-    /// port goes (with its QoS). Without an OVSDB session the delete still succeeds: the port
-    /// goes when the session is back (`ports.rs`). A pod the node does not know still has its
-    /// port removed, so a repeated delete succeeds.
+    /// port goes (with its QoS: the core's port step). Should OVSDB not take the removal (no
+    /// session, or a refusal), the delete still succeeds: the OVSDB reconciler (`ports.rs`)
+    /// retries it until the port is gone. A pod the node does not know still has its port
+    /// removed, so a repeated delete succeeds.
     pub async fn pod_del(&self, veth: &IfName, ip: Ipv4Addr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.edit(|reply| Edit::PodDel {
@@ -127,42 +129,28 @@ impl Node {
             veth: Some(veth.clone()),
             reply,
         })
-        .await?;
-        self.remove_pod_port(veth.as_str()).await;
-        Ok(())
+        .await
     }
 
-    /// Removes a deleted pod's port (its QoS row goes with it) and, once OVSDB confirmed it,
-    /// forgets it (in the background: the delete is journaled already). A failure is left to
-    /// the reconciler at the next OVSDB session.
+    /// Removes the port of a pod setup dropped (its intent is journaled by setup); a failure
+    /// is left to the OVSDB reconciler, woken now.
     pub(super) async fn remove_pod_port(&self, veth: &str) {
-        let ovsdb = &self.inner.ovsdb;
-        match ovsdb.delete_port(&self.inner.cfg.bridge, veth).await {
-            Ok(()) => {
-                let Ok(veth) = veth.parse::<IfName>() else {
-                    return;
-                };
-                let requests = self.inner.requests.downgrade();
-                tokio::spawn(async move {
-                    let edit = |reply| {
-                        Request::Edit(Edit::Ports(PortEdit::ForgetRemoved(vec![veth]), reply))
-                    };
-                    if let Some(answer) = request::send_weak(&requests, edit).await {
-                        // Not forgotten now: the reconciler forgets it at the next session.
-                        let _ = answer.await;
-                    }
-                });
-            }
-            Err(e) => {
-                tracing::warn!(veth, error = %e, "deleting the pod's port failed; it is deleted when the OVSDB session is back");
-            }
+        if let Err(e) = self
+            .inner
+            .ovsdb
+            .delete_port(&self.inner.cfg.bridge, veth)
+            .await
+        {
+            tracing::warn!(veth, error = %e, "deleting the pod's port failed; retrying until it is gone");
+            self.inner.ports_retry.notify_one();
         }
     }
 
     /// Limits a pod's bandwidth (the seed's SetPodBandwidth); see [`Bandwidth`]. None (or 0)
     /// removes a limit. The limits are desired state: journaled first, then written to OVSDB
-    /// in one transaction; without an OVSDB session they are written when it is back
-    /// (`ports.rs`), and a limit OVSDB refuses is taken back and the error returned.
+    /// in one transaction (the core's port step). Limits OVSDB refuses are taken back and the
+    /// error returned; when its answer never comes (no session, a timeout) they stand, and the
+    /// OVSDB reconciler (`ports.rs`) makes OVSDB hold them.
     pub async fn pod_bandwidth(
         &self,
         veth: &IfName,
@@ -171,39 +159,17 @@ impl Node {
     ) -> Result<(), Error> {
         self.require_active()?;
         let _shared = self.inner.gate.read().await;
-        let ovsdb = &self.inner.ovsdb;
-        let port_exists = ovsdb.with_cache(|c| c.find("Port", veth.as_str()).is_some());
-        let bandwidth = Bandwidth::of(ingress_bps, egress_bps);
-        let limits = PortIntent::from(bandwidth);
+        let port_exists = self
+            .inner
+            .ovsdb
+            .with_cache(|c| c.find("Port", veth.as_str()).is_some());
         let edit = PortEdit::Bandwidth {
             veth: veth.clone(),
-            limits,
+            bandwidth: Bandwidth::of(ingress_bps, egress_bps),
             port_exists,
         };
-        let previous = self.edit(|reply| Edit::Ports(edit, reply)).await?;
-        let written = ovsdb
-            .set_port_bandwidth(
-                veth.as_str(),
-                bandwidth.qos_max_rate,
-                bandwidth.ingress_policing_kbps,
-            )
-            .await;
-        match written {
-            Ok(()) => Ok(()),
-            Err(e @ ovsdb::Error::Disconnected { .. }) => {
-                tracing::warn!(veth = %veth, error = %e, "no OVSDB session: the pod's limits are written when it is back");
-                Ok(())
-            }
-            Err(e) => {
-                let back = PortEdit::Restore {
-                    veth: veth.clone(),
-                    set: limits,
-                    back: previous,
-                };
-                self.edit(|reply| Edit::Ports(back, reply)).await?;
-                Err(e.into())
-            }
-        }
+        self.edit(|reply| Edit::Ports(edit, reply)).await?;
+        Ok(())
     }
 }
 
@@ -216,29 +182,6 @@ fn pod_of(req: &PodAdd, ofport: u16) -> Pod {
         sandbox: req.sandbox,
         vnid: req.vnid,
         ofport,
-    }
-}
-
-/// Waits until ovs-vswitchd has set up a pod's port and logs and counts it when it could not.
-/// A port that got another number than the one chosen is not an error: [`follow_pod_ports`]
-/// moves the pod's flows to it.
-async fn confirm_pod_port(port: ovsdb::PendingPort, ip: Ipv4Addr, metrics: Arc<Metrics>) {
-    let name = port.name().to_string();
-    match port.applied().await {
-        Ok(_) => {}
-        Err(ovsdb::Error::OfportMismatch {
-            requested,
-            assigned,
-            ..
-        }) => {
-            tracing::warn!(port = %name, %ip, requested, assigned, "the pod's port got another OpenFlow number; its flows follow it");
-        }
-        // Deleted before ovs-vswitchd got to it (a pod del right after the add).
-        Err(ovsdb::Error::NotFound { .. }) => {}
-        Err(e) => {
-            Metrics::inc(&metrics.port_errors);
-            tracing::error!(port = %name, %ip, error = %e, "ovs-vswitchd did not set up the pod's port");
-        }
     }
 }
 

@@ -1,7 +1,10 @@
-//! The OVSDB reconciler: at every OVSDB session (the first included), the bridge's ports and
-//! their limits are made equal to the desired state (`core/ovsdb.rs` plans it from the cache):
-//! a deleted pod's port whose removal failed goes, a live pod's missing port comes back, an
-//! acknowledged limit is written. What OVSDB confirmed gone is then forgotten.
+//! The OVSDB reconciler: at every OVSDB session (the first included), and whenever an
+//! operation's OVSDB step failed inside a session (`port_steps.rs` wakes it), the bridge's
+//! ports and their limits are made equal to the desired state (`core/ovsdb.rs` plans it from
+//! the cache): a deleted pod's port whose removal failed goes, a live pod's missing port comes
+//! back (a crash between a pod add's journal record and its port), an acknowledged limit is
+//! written. A pass that fails is tried again, with backoff, until one succeeds. What OVSDB
+//! confirmed gone is then forgotten.
 //!
 //! The port fixes of a pass are one transaction. A bridge made again and the controllers are
 //! not in it: they are setup's own steps (each with its checks, e.g. that ovs-vswitchd could
@@ -10,7 +13,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::{Inner, Node};
 use crate::ovsdb;
@@ -22,30 +25,53 @@ use crate::sdn::request::{Edit, PortEdit};
 
 /// How often a quiet reconciler looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
-/// Wait before a failed reconcile is tried again in the same session.
-const RETRY: Duration = Duration::from_secs(1);
+/// Waits before a failed reconcile is tried again: the first, doubled after each failure up
+/// to the last.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// Runs until the node is dropped.
-pub(super) async fn reconcile_ovsdb(node: Weak<Inner>, mut status: watch::Receiver<ovsdb::Status>) {
+/// Runs until the node is dropped. `retry` wakes it inside a session.
+pub(super) async fn reconcile_ovsdb(
+    node: Weak<Inner>,
+    mut status: watch::Receiver<ovsdb::Status>,
+    retry: std::sync::Arc<Notify>,
+) {
     let mut reconciled = 0;
+    // A pass is owed within the session (an operation's step failed, or the last pass did).
+    let mut owed = false;
+    let mut backoff = RETRY_FIRST;
     loop {
-        let next = status.wait_for(|s| s.connected && s.generation > reconciled);
-        let generation = match tokio::time::timeout(ALIVE_CHECK, next).await {
-            Ok(Ok(s)) => s.generation,
-            Ok(Err(_)) => return,
-            Err(_) if node.strong_count() == 0 => return,
-            Err(_) => continue,
+        let generation = tokio::select! {
+            // Biased: a wake-up that came meanwhile is taken before the wait below.
+            biased;
+            () = retry.notified() => {
+                owed = true;
+                continue;
+            }
+            next = tokio::time::timeout(
+                ALIVE_CHECK,
+                status.wait_for(|s| s.connected && (owed || s.generation > reconciled)),
+            ) => match next {
+                Ok(Ok(s)) => s.generation,
+                Ok(Err(_)) => return,
+                Err(_) if node.strong_count() == 0 => return,
+                Err(_) => continue,
+            },
         };
         let Some(inner) = node.upgrade() else {
             return;
         };
         let node_now = Node { inner };
         match node_now.reconcile_ports().await {
-            Ok(()) => reconciled = generation,
+            Ok(()) => {
+                (reconciled, owed, backoff) = (generation, false, RETRY_FIRST);
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "making OVSDB hold the desired ports failed; trying again");
+                tracing::warn!(error = %e, retry_in = ?backoff, "making OVSDB hold the desired ports failed; trying again");
                 drop(node_now);
-                tokio::time::sleep(RETRY).await;
+                owed = true;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(RETRY_MAX);
             }
         }
     }

@@ -11,6 +11,7 @@ mod netpol;
 mod netpol_inputs;
 mod netpol_service;
 mod ops;
+mod port_steps;
 mod ports;
 mod sync;
 

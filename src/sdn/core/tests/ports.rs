@@ -2,6 +2,7 @@
 //! limits and their bookkeeping, a pod IP reused by another sandbox, ports that move.
 
 use super::*;
+use crate::sdn::core::ovsdb::Bandwidth;
 use crate::sdn::core::Notice;
 use crate::sdn::error::Error;
 use crate::sdn::state::{Change, PortIntent};
@@ -11,11 +12,15 @@ fn veth(name: &str) -> IfName {
     name.parse().unwrap()
 }
 
-fn limits(kbps: u32) -> PortIntent {
-    PortIntent::Limited {
+fn bandwidth(kbps: u32) -> Bandwidth {
+    Bandwidth {
         qos_max_rate: Some(10_000_000),
         ingress_policing_kbps: kbps,
     }
+}
+
+fn limits(kbps: u32) -> PortIntent {
+    bandwidth(kbps).into()
 }
 
 fn intent(core: &Core, name: &str) -> Option<PortIntent> {
@@ -101,7 +106,7 @@ fn bandwidth_is_refused_for_a_removed_pods_port_and_for_an_unknown_port() {
     });
     // A deleted pod's port is refused even when OVSDB still shows it (its removal is pending).
     let (result, e) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(100), true)
+        c.pod_bandwidth(veth("veth3"), bandwidth(100), true)
     });
     let Err(Error::NotFound { what }) = result else {
         panic!("{result:?}");
@@ -115,7 +120,7 @@ fn bandwidth_is_refused_for_a_removed_pods_port_and_for_an_unknown_port() {
     );
     // A port no pod has and OVSDB does not show.
     let (result, e) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth8"), limits(100), false)
+        c.pod_bandwidth(veth("veth8"), bandwidth(100), false)
     });
     assert!(
         matches!(&result, Err(Error::NotFound { what }) if what == "port veth8"),
@@ -124,7 +129,7 @@ fn bandwidth_is_refused_for_a_removed_pods_port_and_for_an_unknown_port() {
     assert!(e.journal.is_empty() && core.state().port_intents.len() == 1);
     // One OVSDB shows is a port ofnode may limit.
     let (result, _) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth8"), limits(100), true)
+        c.pod_bandwidth(veth("veth8"), bandwidth(100), true)
     });
     assert_eq!(result.unwrap(), None);
     assert_eq!(intent(&core, "veth8"), Some(limits(100)));
@@ -135,7 +140,8 @@ fn bandwidth_records_the_limits_once_and_returns_what_they_replaced() {
     let mut core = set_up(Mode::Subnet);
     run(&mut core, |c| c.pod_add(pod(3, 0)).unwrap());
     let (previous, e) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(100), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(100), false)
+            .unwrap()
     });
     assert_eq!(previous, None);
     assert!(e.flows.is_empty(), "limits are OVSDB's, never flows");
@@ -148,11 +154,13 @@ fn bandwidth_records_the_limits_once_and_returns_what_they_replaced() {
     );
     // The same limits again: nothing to record.
     let (previous, e) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(100), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(100), false)
+            .unwrap()
     });
     assert_eq!((previous, e.journal.len()), (Some(limits(100)), 0));
     let (previous, _) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(200), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(200), false)
+            .unwrap()
     });
     assert_eq!(previous, Some(limits(100)));
 }
@@ -162,10 +170,12 @@ fn refused_limits_are_put_back_unless_they_changed_since() {
     let mut core = set_up(Mode::Subnet);
     run(&mut core, |c| c.pod_add(pod(3, 0)).unwrap());
     run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(100), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(100), false)
+            .unwrap()
     });
     let (back, _) = run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(200), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(200), false)
+            .unwrap()
     });
     // OVSDB refused 200: the 100 goes back.
     let ((), e) = run(&mut core, |c| {
@@ -182,7 +192,8 @@ fn refused_limits_are_put_back_unless_they_changed_since() {
     assert_eq!(intent(&core, "veth3"), Some(limits(100)));
     // Another request set 300 meanwhile: putting back the refused 200's predecessor would undo it.
     run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth3"), limits(300), false).unwrap()
+        c.pod_bandwidth(veth("veth3"), bandwidth(300), false)
+            .unwrap()
     });
     let ((), e) = run(&mut core, |c| {
         c.restore_port_intent(veth("veth3"), limits(200), Some(limits(100)))
@@ -193,7 +204,8 @@ fn refused_limits_are_put_back_unless_they_changed_since() {
     // A first limit refused: the port had none, and has none again.
     run(&mut core, |c| c.pod_add(pod(4, 0)).unwrap());
     run(&mut core, |c| {
-        c.pod_bandwidth(veth("veth4"), limits(100), false).unwrap()
+        c.pod_bandwidth(veth("veth4"), bandwidth(100), false)
+            .unwrap()
     });
     run(&mut core, |c| {
         c.restore_port_intent(veth("veth4"), limits(100), None)
@@ -208,7 +220,8 @@ fn ports_confirmed_gone_are_forgotten_only_when_their_removal_was_wanted() {
     run(&mut core, |c| {
         c.pod_add(pod(3, 0)).unwrap();
         c.pod_add(pod(4, 0)).unwrap();
-        c.pod_bandwidth(veth("veth4"), limits(100), false).unwrap();
+        c.pod_bandwidth(veth("veth4"), bandwidth(100), false)
+            .unwrap();
         c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap();
         c.pod_del(pod(5, 0).ip, Some(veth("veth5"))).unwrap();
     });

@@ -298,7 +298,7 @@ fn pod_ports_and_bandwidth_as_ovsdb_holds_them() {
 #[test]
 fn a_rebuild_marks_the_dropped_pods_ports_removed_and_keeps_pending_removals() {
     let veth = |name: &str| -> crate::value::IfName { name.parse().unwrap() };
-    let limited = PortIntent::Limited {
+    let limited = crate::sdn::core::ovsdb::Bandwidth {
         qos_max_rate: None,
         ingress_policing_kbps: 100,
     };

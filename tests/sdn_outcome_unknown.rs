@@ -124,7 +124,7 @@ async fn a_connection_dropped_after_the_commit_is_settled_from_the_switchs_table
     let outcome = f.node.pod_add(&pod_a(10)).await;
     assert!(
         proxy.connections() >= 2,
-        "the proxy did not cut the session"
+        "the proxy did not cut the session (the pod add: {outcome:?})"
     );
     // Whatever the answer, the switch already holds exactly what it says.
     let pods = f.node.state().await.expect("state").pods.len();

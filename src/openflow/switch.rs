@@ -174,6 +174,20 @@ impl Switch {
         }
     }
 
+    /// Waits until a session newer than `epoch` is up (a session that is being torn down can
+    /// still look up for a moment) and returns its number.
+    pub async fn wait_session_after(&self, epoch: u64, timeout: Duration) -> Result<u64> {
+        let mut state = self.inner.state.clone();
+        let newer = |s: &LinkState| matches!(s, LinkState::Up { epoch: e, .. } if *e > epoch);
+        let wait = async { state.wait_for(newer).await.map(|state| *state) };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(LinkState::Up { epoch, .. })) => Ok(epoch),
+            Ok(Ok(LinkState::Down)) => Err(Error::NotConnected),
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => Err(Error::timeout("a new connection to the switch", timeout)),
+        }
+    }
+
     /// Sends one request and returns its reply. An OpenFlow error from the switch becomes
     /// `Error::Switch`. Only for messages that have a reply (use `send_checked` for others).
     pub async fn request(&self, msg: Message) -> Result<Message> {

@@ -35,7 +35,7 @@ use super::state::{Change, NodeState};
 use super::store::Store;
 use super::table::{self, Diff, FlowTable};
 use super::types::{HostSubnet, SetupRequest};
-use crate::openflow::{Switch, Transaction};
+use crate::openflow::{self, Switch, Transaction};
 use crate::value::IfName;
 
 /// What the writer publishes for `Node::status` after every batch.
@@ -410,7 +410,19 @@ impl Writer {
     /// Whether the switch's table equals the desired one (the open batch included).
     async fn switch_holds_desired(&mut self) -> Result<bool, Error> {
         await_session(&self.switch, self.connect_timeout).await?;
-        let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
+        let session = self.switch.session();
+        let current = match self.switch.dump_flows(FlowStatsRequest::default()).await {
+            // The COMMIT's session, cut, can still look up while it is torn down: the table is
+            // read again on the next session.
+            Err(openflow::Error::Disconnected | openflow::Error::NotConnected) => {
+                if let Some(epoch) = session {
+                    let limit = self.connect_timeout;
+                    self.switch.wait_session_after(epoch, limit).await?;
+                }
+                self.switch.dump_flows(FlowStatsRequest::default()).await?
+            }
+            read => read?,
+        };
         Ok(matches!(self.core.reconcile(&current), Reconcile::Patch(diff) if diff.is_empty()))
     }
 

@@ -136,6 +136,8 @@ pub fn stateful_add_flows() -> Vec<String> {
         "table=82, priority=15, tcp, actions=ct(commit,alg=ftp,table=83)".into(),
         "table=82, priority=16, udp, actions=ct(alg=tftp)".into(),
         "table=82, priority=17, ip, ct_state=+trk+est, actions=ct(nat),write_actions(ct_clear,output:2)".into(),
+        // A range of one (ovs-ofctl sends both ends, prints one).
+        "table=82, priority=18, ip, actions=ct(commit,nat(dst=10.0.0.128-10.0.0.128:80-80))".into(),
         "table=82, priority=18, tcp, tcp_flags=0x12, ct_state=0x21, actions=set_field:5->in_port,resubmit:3,resubmit(LOCAL,40)".into(),
         "table=82, priority=19, rarp, arp_op=3, actions=drop".into(),
         // A NetworkPolicy allowing an SCTP port; SCTP ports set, loaded and moved; port names

@@ -506,11 +506,17 @@ fn pump_to_switch(shared: &Shared, id: usize, mut from: UnixStream, mut to: Unix
             cut
         };
         shared.changed.notify_all();
-        let forward = cut.as_ref().is_none_or(|c| c.forward_first);
-        if forward && to.write_all(&frame.bytes).is_err() {
+        if let Some(cut) = cut {
+            // Forwarded and closed under the lock: the switch's answer to it, delivered only
+            // to an open connection, can never slip through before the cut.
+            let mut state = shared.lock();
+            if cut.forward_first {
+                let _ = to.write_all(&frame.bytes);
+            }
+            state.close(id);
             break;
         }
-        if cut.is_some() {
+        if to.write_all(&frame.bytes).is_err() {
             break;
         }
     }

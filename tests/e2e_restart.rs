@@ -62,14 +62,8 @@ fn vswitchd_started_with_flow_restore_wait_gets_the_table_then_the_key_is_cleare
         CrossNodePing::start_with_openflow(env!("CARGO_BIN_EXE_ofnode"), DaemonOpenflow::Active)
             .unwrap();
     let (cluster, pinger) = (&ping.cluster, &ping.pinger);
-    assert!(
-        ping.replies_within(Duration::from_secs(5)),
-        "no replies before the restart\n{}",
-        cluster.diagnostics()
-    );
+    let before = node_1_flows_while_pinging(&ping);
     let node = cluster.node(1);
-    let mut before = node.flows().unwrap();
-    before.sort();
 
     node.restart_vswitchd_with_flow_restore_wait().unwrap();
     // The first look that finds the key gone must find the whole table already there.
@@ -114,14 +108,8 @@ fn vswitchd_started_with_flow_restore_wait_gets_the_table_then_the_key_is_cleare
 fn with_a_controller_row_the_flush_at_key_removal_is_repaired_and_the_key_never_stays() {
     let ping = CrossNodePing::start(env!("CARGO_BIN_EXE_ofnode")).unwrap();
     let (cluster, pinger) = (&ping.cluster, &ping.pinger);
-    assert!(
-        ping.replies_within(Duration::from_secs(5)),
-        "no replies before the restart\n{}",
-        cluster.diagnostics()
-    );
+    let before = node_1_flows_while_pinging(&ping);
     let node = cluster.node(1);
-    let mut before = node.flows().unwrap();
-    before.sort();
 
     node.restart_vswitchd_with_flow_restore_wait().unwrap();
     node.wait_for(RECOVERY_DEADLINE, "flow-restore-wait removed", |node| {
@@ -151,6 +139,18 @@ fn with_a_controller_row_the_flush_at_key_removal_is_repaired_and_the_key_never_
         "the flush was not expected and logged:\n{}",
         cluster.diagnostics()
     );
+}
+
+/// Node 1's table, sorted, once the ping crosses the nodes (the table a restart must bring back).
+fn node_1_flows_while_pinging(ping: &CrossNodePing) -> Vec<String> {
+    assert!(
+        ping.replies_within(Duration::from_secs(5)),
+        "no replies before the restart\n{}",
+        ping.cluster.diagnostics()
+    );
+    let mut flows = ping.cluster.node(1).flows().unwrap();
+    flows.sort();
+    flows
 }
 
 fn daemon_log(node: &Node) -> String {

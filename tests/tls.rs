@@ -107,9 +107,18 @@ fn ovsdb_server_refuses_our_certificate_from_another_ca() {
     // In TLS 1.3 the client's certificate is checked after the client's handshake completes:
     // the refusal shows on the first exchange, which Client::connect makes (get_schema).
     let err = in_ovs_netns(&ovs, &target, ours, async |_| ()).expect_err("must be refused");
-    let log = ovs.log_tail("ovsdb", 40).to_lowercase();
+    assert!(err.to_string().contains("UnknownCA"), "{err}");
+    // The server's alert can reach us before its log line is written: wait for the line.
+    let logged =
+        |log: &str| log.contains("unknown ca") || log.contains("certificate verify failed");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut log = ovs.log_tail("ovsdb", 40).to_lowercase();
+    while !logged(&log) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        log = ovs.log_tail("ovsdb", 40).to_lowercase();
+    }
     assert!(
-        log.contains("unknown ca") || log.contains("certificate verify failed"),
+        logged(&log),
         "ovsdb-server did not log the refusal; client error: {err}\n{log}"
     );
 }

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use ofnode::sdn::PodAdd;
-use ofnode_harness::{Daemon, Ovs, ONE_NODE_SETUP};
+use ofnode_harness::{Daemon, OperationTotals, Ovs, ONE_NODE_SETUP};
 
 const PODS: usize = 100;
 const BINARY: &str = env!("CARGO_BIN_EXE_ofnode");
@@ -214,22 +214,9 @@ fn pod_json(p: &PodArgs) -> String {
     )
 }
 
-/// The daemon's running totals: operations done, seconds in them, of which in OpenFlow
-/// transactions.
-fn daemon_totals(api: &Path) -> (f64, f64, f64) {
-    let metrics = http(api, "GET", "/metrics", None);
-    let value = |name: &str| {
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{name} in /metrics"))
-    };
-    (
-        value("ofnode_operations_total "),
-        value("ofnode_operation_duration_seconds_sum "),
-        value("ofnode_transaction_duration_seconds_sum "),
-    )
+/// The daemon's running totals (`/metrics`).
+fn daemon_totals(api: &Path) -> OperationTotals {
+    OperationTotals::from_metrics(&http(api, "GET", "/metrics", None)).expect("the daemon's totals")
 }
 
 /// The daemon's time in the one operation `f` made it do (operation, of which transaction);
@@ -237,9 +224,7 @@ fn daemon_totals(api: &Path) -> (f64, f64, f64) {
 fn daemon_time(api: &Path, f: impl FnOnce()) -> Option<(Duration, Duration)> {
     let before = daemon_totals(api);
     f();
-    let after = daemon_totals(api);
-    let secs = |d: f64| Duration::from_secs_f64(d.max(0.0));
-    (after.0 - before.0 == 1.0).then(|| (secs(after.1 - before.1), secs(after.2 - before.2)))
+    daemon_totals(api).one_operation_since(&before)
 }
 
 fn percentile(samples: &[Duration], p: f64) -> Duration {

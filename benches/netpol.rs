@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
 use ofnode_harness::reachability::{probe_once, Probe, Servers};
+use ofnode_harness::OperationTotals;
 use serde_json::json;
 
 const NAMESPACES: usize = 50;
@@ -107,22 +108,10 @@ fn diff(before: &[String], after: &[String]) -> Diff {
     }
 }
 
-/// The daemon's running totals from /metrics: operations done, seconds in them, of which in
-/// OpenFlow bundles.
-async fn daemon_totals(client: &ofnode::api::client::Client) -> (f64, f64, f64) {
+/// The daemon's running totals (`/metrics`).
+async fn daemon_totals(client: &ofnode::api::client::Client) -> OperationTotals {
     let metrics = client.metrics().await.expect("GET /metrics");
-    let value = |name: &str| {
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{name} in /metrics"))
-    };
-    (
-        value("ofnode_operations_total "),
-        value("ofnode_operation_duration_seconds_sum "),
-        value("ofnode_transaction_duration_seconds_sum "),
-    )
+    OperationTotals::from_metrics(&metrics).expect("the daemon's totals")
 }
 
 /// One change through ofnode (`change`, timed) and the same flows through the seed's way
@@ -307,9 +296,9 @@ fn main() {
         ours_ms.push(ms(o));
         seed_ms.push(ms(s));
         // Only when this change was the one operation the daemon finished meanwhile.
-        if after.0 - before.0 == 1.0 {
-            op_ms.push((after.1 - before.1) * 1e3);
-            bundle_ms.push((after.2 - before.2) * 1e3);
+        if let Some((operation, bundle)) = after.one_operation_since(&before) {
+            op_ms.push(ms(operation));
+            bundle_ms.push(ms(bundle));
         }
     }
     let (o, s) = (median(ours_ms), median(seed_ms));

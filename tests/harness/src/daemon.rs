@@ -303,3 +303,42 @@ impl Drop for Daemon {
         self.kill9();
     }
 }
+
+/// A daemon's running totals, read from its `/metrics` text: operations finished, seconds spent
+/// in them, of which in OpenFlow bundles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OperationTotals {
+    operations: f64,
+    seconds: f64,
+    bundle_seconds: f64,
+}
+
+impl OperationTotals {
+    pub fn from_metrics(metrics: &str) -> Result<OperationTotals, String> {
+        let value = |name: &str| {
+            metrics
+                .lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .and_then(|value| value.trim().parse::<f64>().ok())
+                .ok_or_else(|| format!("no {name} in /metrics"))
+        };
+        Ok(OperationTotals {
+            operations: value("ofnode_operations_total")?,
+            seconds: value("ofnode_operation_duration_seconds_sum")?,
+            bundle_seconds: value("ofnode_transaction_duration_seconds_sum")?,
+        })
+    }
+
+    /// The one operation finished between `before` and these totals: its time, and of that its
+    /// OpenFlow bundle's. None when another operation (a drift check, a port renumbering)
+    /// finished meanwhile, or none did.
+    pub fn one_operation_since(&self, before: &OperationTotals) -> Option<(Duration, Duration)> {
+        let secs = |d: f64| Duration::from_secs_f64(d.max(0.0));
+        (self.operations - before.operations == 1.0).then(|| {
+            (
+                secs(self.seconds - before.seconds),
+                secs(self.bundle_seconds - before.bundle_seconds),
+            )
+        })
+    }
+}

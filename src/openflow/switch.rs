@@ -161,30 +161,43 @@ impl Switch {
 
     /// Waits until a session is up (handshake done) and returns its datapath id.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<u64> {
-        let mut state = self.inner.state.clone();
-        let wait = async {
-            let up = state.wait_for(|s| matches!(s, LinkState::Up { .. })).await;
-            up.map(|state| *state)
-        };
-        match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(LinkState::Up { datapath_id, .. })) => Ok(datapath_id),
-            Ok(Ok(LinkState::Down)) => Err(Error::NotConnected),
-            Ok(Err(_)) => Err(Error::Closed),
-            Err(_) => Err(Error::timeout("a connection to the switch", timeout)),
-        }
+        let (_, datapath_id) = self
+            .wait_session(timeout, "a connection to the switch", 0)
+            .await?;
+        Ok(datapath_id)
     }
 
     /// Waits until a session newer than `epoch` is up (a session that is being torn down can
     /// still look up for a moment) and returns its number.
     pub async fn wait_session_after(&self, epoch: u64, timeout: Duration) -> Result<u64> {
+        let (epoch, _) = self
+            .wait_session(
+                timeout,
+                "a new connection to the switch",
+                epoch.saturating_add(1),
+            )
+            .await?;
+        Ok(epoch)
+    }
+
+    /// The first session up numbered `first_epoch` or higher: its number and datapath id.
+    async fn wait_session(
+        &self,
+        timeout: Duration,
+        what: &str,
+        first_epoch: u64,
+    ) -> Result<(u64, u64)> {
         let mut state = self.inner.state.clone();
-        let newer = |s: &LinkState| matches!(s, LinkState::Up { epoch: e, .. } if *e > epoch);
-        let wait = async { state.wait_for(newer).await.map(|state| *state) };
+        let wanted =
+            |s: &LinkState| matches!(s, LinkState::Up { epoch, .. } if *epoch >= first_epoch);
+        let wait = async { state.wait_for(wanted).await.map(|state| *state) };
         match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(LinkState::Up { epoch, .. })) => Ok(epoch),
+            Ok(Ok(LinkState::Up {
+                epoch, datapath_id, ..
+            })) => Ok((epoch, datapath_id)),
             Ok(Ok(LinkState::Down)) => Err(Error::NotConnected),
             Ok(Err(_)) => Err(Error::Closed),
-            Err(_) => Err(Error::timeout("a new connection to the switch", timeout)),
+            Err(_) => Err(Error::timeout(what, timeout)),
         }
     }
 

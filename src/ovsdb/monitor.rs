@@ -266,6 +266,11 @@ impl Cache {
         self.open_vswitch()?.1.get("cur_cfg")?.as_i64()
     }
 
+    /// The version ovs-vswitchd wrote at its start (`"3.1.0"`); `None` before it has.
+    pub fn ovs_version(&self) -> Option<&str> {
+        self.open_vswitch()?.1.get("ovs_version")?.as_str()
+    }
+
     /// The name of the bridge whose `ports` holds `port`.
     pub fn bridge_of_port(&self, port: Uuid) -> Option<&str> {
         self.rows("Bridge")
@@ -318,6 +323,19 @@ mod tests {
         assert_eq!(cache.ofport("p2"), None);
         assert_eq!(cache.rows("Interface").count(), 0);
         assert!(cache.find("Port", "p1").is_some());
+    }
+
+    #[test]
+    fn ovs_version_appears_once_ovs_vswitchd_wrote_it() {
+        const OVS: &str = "33333333-3333-4333-8333-333333333333";
+        let mut cache = Cache::from_initial(&updates(json!({
+            "Open_vSwitch": {OVS: {"new": {"cur_cfg": 0, "ovs_version": ["set", []]}}},
+        })));
+        assert_eq!(cache.ovs_version(), None);
+        cache.apply(&updates(json!({
+            "Open_vSwitch": {OVS: {"old": {"ovs_version": ["set", []]}, "new": {"cur_cfg": 1, "ovs_version": "3.1.0"}}},
+        })));
+        assert_eq!(cache.ovs_version(), Some("3.1.0"));
     }
 
     #[test]

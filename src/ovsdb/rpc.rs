@@ -208,6 +208,8 @@ const SCHEMA_REQUEST_ID: &str = "ofnode-schema";
 const MONITOR_REQUEST_ID: &str = "ofnode-monitor";
 /// Our inactivity probe's id; its reply matters only as "the server is alive".
 const PROBE_ID: &str = "ofnode-probe";
+/// How long a failed opening write waits for the server's reason (an alert already sent).
+const PEER_REASON_WAIT: Duration = Duration::from_millis(200);
 const MONITOR_ID: &str = "ofnode";
 
 struct Pending {
@@ -300,12 +302,12 @@ impl<'a> Session<'a> {
     async fn start_session(&mut self, conn: &mut Conn) -> Result<()> {
         let database = Value::String(self.opts.database.clone());
         let monitor = monitor_params(&self.opts.database, MONITOR_ID);
-        self.send(
+        self.send_opening(
             conn,
             request(json!(SCHEMA_REQUEST_ID), "get_schema", json!([database])),
         )
         .await?;
-        self.send(conn, request(json!(MONITOR_REQUEST_ID), "monitor", monitor))
+        self.send_opening(conn, request(json!(MONITOR_REQUEST_ID), "monitor", monitor))
             .await?;
         let deadline = Instant::now() + self.opts.request_timeout;
         let (mut schema, mut initial) = (None, None);
@@ -452,6 +454,20 @@ impl<'a> Session<'a> {
             },
         );
         self.send(conn, message).await
+    }
+
+    /// Sends one of the session's opening requests. A server that refuses us just after the
+    /// TLS handshake (TLS 1.3 checks our certificate only then) sends its alert and closes, and
+    /// the write can fail with a broken pipe before the alert is read: the alert, when it is
+    /// already here, is the reason to report ("received fatal alert: UnknownCA").
+    async fn send_opening(&mut self, conn: &mut Conn, message: Message) -> Result<()> {
+        let Err(write_failed) = self.send(conn, message).await else {
+            return Ok(());
+        };
+        match timeout(PEER_REASON_WAIT, conn.next()).await {
+            Ok(item @ Some(Err(_))) => Err(self.received(item).err().unwrap_or(write_failed)),
+            _ => Err(write_failed),
+        }
     }
 
     async fn send(&self, conn: &mut Conn, message: Message) -> Result<()> {

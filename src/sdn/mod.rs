@@ -12,7 +12,8 @@
 //!   carries its effects out (`port_steps`: their OVSDB half, pods' ports); [`drift`], [`ha`]:
 //!   drift repair and high availability.
 //! - [`Node`] (`node/`): the operations' async front; [`dns`]: egress DNS names; [`host`]:
-//!   tun0, routes, forwarding; [`report`]: what the node reports.
+//!   tun0, routes, forwarding; [`report`]: what the node reports; `ovs_bugs`: Open vSwitch
+//!   bugs the operator is told about.
 
 mod config;
 pub mod core;
@@ -27,6 +28,7 @@ pub mod host;
 pub mod layout;
 mod metrics;
 mod node;
+mod ovs_bugs;
 pub mod policy;
 mod port_steps;
 pub mod readback;

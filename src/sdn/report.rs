@@ -43,6 +43,9 @@ pub struct Status {
     /// High availability, when configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<super::ha::HaStatus>,
+    /// What the operator should act on: an Open vSwitch bug that applies to this node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// How drift is being detected right now.

@@ -22,6 +22,7 @@ mod setup;
 mod status;
 mod vxlan;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch, Notify, RwLock};
@@ -72,6 +73,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     dns: Arc<Dns>,
     dns_wakeup: Arc<Notify>,
+    /// The stale-megaflow warning was logged (once per daemon start: `status.rs`).
+    stale_megaflows_warned: AtomicBool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -166,6 +169,7 @@ impl Node {
                 metrics: metrics.clone(),
                 dns: dns.clone(),
                 dns_wakeup: dns_wakeup.clone(),
+                stale_megaflows_warned: AtomicBool::new(false),
             }),
         };
         tokio::spawn(writer.run());

@@ -264,6 +264,14 @@ impl Node {
                 .unwrap_or_else(|e| e.to_string()),
         );
         add(
+            // What the datapath caches: where packets did something the OpenFlow tables do
+            // not say, a stale megaflow shows here (see `Cluster::settle_datapaths`).
+            "dpctl/dump-flows",
+            self.ovs
+                .appctl(&["dpctl/dump-flows"])
+                .unwrap_or_else(|e| e.to_string()),
+        );
+        add(
             "dump-ports-desc br0",
             self.ovs
                 .ofctl("dump-ports-desc", "br0", &[])
@@ -389,6 +397,9 @@ pub struct Cluster {
     openflow: DaemonOpenflow,
     echo: bool,
     membership: Option<EtcdMembership>,
+    /// Whether policy changes end with [`Cluster::settle_datapaths`] (the e2e tests, which
+    /// observe steady states; not the benches, which time the changes themselves).
+    settle_after_changes: bool,
     // Field order is drop order: nodes, etcd, then the underlay links and namespace.
     nodes: Vec<Node>,
     etcd: Option<Etcd>,
@@ -459,6 +470,7 @@ impl Cluster {
             openflow,
             echo: options.echo,
             membership,
+            settle_after_changes: false,
             nodes: Vec::new(),
             etcd,
             _underlay_links: Vec::new(),

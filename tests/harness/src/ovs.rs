@@ -180,7 +180,10 @@ impl Ovs {
                 ),
         )?;
         if create {
-            self.vsctl_no_wait(&["init"])?;
+            // What ovs-ctl (the distribution's service) does at every start: the version is in
+            // the database for whoever reads it (ofnode's stale-megaflow warning does).
+            let version = format!("ovs_version={}", installed_ovs_version()?);
+            self.vsctl_no_wait(&["init", "--", "set", "Open_vSwitch", ".", &version])?;
         }
         Ok(())
     }
@@ -301,6 +304,18 @@ impl Ovs {
     /// ovs-vswitchd's control socket (`--unixctl=DIR/vswitchd.ctl`), as `ovs-appctl -t` takes it.
     pub fn vswitchd_ctl(&self) -> PathBuf {
         self.dir.join("vswitchd.ctl")
+    }
+
+    /// The Open_vSwitch record's `ovs_version` ("3.1.0"; written at start, as ovs-ctl does).
+    pub fn ovs_version(&self) -> Result<String, CommandError> {
+        let version = self.vsctl(&["get", "Open_vSwitch", ".", "ovs_version"])?;
+        Ok(version.trim().trim_matches('"').to_string())
+    }
+
+    /// Drops every datapath flow (`dpctl/del-flows`): the next packets are translated afresh
+    /// from the OpenFlow tables.
+    pub fn flush_datapath_flows(&self) -> Result<(), CommandError> {
+        self.appctl(&["dpctl/del-flows"]).map(drop)
     }
 
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
@@ -430,4 +445,16 @@ impl Drop for PausedVswitchd {
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
         }
     }
+}
+
+/// The installed ovs-vswitchd's version, as ovs-ctl reads it: the last word of the line of
+/// `ovs-vswitchd --version` that names Open vSwitch.
+fn installed_ovs_version() -> Result<String, CommandError> {
+    let text = run_ok(Command::new("ovs-vswitchd").arg("--version"))?;
+    let version = text
+        .lines()
+        .find(|line| line.contains("Open vSwitch"))
+        .and_then(|line| line.split_whitespace().last())
+        .unwrap_or_default();
+    Ok(version.to_string())
 }

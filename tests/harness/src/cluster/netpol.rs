@@ -1,8 +1,9 @@
-//! The networkpolicy mode's inputs (issue 14, /work/notes/netpol-contract.md), given to every
+//! The networkpolicy mode's inputs (issue 14), given to every
 //! node through the ofnode CLI as an operator (or a Kubernetes agent) would: namespaces with
 //! labels, pods with a namespace and labels, the other nodes' pods (`pod remote set`), and
 //! NetworkPolicy objects as `kubectl get networkpolicy -o json` prints them.
 
+use super::Context;
 use super::{Cluster, ClusterError, Node, Pod};
 
 impl Node {
@@ -84,7 +85,8 @@ impl Cluster {
         let label_args = label_args(labels);
         args.extend(label_args.iter().map(String::as_str));
         self.node(pod.node).cli(&args)?;
-        self.announce_remote_labels(pod, labels)
+        self.announce_remote_labels(pod, labels)?;
+        self.settle_after_change()
     }
 
     fn announce_remote_labels(
@@ -126,10 +128,56 @@ impl Cluster {
         })
     }
 
+    /// Runs a policy-relevant change on every node, then [`Cluster::settle_after_change`].
     fn on_every_node(
         &self,
         mut step: impl FnMut(&Node) -> Result<(), ClusterError>,
     ) -> Result<(), ClusterError> {
-        self.nodes.iter().try_for_each(&mut step)
+        self.nodes.iter().try_for_each(&mut step)?;
+        self.settle_after_change()
+    }
+
+    /// Makes every later policy change end with [`Cluster::settle_datapaths`].
+    pub fn settle_datapaths_after_changes(&mut self) {
+        self.settle_after_changes = true;
+    }
+
+    fn settle_after_change(&self) -> Result<(), ClusterError> {
+        if self.settle_after_changes {
+            self.settle_datapaths()?;
+        }
+        Ok(())
+    }
+
+    /// After a change of what policy allows, on every node whose daemon warns of Open vSwitch's
+    /// stale-megaflow bug (userspace datapath before upstream's "dpif-netdev: Fix
+    /// dpif_netdev_flow_put"; Debian 12 ships 3.1.0): drop every datapath flow, as the warning
+    /// tells operators to. Without it a megaflow cached before the change keeps its old actions
+    /// for as long as traffic hits it, and a denied pair still connects seconds later. On a
+    /// fixed switch there is no warning and nothing is flushed: the tables alone are shown.
+    pub fn settle_datapaths(&self) -> Result<(), ClusterError> {
+        for node in &self.nodes {
+            if node.warns_of_stale_megaflows()? {
+                node.ovs()
+                    .flush_datapath_flows()
+                    .context(|| format!("node {}: dpctl/del-flows", node.index))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Node {
+    /// Whether `ofnode status` carries the stale-megaflow warning (`src/sdn/ovs_bugs.rs`).
+    pub fn warns_of_stale_megaflows(&self) -> Result<bool, ClusterError> {
+        let status = self.status()?;
+        let warnings = status["warnings"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        Ok(warnings
+            .iter()
+            .filter_map(|w| w.as_str())
+            .any(|w| w.contains("stale-megaflow bug")))
     }
 }

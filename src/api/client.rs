@@ -23,6 +23,10 @@ pub enum ClientError {
     },
     #[error("HTTP exchange with the daemon failed: {0}")]
     Http(#[from] hyper::Error),
+    /// The daemon took the connection but closed it without an answer: it was stopping (a
+    /// request still in the listen queue when it closed its socket) or died mid-request.
+    #[error("the ofnode daemon at {path} closed the connection without answering ({source}): it was probably shutting down or stopped; whether the request took effect is unknown (`ofnode status` tells)")]
+    NoAnswer { path: PathBuf, source: hyper::Error },
     #[error("could not build the request: {0}")]
     Request(#[from] hyper::http::Error),
     #[error("could not encode the request: {0}")]
@@ -243,9 +247,18 @@ impl Client {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
         let request = request.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
-        let response = sender.send_request(request).await?;
+        let no_answer = |source| ClientError::NoAnswer {
+            path: self.socket.clone(),
+            source,
+        };
+        let response = sender.send_request(request).await.map_err(no_answer)?;
         let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(no_answer)?
+            .to_bytes();
         driver.abort();
         if status.is_success() {
             return Ok(bytes);

@@ -208,9 +208,9 @@ const SCHEMA_REQUEST_ID: &str = "ofnode-schema";
 const MONITOR_REQUEST_ID: &str = "ofnode-monitor";
 /// Our inactivity probe's id; its reply matters only as "the server is alive".
 const PROBE_ID: &str = "ofnode-probe";
+const MONITOR_ID: &str = "ofnode";
 /// How long a failed opening write waits for the server's reason (an alert already sent).
 const PEER_REASON_WAIT: Duration = Duration::from_millis(200);
-const MONITOR_ID: &str = "ofnode";
 
 struct Pending {
     method: &'static str,

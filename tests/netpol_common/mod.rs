@@ -27,7 +27,7 @@ pub fn start() -> (Cluster, Model) {
     .unwrap();
     // The tables are checked in steady state: on a switch with Open vSwitch's stale-megaflow
     // bug, datapath flows cached before a change are dropped after it (`settle_datapaths`).
-    cluster.settle_datapaths_after_changes();
+    cluster.settle_datapaths_after_changes().unwrap();
     let model = Model::create(&cluster, vnid).unwrap();
     (cluster, model)
 }

@@ -397,9 +397,10 @@ pub struct Cluster {
     openflow: DaemonOpenflow,
     echo: bool,
     membership: Option<EtcdMembership>,
-    /// Whether policy changes end with [`Cluster::settle_datapaths`] (the e2e tests, which
-    /// observe steady states; not the benches, which time the changes themselves).
-    settle_after_changes: bool,
+    /// The nodes whose datapath flows every policy change ends by dropping
+    /// ([`Cluster::settle_datapaths`]): set by the e2e tests, which observe steady states; empty
+    /// for the benches, which time the changes themselves.
+    settle_after_changes: Vec<usize>,
     // Field order is drop order: nodes, etcd, then the underlay links and namespace.
     nodes: Vec<Node>,
     etcd: Option<Etcd>,
@@ -470,7 +471,7 @@ impl Cluster {
             openflow,
             echo: options.echo,
             membership,
-            settle_after_changes: false,
+            settle_after_changes: Vec::new(),
             nodes: Vec::new(),
             etcd,
             _underlay_links: Vec::new(),

@@ -86,7 +86,7 @@ impl Cluster {
         args.extend(label_args.iter().map(String::as_str));
         self.node(pod.node).cli(&args)?;
         self.announce_remote_labels(pod, labels)?;
-        self.settle_after_change()
+        self.settle_datapaths()
     }
 
     fn announce_remote_labels(
@@ -128,40 +128,41 @@ impl Cluster {
         })
     }
 
-    /// Runs a policy-relevant change on every node, then [`Cluster::settle_after_change`].
+    /// Runs a policy-relevant change on every node, then [`Cluster::settle_datapaths`].
     fn on_every_node(
         &self,
         mut step: impl FnMut(&Node) -> Result<(), ClusterError>,
     ) -> Result<(), ClusterError> {
         self.nodes.iter().try_for_each(&mut step)?;
-        self.settle_after_change()
+        self.settle_datapaths()
     }
 
-    /// Makes every later policy change end with [`Cluster::settle_datapaths`].
-    pub fn settle_datapaths_after_changes(&mut self) {
-        self.settle_after_changes = true;
-    }
-
-    fn settle_after_change(&self) -> Result<(), ClusterError> {
-        if self.settle_after_changes {
-            self.settle_datapaths()?;
+    /// Makes every later policy change end with [`Cluster::settle_datapaths`] on the nodes
+    /// whose daemon warns of Open vSwitch's stale-megaflow bug (userspace datapath before
+    /// upstream's "dpif-netdev: Fix dpif_netdev_flow_put"; Debian 12 ships 3.1.0). The warning
+    /// depends only on the switch's version and datapath, so each daemon is asked once, here.
+    pub fn settle_datapaths_after_changes(&mut self) -> Result<(), ClusterError> {
+        let mut warned = Vec::new();
+        for node in &self.nodes {
+            if node.warns_of_stale_megaflows()? {
+                warned.push(node.index);
+            }
         }
+        self.settle_after_changes = warned;
         Ok(())
     }
 
-    /// After a change of what policy allows, on every node whose daemon warns of Open vSwitch's
-    /// stale-megaflow bug (userspace datapath before upstream's "dpif-netdev: Fix
-    /// dpif_netdev_flow_put"; Debian 12 ships 3.1.0): drop every datapath flow, as the warning
-    /// tells operators to. Without it a megaflow cached before the change keeps its old actions
-    /// for as long as traffic hits it, and a denied pair still connects seconds later. On a
-    /// fixed switch there is no warning and nothing is flushed: the tables alone are shown.
+    /// After a change of what policy allows: drop every datapath flow of the nodes chosen by
+    /// [`Cluster::settle_datapaths_after_changes`], as the warning tells operators to. Without
+    /// it a megaflow cached before the change keeps its old actions for as long as traffic
+    /// hits it, and a denied pair still connects seconds later. On a fixed switch there is no
+    /// warning and nothing is flushed: the tables alone are shown.
     pub fn settle_datapaths(&self) -> Result<(), ClusterError> {
-        for node in &self.nodes {
-            if node.warns_of_stale_megaflows()? {
-                node.ovs()
-                    .flush_datapath_flows()
-                    .context(|| format!("node {}: dpctl/del-flows", node.index))?;
-            }
+        for &index in &self.settle_after_changes {
+            self.node(index)
+                .ovs()
+                .flush_datapath_flows()
+                .context(|| format!("node {index}: dpctl/del-flows"))?;
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ofnode::sdn::state::{Change, NodeState, Pod};
-use ofnode::sdn::store::Store;
+use ofnode::sdn::journal::Journal;
 use ofnode::sdn::{Mode, Node, NodeConfig, PodAdd, SetupRequest, Vnid};
 use ofnode_harness::cpu::{own_cpu, process_cpu};
 use ofnode_harness::Ovs;
@@ -270,7 +270,7 @@ fn status_mb(key: &str) -> f64 {
 /// veth would have the node's OVSDB reconciler add its port (10,000 ports of devices that do
 /// not exist, which is not what these benchmarks measure).
 fn big_state(dir: &std::path::Path) {
-    let (mut store, _) = Store::open(dir).expect("store");
+    let (mut store, _) = Journal::open(dir).expect("store");
     let mut state = NodeState {
         setup: Some(setup_request()),
         ..NodeState::default()

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::store::StateError;
+use super::journal::StateError;
 use super::types::InvalidInput;
 
 #[derive(Debug, Clone, thiserror::Error)]

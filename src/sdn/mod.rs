@@ -5,7 +5,7 @@
 //!   [`flows`]: the seed's flows as text; [`policy`]: the policy modes (the seed's osdnPolicy);
 //!   [`egress`]: the egress policy branches; [`readback`]: flows read back into values;
 //!   [`counters`]: per-pod traffic counters from the pods' flows.
-//! - [`state`] and [`store`]: the desired state and its journal on disk; [`table`]: the
+//! - [`state`] and [`journal`]: the desired state and its journal on disk; [`table`]: the
 //!   desired flow table and its diffs.
 //! - [`core`]: the pure node core (operations on the state and table, and their effects).
 //! - `request`: what the node asks of the writer; `writer`: the shell that owns the core and
@@ -37,7 +37,7 @@ pub mod report;
 mod request;
 pub mod restore;
 pub mod state;
-pub mod store;
+pub mod journal;
 pub mod table;
 pub mod types;
 mod writer;

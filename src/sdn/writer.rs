@@ -32,7 +32,7 @@ use super::metrics::Metrics;
 use super::port_steps::{Answer, Deferred, PortSteps};
 use super::request::{Edit, Envelope, Read, Reply, Request, SetupDone};
 use super::state::{Change, NodeState};
-use super::store::Store;
+use super::journal::Journal;
 use super::table::{self, Diff, FlowTable};
 use super::types::{HostSubnet, SetupRequest};
 use crate::openflow::{self, Switch, Transaction};
@@ -71,7 +71,7 @@ fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferr
 
 pub struct Writer {
     core: Core,
-    store: Arc<Mutex<Store>>,
+    store: Arc<Mutex<Journal>>,
     switch: Switch,
     metrics: Arc<Metrics>,
     pub published: Arc<Mutex<Published>>,
@@ -104,7 +104,7 @@ impl Writer {
     /// A writer around the core of `state`, batching and waiting for the switch as `cfg` says.
     pub fn new(
         state: NodeState,
-        store: Store,
+        store: Journal,
         switch: Switch,
         metrics: Arc<Metrics>,
         dns: Arc<Dns>,
@@ -555,7 +555,7 @@ impl Writer {
         })
         .await
         .map_err(|e| {
-            Error::State(Arc::new(super::store::StateError::Io {
+            Error::State(Arc::new(super::journal::StateError::Io {
                 path: "journal".into(),
                 source: std::io::Error::other(e.to_string()),
             }))

@@ -37,7 +37,7 @@ use super::port_steps::PortSteps;
 use super::request::{self, Edit, Envelope, Read, Reply, Request};
 use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
-use super::store::Store;
+use super::journal::Journal;
 use super::types::{HostSubnet, SetupRequest};
 use super::writer::{Published, Writer};
 use crate::openflow::{Switch, SwitchConfig, Target};
@@ -103,7 +103,7 @@ impl Node {
     /// switch with the state (at every connect of the switch, this one included).
     pub async fn start(cfg: NodeConfig) -> Result<Node, Error> {
         Node::check_config(&cfg)?;
-        let (store, state) = Store::open(&cfg.state_dir)?;
+        let (store, state) = Journal::open(&cfg.state_dir)?;
         let datapath_type = datapath_type(&cfg);
         let switch_cfg = switch_config(&cfg)?;
         let ovsdb_options = ovsdb::ClientOptions {

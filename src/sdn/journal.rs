@@ -59,7 +59,7 @@ struct Record {
 
 /// The open store; one writer (the node's writer task) owns it.
 #[derive(Debug)]
-pub struct Store {
+pub struct Journal {
     dir: PathBuf,
     journal: File,
     seq: u64,
@@ -73,9 +73,9 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
     }
 }
 
-impl Store {
+impl Journal {
     /// Opens (creating if needed) the store in `dir` and returns it with the loaded state.
-    pub fn open(dir: &Path) -> Result<(Store, NodeState), StateError> {
+    pub fn open(dir: &Path) -> Result<(Journal, NodeState), StateError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let (mut state, snapshot_seq) = load_snapshot(&dir.join(SNAPSHOT))?;
         let journal_path = dir.join(JOURNAL);
@@ -90,7 +90,7 @@ impl Store {
             journal.set_len(valid_len).map_err(io_err(&journal_path))?;
             journal.sync_all().map_err(io_err(&journal_path))?;
         }
-        let store = Store {
+        let store = Journal {
             dir: dir.to_path_buf(),
             journal,
             seq,
@@ -274,14 +274,14 @@ mod tests {
     #[test]
     fn appended_changes_survive_reopen() {
         let dir = tempdir();
-        let (mut store, mut state) = Store::open(&dir).unwrap();
+        let (mut store, mut state) = Journal::open(&dir).unwrap();
         for last in 2..6 {
             let change = pod_change(last);
             state.apply(change.clone());
             store.append(&[change]).unwrap();
         }
         drop(store);
-        let (_, loaded) = Store::open(&dir).unwrap();
+        let (_, loaded) = Journal::open(&dir).unwrap();
         assert_eq!(loaded, state);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn snapshot_then_journal_and_torn_tail() {
         let dir = tempdir();
-        let (mut store, mut state) = Store::open(&dir).unwrap();
+        let (mut store, mut state) = Journal::open(&dir).unwrap();
         let first = pod_change(2);
         state.apply(first.clone());
         store.append(&[first]).unwrap();
@@ -305,14 +305,14 @@ mod tests {
             .unwrap();
         journal.write_all(b"{\"seq\":3,\"changes\":[{\"ki").unwrap();
         drop(journal);
-        let (mut store, loaded) = Store::open(&dir).unwrap();
+        let (mut store, loaded) = Journal::open(&dir).unwrap();
         assert_eq!(loaded, state);
         // The torn tail is gone, so the next record is readable.
         let third = pod_change(4);
         state.apply(third.clone());
         store.append(&[third]).unwrap();
         drop(store);
-        assert_eq!(Store::open(&dir).unwrap().1, state);
+        assert_eq!(Journal::open(&dir).unwrap().1, state);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -326,7 +326,7 @@ mod tests {
         );
         let old = tempdir();
         std::fs::write(old.join(JOURNAL), format!("{record}\n")).unwrap();
-        let (_, state) = Store::open(&old).unwrap();
+        let (_, state) = Journal::open(&old).unwrap();
         assert_eq!((state.pods.len(), state.host_subnets.len()), (1, 1));
         let hs = state.host_subnets.values().next().copied();
         let changes = [
@@ -337,7 +337,7 @@ mod tests {
             },
         ];
         let new = tempdir();
-        let (mut store, _) = Store::open(&new).unwrap();
+        let (mut store, _) = Journal::open(&new).unwrap();
         store.append(&changes).unwrap();
         let written = std::fs::read_to_string(new.join(JOURNAL)).unwrap();
         assert_eq!(written, format!("{record}\n"));
@@ -349,7 +349,7 @@ mod tests {
     fn damage_in_the_middle_is_an_error() {
         let dir = tempdir();
         std::fs::write(dir.join(JOURNAL), b"not json\n{\"seq\":1,\"changes\":[]}\n").unwrap();
-        let err = Store::open(&dir).unwrap_err();
+        let err = Journal::open(&dir).unwrap_err();
         assert!(matches!(err, StateError::Damaged { line: 1, .. }), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

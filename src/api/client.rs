@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::net::UnixStream;
 
 use super::wire::{self, route, ErrorBody};
-use crate::value::{SandboxId, Vnid};
+use crate::value::Vnid;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -70,9 +70,12 @@ impl Client {
         Ok(reply.ofport)
     }
 
-    pub async fn pod_status(&self, sandbox: &SandboxId) -> Result<wire::PodStatus, ClientError> {
-        self.get(&format!("{}?sandbox={sandbox}", route::PODS))
-            .await
+    pub async fn pod_status(&self, pod: &wire::PodKey) -> Result<wire::PodStatus, ClientError> {
+        let query = serde_urlencoded::to_string(wire::PodQuery {
+            pod: Some(pod.clone()),
+        })
+        .map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::PODS)).await
     }
 
     pub async fn pod_update(&self, req: &wire::PodUpdate) -> Result<(), ClientError> {
@@ -158,7 +161,17 @@ impl Client {
         self.act(Method::POST, route::POD_LABELS, req).await
     }
 
-    pub async fn remote_pod_set(&self, req: &wire::RemotePod) -> Result<(), ClientError> {
+    /// The pods of the node.
+    pub async fn pods(&self) -> Result<Vec<wire::LocalPod>, ClientError> {
+        let reply: wire::Pods = self.get(route::PODS).await?;
+        Ok(reply.pods)
+    }
+
+    pub async fn namespace_labels(&self, req: &wire::NamespaceLabels) -> Result<(), ClientError> {
+        self.act(Method::POST, route::NAMESPACE_LABELS, req).await
+    }
+
+    pub async fn remote_pod_set(&self, req: &wire::KnownPod) -> Result<(), ClientError> {
         self.act(Method::POST, route::REMOTE_PODS, req).await
     }
 
@@ -166,7 +179,7 @@ impl Client {
         self.act(Method::DELETE, route::REMOTE_PODS, req).await
     }
 
-    pub async fn remote_pods(&self) -> Result<Vec<wire::RemotePod>, ClientError> {
+    pub async fn remote_pods(&self) -> Result<Vec<wire::KnownPod>, ClientError> {
         let reply: wire::RemotePods = self.get(route::REMOTE_PODS).await?;
         Ok(reply.remote_pods)
     }

@@ -12,7 +12,9 @@ pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
     EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
-pub use crate::sdn::{Labels, Namespace, NetPolSummary, RemotePod};
+pub use crate::sdn::{
+    KnownPod, LabelEdit, Labels, Namespace, NetPolSummary, Pod, PodInfo, PodKey,
+};
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
@@ -23,7 +25,7 @@ pub mod route {
     /// GET → [`super::StatusReply`].
     pub const STATUS: &str = "/v1/status";
     /// POST [`super::PodAdd`] → [`super::PodAdded`]; DELETE [`super::PodDel`];
-    /// GET `?sandbox=` ([`super::PodQuery`]) → [`super::PodStatus`].
+    /// GET `?pod=NS/NAME` ([`super::PodQuery`]) → [`super::PodStatus`]; GET → [`super::Pods`].
     pub const PODS: &str = "/v1/pods";
     /// POST [`super::PodUpdate`].
     pub const POD_UPDATE: &str = "/v1/pods/update";
@@ -50,9 +52,11 @@ pub mod route {
     pub const METRICS: &str = "/metrics";
     /// POST [`super::Namespace`]; DELETE [`super::NamespaceDel`]; GET → [`super::Namespaces`].
     pub const NAMESPACES: &str = "/v1/namespaces";
+    /// POST [`super::NamespaceLabels`].
+    pub const NAMESPACE_LABELS: &str = "/v1/namespaces/labels";
     /// POST [`super::PodLabels`].
     pub const POD_LABELS: &str = "/v1/pods/labels";
-    /// POST [`super::RemotePod`]; DELETE [`super::RemotePodDel`]; GET → [`super::RemotePods`].
+    /// POST [`super::KnownPod`]; DELETE [`super::RemotePodDel`]; GET → [`super::RemotePods`].
     pub const REMOTE_PODS: &str = "/v1/remote-pods";
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
     /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
@@ -73,31 +77,54 @@ pub struct StatusReply {
     pub cluster: Option<ClusterStatus>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Which pod to show; none: every pod of the node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodQuery {
-    pub sandbox: SandboxId,
+    #[serde(default)]
+    pub pod: Option<PodKey>,
 }
 
+/// The pods of the node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pods {
+    pub pods: Vec<LocalPod>,
+}
+
+/// A pod of the node: its key and attachment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalPod {
+    pub pod: PodKey,
+    #[serde(flatten)]
+    pub attachment: Pod,
+}
+
+/// The seed's UpdatePod; `sandbox` lets the node take over a pod it does not know from the
+/// note on its flows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodUpdate {
-    pub sandbox: SandboxId,
+    pub pod: PodKey,
     pub vnid: Vnid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxId>,
 }
 
+/// The seed's TearDownPod; `veth` is removed from the bridge even when the node does not
+/// know the pod.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodDel {
-    pub veth: IfName,
-    pub ip: Ipv4Addr,
+    pub pod: PodKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub veth: Option<IfName>,
 }
 
 /// Rates in bits per second, as the seed's SetPodBandwidth takes them; absent or 0 clears a limit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodBandwidth {
-    pub veth: IfName,
+    pub pod: PodKey,
     #[serde(default)]
     pub ingress_bps: Option<u64>,
     #[serde(default)]
@@ -186,24 +213,33 @@ pub struct Namespaces {
     pub namespaces: Vec<Namespace>,
 }
 
-/// Replaces a local pod's labels.
+/// Sets and removes a pod's labels (of this node or another), keeping the others.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodLabels {
-    pub sandbox: SandboxId,
-    #[serde(default)]
-    pub labels: Labels,
+    pub pod: PodKey,
+    #[serde(flatten)]
+    pub edit: LabelEdit,
+}
+
+/// Sets and removes a namespace's labels, keeping the others and its VNID.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceLabels {
+    pub name: String,
+    #[serde(flatten)]
+    pub edit: LabelEdit,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RemotePodDel {
-    pub ip: Ipv4Addr,
+    pub pod: PodKey,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RemotePods {
-    pub remote_pods: Vec<RemotePod>,
+    pub remote_pods: Vec<KnownPod>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ mod tests;
 pub use docs::{completions, manpages};
 pub use run::{run, CliError};
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use clap::builder::PossibleValue;
@@ -19,7 +19,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::daemon::RunArgs;
 use crate::sdn::{Mode, ServicePort};
 use crate::trace::Proto;
-use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
+use crate::value::{
+    parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid,
+};
 
 pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
 
@@ -143,6 +145,9 @@ impl ValueEnum for Mode {
 pub enum PodCommand {
     /// Attach a pod's host veth to br0 and install its flows; prints the OpenFlow port.
     Add {
+        /// The pod, NAMESPACE/NAME (its key in every other pod command).
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
         /// The host end of the pod's veth.
         #[arg(long, value_name = "NAME")]
         veth: IfName,
@@ -158,57 +163,63 @@ pub enum PodCommand {
         /// The pod's VNID (0: the global network; networkpolicy mode: its namespace's) [default: 0].
         #[arg(long, value_name = "N")]
         vnid: Option<Vnid>,
-        /// The pod's namespace (networkpolicy mode only, where it is required).
-        #[arg(long, value_name = "NS")]
-        namespace: Option<String>,
-        /// A label of the pod, k=v (repeat for more; needs --namespace).
-        #[arg(long = "label", value_name = "K=V", value_parser = parse_label, requires = "namespace")]
-        labels: Vec<(String, String)>,
-    },
-    /// Replace the labels of a pod (found by its sandbox id).
-    Labels {
-        /// The sandbox (container) id: 64 hex digits.
-        #[arg(long, value_name = "HEX64")]
-        sandbox: SandboxId,
-        /// A label of the pod, k=v (repeat for more; none: no labels).
+        /// A label of the pod, k=v (repeat for more; networkpolicy mode only).
         #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+    },
+    /// Set and remove a pod's labels, as `kubectl label` does (k=v sets, k- removes).
+    Label {
+        /// The pod, NAMESPACE/NAME (of this node or another).
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
+        /// Labels to set (k=v) and to remove (k-).
+        #[arg(value_name = "K=V|K-", required = true, value_parser = parse_label_edit)]
+        edits: Vec<LabelChange>,
     },
     /// Pods of other nodes (selectable as NetworkPolicy peers).
     #[command(subcommand)]
     Remote(RemotePodCommand),
-    /// Move a pod (found by its sandbox id) to another VNID.
+    /// Move a pod to another VNID (the seed's UpdatePod).
     Update {
-        /// The sandbox (container) id: 64 hex digits.
-        #[arg(long, value_name = "HEX64")]
-        sandbox: SandboxId,
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
         /// The pod's new VNID.
         #[arg(long, value_name = "N")]
         vnid: Vnid,
-    },
-    /// Show a pod (found by its sandbox id): its port, missing flows and traffic counters.
-    Status {
-        /// The sandbox (container) id: 64 hex digits.
+        /// Its sandbox id, to take over a pod this node does not know from its flows' note.
         #[arg(long, value_name = "HEX64")]
-        sandbox: SandboxId,
+        sandbox: Option<SandboxId>,
+    },
+    /// Show a pod: its port, missing flows and traffic counters.
+    Status {
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the pods of this node.
+    List {
         /// Print the API's JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove a pod's flows, bandwidth limits and port.
     Del {
-        /// The host end of the pod's veth.
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
+        /// Its host veth, removed from the bridge even when the node does not know the pod.
         #[arg(long, value_name = "NAME")]
-        veth: IfName,
-        /// The pod's IPv4 address.
-        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
-        ip: Ipv4Addr,
+        veth: Option<IfName>,
     },
     /// Limit a pod's bandwidth (bits per second; k/M/G suffixes are powers of 1000; 0 clears).
     Bandwidth {
-        /// The host end of the pod's veth.
-        #[arg(long, value_name = "NAME")]
-        veth: IfName,
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
         /// What the pod may receive, in bits per second.
         #[arg(long, value_name = "BPS", value_parser = parse_rate)]
         ingress: Option<u64>,
@@ -314,24 +325,28 @@ pub enum EgressCommand {
 pub enum RemotePodCommand {
     /// Create or replace a pod of another node.
     Set {
-        /// The pod's IPv4 address (in another node's subnet).
-        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
-        ip: Ipv4Addr,
-        /// The pod's namespace.
-        #[arg(long, value_name = "NS")]
-        namespace: String,
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
+        /// The pod's address (in another node's subnet; repeat for IPv4 and IPv6).
+        #[arg(long = "ip", value_name = "IP", required = true)]
+        ips: Vec<IpAddr>,
         /// A label of the pod, k=v (repeat for more).
         #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
         labels: Vec<(String, String)>,
     },
     /// Forget a pod of another node.
     Del {
-        /// The pod's IPv4 address.
-        #[arg(long, value_name = "IP", value_parser = ipv4("pod IP"))]
-        ip: Ipv4Addr,
+        /// The pod, NAMESPACE/NAME.
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
     },
     /// List the pods of other nodes.
-    List,
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -348,6 +363,15 @@ pub enum NamespaceCommand {
         #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
         labels: Vec<(String, String)>,
     },
+    /// Set and remove a namespace's labels, as `kubectl label` does (k=v sets, k- removes).
+    Label {
+        /// The namespace's name.
+        #[arg(long, value_name = "NS")]
+        name: String,
+        /// Labels to set (k=v) and to remove (k-).
+        #[arg(value_name = "K=V|K-", required = true, value_parser = parse_label_edit)]
+        edits: Vec<LabelChange>,
+    },
     /// Delete a namespace (refused while pods or policies of it exist).
     Del {
         /// The namespace's name.
@@ -355,7 +379,11 @@ pub enum NamespaceCommand {
         name: String,
     },
     /// List the namespaces.
-    List,
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -376,7 +404,11 @@ pub enum NetpolCommand {
         name: String,
     },
     /// List the NetworkPolicies with the local pods they select and their flows.
-    List,
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -395,6 +427,22 @@ pub fn parse_label(text: &str) -> Result<(String, String), InvalidInput> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(InvalidInput::new("label", text, "expected key=value")),
     }
+}
+
+/// One label change as `kubectl label` writes it: `key=value` sets, `key-` removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelChange {
+    Set(String, String),
+    Remove(String),
+}
+
+pub fn parse_label_edit(text: &str) -> Result<LabelChange, InvalidInput> {
+    if let Some(key) = text.strip_suffix('-').filter(|k| !k.is_empty() && !k.contains('=')) {
+        return Ok(LabelChange::Remove(key.to_string()));
+    }
+    parse_label(text)
+        .map(|(k, v)| LabelChange::Set(k, v))
+        .map_err(|_| InvalidInput::new("label", text, "expected key=value (set) or key- (remove)"))
 }
 
 /// Parses a rate in bits per second: `1000000`, `10k`, `10M`, `1G` (SI: powers of 1000).

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    Cli, Command, EgressCommand, HostSubnetCommand, MulticastCommand, NamespaceCommand,
-    NetpolCommand, PodCommand, RemotePodCommand, ServiceCommand, VnidsCommand, DEFAULT_API,
+    Cli, Command, EgressCommand, HostSubnetCommand, LabelChange, MulticastCommand,
+    NamespaceCommand, NetpolCommand, PodCommand, RemotePodCommand, ServiceCommand, VnidsCommand,
+    DEFAULT_API,
 };
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
@@ -187,71 +188,90 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
 async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
     match cmd {
         PodCommand::Add {
+            pod,
             veth,
             ip,
             mac,
             sandbox,
             vnid,
-            namespace,
             labels: pairs,
         } => {
             let req = wire::PodAdd {
+                pod,
                 veth,
                 ip,
                 mac,
                 sandbox,
                 vnid: vnid.unwrap_or_default(),
-                namespace,
                 labels: labels(pairs),
             };
             println!("{}", client.pod_add(&req).await?);
         }
-        PodCommand::Labels {
-            sandbox,
-            labels: pairs,
-        } => {
+        PodCommand::Label { pod, edits } => {
             let req = wire::PodLabels {
-                sandbox,
-                labels: labels(pairs),
+                pod,
+                edit: label_edit(edits),
             };
             client.pod_labels(&req).await?;
         }
         PodCommand::Remote(RemotePodCommand::Set {
-            ip,
-            namespace,
+            pod,
+            ips,
             labels: pairs,
         }) => {
-            let req = wire::RemotePod {
-                ip,
-                namespace,
-                labels: labels(pairs),
+            let req = wire::KnownPod {
+                pod,
+                info: wire::PodInfo {
+                    labels: labels(pairs),
+                    ips,
+                    ..Default::default()
+                },
             };
             client.remote_pod_set(&req).await?;
         }
-        PodCommand::Remote(RemotePodCommand::Del { ip }) => {
-            client.remote_pod_del(&wire::RemotePodDel { ip }).await?;
+        PodCommand::Remote(RemotePodCommand::Del { pod }) => {
+            client.remote_pod_del(&wire::RemotePodDel { pod }).await?;
         }
-        PodCommand::Remote(RemotePodCommand::List) => {
-            for pod in client.remote_pods().await? {
-                println!("{} {} {}", pod.ip, pod.namespace, label_text(&pod.labels));
+        PodCommand::Remote(RemotePodCommand::List { json }) => {
+            let pods = client.remote_pods().await?;
+            if json {
+                print_json(&wire::RemotePods { remote_pods: pods });
+            } else {
+                for p in pods {
+                    let ips: Vec<String> = p.info.ips.iter().map(|ip| ip.to_string()).collect();
+                    println!("{} {} {}", p.pod, ips.join(","), label_text(&p.info.labels));
+                }
             }
         }
-        PodCommand::Update { sandbox, vnid } => {
+        PodCommand::Update { pod, vnid, sandbox } => {
             client
-                .pod_update(&wire::PodUpdate { sandbox, vnid })
+                .pod_update(&wire::PodUpdate { pod, vnid, sandbox })
                 .await?;
         }
-        PodCommand::Status { sandbox, json } => {
-            print_pod_status(&client.pod_status(&sandbox).await?, json)
+        PodCommand::Status { pod, json } => print_pod_status(&client.pod_status(&pod).await?, json),
+        PodCommand::List { json } => {
+            let pods = client.pods().await?;
+            if json {
+                print_json(&wire::Pods { pods });
+            } else {
+                for p in pods {
+                    let a = &p.attachment;
+                    let veth = a.veth.as_ref().map_or("-".to_string(), |v| v.to_string());
+                    println!(
+                        "{} ip={} vnid={} ofport={} veth={veth}",
+                        p.pod, a.ip, a.vnid, a.ofport
+                    );
+                }
+            }
         }
-        PodCommand::Del { veth, ip } => client.pod_del(&wire::PodDel { veth, ip }).await?,
+        PodCommand::Del { pod, veth } => client.pod_del(&wire::PodDel { pod, veth }).await?,
         PodCommand::Bandwidth {
-            veth,
+            pod,
             ingress,
             egress,
         } => {
             let req = wire::PodBandwidth {
-                veth,
+                pod,
                 ingress_bps: ingress,
                 egress_bps: egress,
             };
@@ -336,12 +356,24 @@ async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), Cli
             };
             client.namespace_set(&req).await?;
         }
+        NamespaceCommand::Label { name, edits } => {
+            let req = wire::NamespaceLabels {
+                name,
+                edit: label_edit(edits),
+            };
+            client.namespace_labels(&req).await?;
+        }
         NamespaceCommand::Del { name } => {
             client.namespace_del(&wire::NamespaceDel { name }).await?;
         }
-        NamespaceCommand::List => {
-            for ns in client.namespaces().await? {
-                println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+        NamespaceCommand::List { json } => {
+            let namespaces = client.namespaces().await?;
+            if json {
+                print_json(&wire::Namespaces { namespaces });
+            } else {
+                for ns in namespaces {
+                    println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+                }
             }
         }
     }
@@ -356,20 +388,48 @@ async fn run_netpol(client: &Client, cmd: NetpolCommand) -> Result<(), CliError>
                 .netpol_del(&wire::NetPolDel { namespace, name })
                 .await?;
         }
-        NetpolCommand::List => {
-            for p in client.netpols().await? {
-                println!(
-                    "{}/{} types={} selected_pods={} flows={}",
-                    p.namespace,
-                    p.name,
-                    p.policy_types.join(","),
-                    p.selected_pods,
-                    p.flows
-                );
+        NetpolCommand::List { json } => {
+            let netpols = client.netpols().await?;
+            if json {
+                print_json(&wire::NetPols { netpols });
+            } else {
+                for p in netpols {
+                    println!(
+                        "{}/{} types={} selected_pods={} flows={}",
+                        p.namespace,
+                        p.name,
+                        p.policy_types.join(","),
+                        p.selected_pods,
+                        p.flows
+                    );
+                }
             }
         }
     }
     Ok(())
+}
+
+/// `kubectl label`'s changes as the API takes them.
+fn label_edit(changes: Vec<LabelChange>) -> wire::LabelEdit {
+    let mut edit = wire::LabelEdit::default();
+    for change in changes {
+        match change {
+            LabelChange::Set(k, v) => {
+                edit.set.insert(k, v);
+            }
+            LabelChange::Remove(k) => edit.remove.push(k),
+        }
+    }
+    edit
+}
+
+/// A reply as the API gave it, indented.
+fn print_json(value: &impl serde::Serialize) {
+    let value = serde_json::to_value(value).unwrap_or_default();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    );
 }
 
 /// `k=v,k2=v2` (`-` for none).
@@ -386,11 +446,7 @@ fn label_text(labels: &wire::Labels) -> String {
 
 fn print_pod_status(status: &wire::PodStatus, json: bool) {
     if json {
-        let value = serde_json::to_value(status).unwrap_or_default();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
+        print_json(status);
         return;
     }
     let pod = &status.pod;
@@ -424,14 +480,11 @@ fn polled_at(unix_ms: u64) -> String {
 }
 
 fn print_status(status: &wire::StatusReply, json: bool) {
-    let status = serde_json::to_value(status).unwrap_or_default();
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&status).unwrap_or_default()
-        );
+        print_json(status);
         return;
     }
+    let status = serde_json::to_value(status).unwrap_or_default();
     if let Some(fields) = status.as_object() {
         for (key, value) in fields {
             match value {

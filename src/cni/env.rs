@@ -5,11 +5,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::error::CniError;
-use crate::value::{IfName, SandboxId, Vnid};
+use crate::value::{IfName, PodKey, SandboxId, Vnid};
 
 /// The CNI_ARGS key that carries the pod's VNID (its namespace's NetID); it overrides the
 /// network configuration's `vnid`.
 pub const VNID_ARG: &str = "OFNODE_VNID";
+/// The CNI_ARGS keys kubelet names the pod with.
+pub const NAMESPACE_ARG: &str = "K8S_POD_NAMESPACE";
+pub const NAME_ARG: &str = "K8S_POD_NAME";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
@@ -99,6 +102,23 @@ impl CniEnv {
         })
     }
 
+    /// The pod's key from `CNI_ARGS` (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`, which kubelet
+    /// always sends): the daemon knows pods by it.
+    pub fn pod(&self) -> Result<PodKey, CniError> {
+        let arg = |key: &str| self.args.get(key).filter(|v| !v.is_empty());
+        match (arg(NAMESPACE_ARG), arg(NAME_ARG)) {
+            (Some(namespace), Some(name)) => PodKey::new(namespace, name)
+                .map_err(|e| env_error("CNI_ARGS", format!("{NAMESPACE_ARG}/{NAME_ARG}: {e}"))),
+            _ => Err(env_error(
+                "CNI_ARGS",
+                format!(
+                    "{NAMESPACE_ARG} and {NAME_ARG} are required: ofnode knows pods by \
+                     namespace and name, as kubelet passes them"
+                ),
+            )),
+        }
+    }
+
     /// The VNID from `CNI_ARGS` (`OFNODE_VNID=N`), else `configured`.
     pub fn vnid(&self, configured: u32) -> Result<Vnid, CniError> {
         let value = match self.args.get(VNID_ARG) {
@@ -162,6 +182,16 @@ mod tests {
         assert_eq!(env.vnid(7).unwrap(), Vnid::new(42).unwrap());
         let env = parse(&add_vars("K8S_POD_NAMESPACE=ns1")).unwrap();
         assert_eq!(env.vnid(7).unwrap(), Vnid::new(7).unwrap());
+    }
+
+    #[test]
+    fn the_pod_is_named_by_kubelets_arguments() {
+        let env = parse(&add_vars("K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0")).unwrap();
+        assert_eq!(env.pod().unwrap().to_string(), "ns1/web-0");
+        for args in ["K8S_POD_NAMESPACE=ns1", "K8S_POD_NAME=web-0", "", "K8S_POD_NAMESPACE=NS;K8S_POD_NAME=a"] {
+            let err = parse(&add_vars(args)).unwrap().pod().unwrap_err().to_string();
+            assert!(err.contains("CNI_ARGS"), "{args}: {err}");
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn pod_mac(ip: Ipv4Addr) -> MacAddr {
 enum Done {
     Ipam(Ipam),
     Veth(IfName),
-    Pod { veth: IfName, ip: Ipv4Addr },
+    Pod { veth: IfName },
 }
 
 impl Call<'_> {
@@ -124,10 +124,7 @@ impl Call<'_> {
         self.configure_pod_interface(&pod_ns, netns, address, &routes)
             .await?;
 
-        done.push(Done::Pod {
-            veth: veth.clone(),
-            ip: address.addr(),
-        });
+        done.push(Done::Pod { veth: veth.clone() });
         self.attach(&veth, address.addr(), mac, vnid).await?;
         Ok(self.result(&veth, mac, address, gateway, routes, allocated.dns))
     }
@@ -164,12 +161,12 @@ impl Call<'_> {
     ) -> Result<(), CniError> {
         let client = self.client();
         let request = PodAdd {
+            pod: self.env.pod()?,
             veth: veth.clone(),
             ip,
             mac,
             sandbox: self.env.container_id,
             vnid,
-            namespace: None,
             labels: Default::default(),
         };
         client.pod_add(&request).await?;
@@ -179,7 +176,7 @@ impl Call<'_> {
         }) = self.conf.runtime_config.bandwidth
         {
             let request = wire::PodBandwidth {
-                veth: veth.clone(),
+                pod: self.env.pod()?,
                 ingress_bps: ingress_rate,
                 egress_bps: egress_rate,
             };
@@ -235,7 +232,7 @@ impl Call<'_> {
         let mut failures = Vec::new();
         for step in done.into_iter().rev() {
             let outcome = match step {
-                Done::Pod { veth, ip } => self.detach(&veth, ip).await,
+                Done::Pod { veth } => self.detach(&veth).await,
                 Done::Veth(name) => delete_link_named(&name).await,
                 Done::Ipam(ipam) => ipam.del(self.raw).await,
             };
@@ -246,10 +243,10 @@ impl Call<'_> {
         failures
     }
 
-    async fn detach(&self, veth: &IfName, ip: Ipv4Addr) -> Result<(), CniError> {
+    async fn detach(&self, veth: &IfName) -> Result<(), CniError> {
         let request = wire::PodDel {
-            veth: veth.clone(),
-            ip,
+            pod: self.env.pod()?,
+            veth: Some(veth.clone()),
         };
         self.client().pod_del(&request).await?;
         Ok(())
@@ -257,7 +254,7 @@ impl Call<'_> {
 
     /// The daemon's record of this container's pod; None when it has none.
     async fn pod_status(&self) -> Result<Option<PodStatus>, CniError> {
-        match self.client().pod_status(&self.env.container_id).await {
+        match self.client().pod_status(&self.env.pod()?).await {
             Ok(status) => Ok(Some(status)),
             Err(ClientError::Api { status, .. }) if status == StatusCode::NOT_FOUND => Ok(None),
             Err(err) => Err(err.into()),
@@ -268,19 +265,7 @@ impl Call<'_> {
     /// failure is returned. A pod, veth or namespace already gone is success.
     pub async fn del(&self) -> Result<(), CniError> {
         let veth = host_veth_name(&self.env.container_id)?;
-        let ip = match self.pod_status().await? {
-            Some(status) => Some(status.pod.ip),
-            None => self
-                .conf
-                .prev_result
-                .as_ref()
-                .and_then(CniResult::ipv4)
-                .map(|(net, _)| net.addr()),
-        };
-        let mut first_error = None;
-        if let Some(ip) = ip {
-            first_error = self.detach(&veth, ip).await.err();
-        }
+        let mut first_error = self.detach(&veth).await.err();
         if let Err(err) = delete_link_named(&veth).await {
             first_error.get_or_insert(err);
         }

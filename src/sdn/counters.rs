@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::layout::{ARP_TO_LOCAL, FROM_POD, TO_LOCAL};
 use super::readback::{pod_flow, PodFlow};
 use super::state::Pod;
-use crate::value::SandboxId;
+use crate::value::PodKey;
 
 /// The tables holding the counted flows: a poll asks for these three, never per pod.
 pub const COUNTED_TABLES: [u8; 3] = [FROM_POD, ARP_TO_LOCAL, TO_LOCAL];
@@ -56,18 +56,17 @@ pub struct PodCounters {
     pub polled_at_unix_ms: u64,
 }
 
-/// The labels of a pod's series. The one place they come from: today the pod add carries no
-/// namespace, so `pod` is its sandbox id and `namespace` is empty.
+/// The labels of a pod's series: its namespace and name (the one place they come from).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PodLabels {
     pub namespace: String,
     pub pod: String,
 }
 
-pub fn labels(pod: &Pod) -> PodLabels {
+pub fn labels(key: &PodKey) -> PodLabels {
     PodLabels {
-        namespace: String::new(),
-        pod: pod.sandbox.to_string(),
+        namespace: key.namespace().to_string(),
+        pod: key.name().to_string(),
     }
 }
 
@@ -75,13 +74,14 @@ pub fn labels(pod: &Pod) -> PodLabels {
 /// address (and, from the pod, port) it matches; flows of no pod in `pods` are ignored (a pod
 /// added or deleted while the poll ran).
 pub fn tally<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = (&'a PodKey, &'a Pod)>,
     flows: &[FlowStats],
-) -> BTreeMap<SandboxId, Traffic> {
-    let by_ip: HashMap<Ipv4Addr, &Pod> = pods.into_iter().map(|p| (p.ip, p)).collect();
-    let mut traffic: BTreeMap<SandboxId, Traffic> = by_ip
+) -> BTreeMap<PodKey, Traffic> {
+    let by_ip: HashMap<Ipv4Addr, (&PodKey, &Pod)> =
+        pods.into_iter().map(|(k, p)| (p.ip, (k, p))).collect();
+    let mut traffic: BTreeMap<PodKey, Traffic> = by_ip
         .values()
-        .map(|p| (p.sandbox, Traffic::default()))
+        .map(|(k, _)| ((*k).clone(), Traffic::default()))
         .collect();
     for flow in flows {
         let (ip, ofport, tx) = match pod_flow(flow) {
@@ -89,11 +89,13 @@ pub fn tally<'a>(
             Some(PodFlow::ToPod { ip }) => (ip, None, false),
             None => continue,
         };
-        let Some(pod) = by_ip.get(&ip) else { continue };
+        let Some((key, pod)) = by_ip.get(&ip) else {
+            continue;
+        };
         if ofport.is_some_and(|port| port != pod.ofport) {
             continue;
         }
-        let Some(t) = traffic.get_mut(&pod.sandbox) else {
+        let Some(t) = traffic.get_mut(*key) else {
             continue;
         };
         let (packets, bytes) = if tx {
@@ -143,24 +145,22 @@ pub struct Snapshot {
     pub polled_at: Option<SystemTime>,
     /// How long the poll took (its requests and the tally).
     pub took: Duration,
-    pub pods: BTreeMap<SandboxId, (PodLabels, Traffic)>,
+    pub pods: BTreeMap<PodKey, (PodLabels, Traffic)>,
 }
 
 impl Snapshot {
     pub fn new<'a>(
-        pods: impl IntoIterator<Item = &'a Pod> + Clone,
+        pods: impl IntoIterator<Item = (&'a PodKey, &'a Pod)>,
         flows: &[FlowStats],
         polled_at: SystemTime,
         took: Duration,
     ) -> Snapshot {
-        let labels: HashMap<SandboxId, PodLabels> = pods
-            .clone()
-            .into_iter()
-            .map(|p| (p.sandbox, labels(p)))
-            .collect();
         let pods = tally(pods, flows)
             .into_iter()
-            .filter_map(|(sandbox, t)| Some((sandbox, (labels.get(&sandbox)?.clone(), t))))
+            .map(|(key, t)| {
+                let labels = labels(&key);
+                (key, (labels, t))
+            })
             .collect();
         Snapshot {
             polled_at: Some(polled_at),
@@ -175,8 +175,8 @@ impl Snapshot {
     }
 
     /// The pod's counters, if the last poll saw it.
-    pub fn pod(&self, sandbox: &SandboxId) -> Option<PodCounters> {
-        let (_, traffic) = self.pods.get(sandbox)?;
+    pub fn pod(&self, key: &PodKey) -> Option<PodCounters> {
+        let (_, traffic) = self.pods.get(key)?;
         Some(PodCounters {
             traffic: *traffic,
             polled_at_unix_ms: self.polled_at_unix_ms()?,
@@ -259,11 +259,11 @@ impl PodCounterStore {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = snapshot;
     }
 
-    pub fn pod(&self, sandbox: &SandboxId) -> Option<PodCounters> {
+    pub fn pod(&self, key: &PodKey) -> Option<PodCounters> {
         self.last
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .pod(sandbox)
+            .pod(key)
     }
 
     /// How long the last poll took.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::legacy::{replay, RecordedChange};
 use super::state::{Change, NodeState};
 
 const SNAPSHOT: &str = "state.json";
@@ -55,6 +56,13 @@ struct Snapshot {
 struct Record {
     seq: u64,
     changes: Vec<Change>,
+}
+
+/// A record as any ofnode wrote it (older ones name pods by address: `legacy.rs`).
+#[derive(Deserialize)]
+struct RecordRead {
+    seq: u64,
+    changes: Vec<RecordedChange>,
 }
 
 /// The open store; one writer (the node's writer task) owns it.
@@ -223,15 +231,15 @@ fn replay_journal(
             tracing::warn!(path = %path.display(), "dropping a torn last journal line");
             break;
         }
-        let record: Record = serde_json::from_slice(&line).map_err(|e| StateError::Damaged {
+        let damaged = |reason: String| StateError::Damaged {
             path: path.to_path_buf(),
             line: lines + 1,
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let record: RecordRead =
+            serde_json::from_slice(&line).map_err(|e| damaged(e.to_string()))?;
         if record.seq > seq {
-            for change in record.changes {
-                state.apply(change);
-            }
+            replay(state, record.changes).map_err(damaged)?;
             seq = record.seq;
         }
         lines += 1;

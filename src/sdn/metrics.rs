@@ -107,6 +107,16 @@ fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
 }
 
 impl Metrics {
+    /// Counts an operation answered, and its latency since `started`.
+    pub fn count_operation(&self, started: std::time::Instant, ok: bool) {
+        self.operation_latency.observe(started.elapsed());
+        Metrics::inc(if ok {
+            &self.operations
+        } else {
+            &self.operation_errors
+        });
+    }
+
     /// The node's metrics, exporting the counters of at most `pod_metrics_max` pods.
     pub fn new(pod_metrics_max: usize) -> Metrics {
         Metrics {

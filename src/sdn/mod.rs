@@ -38,13 +38,14 @@ mod request;
 pub mod restore;
 pub mod state;
 pub mod journal;
+mod legacy;
+pub mod store;
 pub mod table;
 pub mod types;
 mod writer;
 
-pub use self::core::NetPolSummary;
-pub use self::core::SetupOutcome;
-pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
+pub use self::core::{LabelEdit, NetPolSummary, SetupOutcome};
+pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig};
 pub use dns::DnsConfig;
 pub use drift::DriftTiming;
@@ -52,9 +53,10 @@ pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use policy::networkpolicy::model::{Labels, Namespace, RemotePod};
+pub use policy::networkpolicy::model::{Labels, Namespace};
 pub use report::{Detection, DriftReport, DriftStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
+pub use store::{KnownPod, PodInfo};
 pub use types::{
     EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, PodAdd,
     Protocol, Service, ServicePort, SetupRequest,

@@ -22,19 +22,13 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use super::core::ovsdb::pod_port;
-use super::core::{PortStep, TakeBack};
+use super::core::{Core, PortStep, TakeBack};
 use super::error::Error;
 use super::metrics::Metrics;
-use super::request::{self, Edit, Envelope, PortEdit, Request};
+use super::request::{self, Deferred, Edit, Envelope, Request};
 use super::state::PortIntent;
-use super::writer::count;
 use crate::ovsdb;
 use crate::value::IfName;
-
-/// An edit's answer, held until its batch is on the switch and on disk (or failed), and its
-/// port step, if it has one, is carried out. Called with the failure of either, if any;
-/// returns whether the edit succeeded.
-pub type Deferred = Box<dyn FnOnce(Option<&Error>) -> bool + Send>;
 
 /// An edit's answer waiting for its port step.
 pub struct Answer {
@@ -100,7 +94,7 @@ impl PortSteps {
             let failed = work.carry_out(step).await;
             if let Some(answer) = answer {
                 let ok = (answer.deliver)(failed.as_ref());
-                count(&work.metrics, answer.started, ok);
+                work.metrics.count_operation(answer.started, ok);
             }
         });
         self.last.insert(veth, task);
@@ -141,12 +135,9 @@ impl Work {
                 }
                 let set = PortIntent::from(bandwidth);
                 if previous != Some(set) {
-                    let back = PortEdit::Restore {
-                        veth: veth.clone(),
-                        set,
-                        back: previous,
-                    };
-                    if let Err(undo) = self.edit(|reply| Edit::Ports(back, reply)).await {
+                    let port = veth.clone();
+                    let restore = move |core: &mut Core| core.restore_port_intent(port, set, previous);
+                    if let Err(undo) = self.edit(restore).await {
                         tracing::error!(%veth, error = %undo, "putting the pod's previous limits back failed; the refused ones stay desired");
                         self.retry.notify_one();
                     }
@@ -172,11 +163,7 @@ impl Work {
         let port_may_exist = e.may_have_applied();
         tracing::warn!(%veth, error = %e, port_may_exist, "OVSDB did not take the pod's port; taking the pod add back");
         let undone = self
-            .edit(|reply| Edit::TakeBack {
-                take_back,
-                port_may_exist,
-                reply,
-            })
+            .edit(move |core: &mut Core| core.take_back(take_back, port_may_exist))
             .await;
         match undone {
             // The reconciler removes the port if OVSDB has it after all.
@@ -197,8 +184,8 @@ impl Work {
     async fn remove(&self, veth: IfName) {
         match self.ovsdb.delete_port(&self.bridge, veth.as_str()).await {
             Ok(()) => {
-                let edit =
-                    |reply| Request::Edit(Edit::Ports(PortEdit::ForgetRemoved(vec![veth]), reply));
+                let forget = move |core: &mut Core| core.forget_removed_ports(&[veth]);
+                let edit = |reply| Request::Edit(Edit::new(None, forget, reply));
                 // Not forgotten now (the writer is gone): the reconciler forgets it.
                 let _ = request::send_weak(&self.requests, edit).await;
             }
@@ -210,9 +197,13 @@ impl Work {
     }
 
     /// An edit through the writer, answered once it is on the switch and on disk.
-    async fn edit<T>(&self, make: impl FnOnce(request::Reply<T>) -> Edit) -> Result<T, Error> {
+    async fn edit<T, F>(&self, step: F) -> Result<T, Error>
+    where
+        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
         let requests = self.requests.upgrade().ok_or(Error::Shutdown)?;
-        request::call(&requests, |reply| Request::Edit(make(reply))).await
+        request::edit(&requests, None, step).await
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use super::legacy::{replay, RecordedChange};
 use super::state::{Change, NodeState};
 
 /// The key holding the base.
@@ -127,11 +128,10 @@ pub fn read(ids: &BTreeMap<String, String>) -> Result<Option<NodeState>, String>
         if !key.starts_with(CHANGE_PREFIX) {
             break;
         }
-        let changes: Vec<Change> = serde_json::from_str(json)
+        let changes: Vec<RecordedChange> = serde_json::from_str(json)
             .map_err(|e| format!("the replicated batch {key} does not parse: {e}"))?;
-        for change in changes {
-            state.apply(change);
-        }
+        replay(&mut state, changes)
+            .map_err(|e| format!("the replicated batch {key} cannot be applied: {e}"))?;
     }
     Ok(Some(state))
 }

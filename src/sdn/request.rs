@@ -3,137 +3,137 @@
 //! answers with "some output" the asker must sort out.
 //!
 //! Edits of the desired state that wait together become one batch (one bundle, one journal
-//! sync); the other requests run alone.
+//! sync); the other requests run alone. An edit or a read is any step on the core, written
+//! once there (`core/ops.rs`, `core/netpol.rs`) and carried here as a closure.
 
-use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::ovsdb::Bandwidth;
-use super::core::{Core, NetPolSummary, SetupOutcome, TakeBack};
+use super::core::{Core, SetupOutcome};
 use super::error::Error;
-use super::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
-use super::state::{EgressState, LocalMulticast, NodeState, Pod, PortIntent};
-use super::types::{HostSubnet, Service, SetupRequest};
-use crate::value::{Cidr, IfName, SandboxId, Vnid};
+use super::state::Pod;
+use super::types::SetupRequest;
+use crate::value::IfName;
 
 /// Where an answer goes.
 pub type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
-/// A change of the desired state (`core/ops.rs` has what each does).
-pub enum Edit {
-    PodAdd(Pod, Reply<()>),
-    /// Answers false when the node knows no pod with this sandbox id.
-    PodUpdate {
-        sandbox: SandboxId,
-        vnid: Vnid,
-        reply: Reply<bool>,
-    },
-    PodAdopt(Pod, Reply<()>),
-    /// The pod's flows go, and its port `veth` becomes one OVSDB must not hold.
-    PodDel {
-        ip: Ipv4Addr,
-        veth: Option<IfName>,
-        reply: Reply<()>,
-    },
-    /// What OVSDB must hold for pods' ports (answers the intent replaced, if any).
-    Ports(PortEdit, Reply<Option<PortIntent>>),
-    /// A pod add whose port OVSDB did not take, taken back (`Core::take_back`; answers whether
-    /// it was).
-    TakeBack {
-        take_back: TakeBack,
-        port_may_exist: bool,
-        reply: Reply<bool>,
-    },
-    /// Pods' flows to the ports OVSDB's cache shows their interfaces on now.
-    FollowPorts(crate::ovsdb::Client, Reply<()>),
-    HostSubnetAdd(HostSubnet, Reply<()>),
-    HostSubnetDel {
-        host_ip: Ipv4Addr,
-        subnet: Cidr,
-        reply: Reply<()>,
-    },
-    ServiceAdd(Service, Reply<()>),
-    ServiceDel(Ipv4Addr, Reply<()>),
-    MulticastLocal {
-        vnid: Vnid,
-        multicast: Option<LocalMulticast>,
-        reply: Reply<()>,
-    },
-    MulticastVxlan(Vec<Ipv4Addr>, Reply<()>),
-    /// Answers the seed's input error when the policy cannot be honoured as given.
-    EgressSet {
-        vnid: Vnid,
-        egress: Option<EgressState>,
-        reply: Reply<Option<String>>,
-    },
-    EgressDnsChanged(BTreeMap<String, Vec<Ipv4Addr>>, Reply<()>),
-    /// The NetworkPolicy mode's inputs (`core/netpol.rs`).
-    PodAddWithMeta {
-        pod: Pod,
-        meta: Option<PodMeta>,
-        reply: Reply<()>,
-    },
-    PodLabels {
-        sandbox: SandboxId,
-        labels: Labels,
-        reply: Reply<()>,
-    },
-    NamespaceSet(Namespace, Reply<()>),
-    NamespaceDel(String, Reply<()>),
-    RemotePodSet(RemotePod, Reply<()>),
-    RemotePodDel(Ipv4Addr, Reply<()>),
-    NetPolApply(Box<NetPol>, Reply<()>),
-    NetPolDel {
-        namespace: String,
-        name: String,
-        reply: Reply<()>,
-    },
+/// An edit's answer, held until its batch is on the switch and on disk (or failed), and its
+/// port step, if it has one, is carried out. Called with the failure of either, if any;
+/// returns whether the edit succeeded.
+pub type Deferred = Box<dyn FnOnce(Option<&Error>) -> bool + Send>;
+
+/// One step on the core and the reply it owes (see [`Edit`] and [`Read`]).
+trait Operation: Send {
+    /// Applies the step to the core's open batch; its answer waits for the batch.
+    fn apply(self: Box<Self>, core: &mut Core) -> Deferred;
+    /// Answers with `error` instead.
+    fn refuse(self: Box<Self>, error: Error);
 }
 
-/// An edit of the OVSDB part of the desired state (`Core::pod_bandwidth` and the next two).
-pub enum PortEdit {
-    Bandwidth {
-        veth: IfName,
-        bandwidth: Bandwidth,
-        port_exists: bool,
-    },
-    Restore {
-        veth: IfName,
-        set: PortIntent,
-        back: Option<PortIntent>,
-    },
-    ForgetRemoved(Vec<IfName>),
+struct Step<F, T> {
+    step: F,
+    reply: Reply<T>,
 }
 
-impl PortEdit {
-    pub fn apply(self, core: &mut Core) -> Result<Option<PortIntent>, Error> {
-        match self {
-            PortEdit::Bandwidth {
-                veth,
-                bandwidth,
-                port_exists,
-            } => core.pod_bandwidth(veth, bandwidth, port_exists),
-            PortEdit::Restore { veth, set, back } => {
-                core.restore_port_intent(veth, set, back).map(|()| None)
-            }
-            PortEdit::ForgetRemoved(gone) => core.forget_removed_ports(&gone).map(|()| None),
+impl<F, T> Operation for Step<F, T>
+where
+    F: FnOnce(&mut Core) -> Result<T, Error> + Send,
+    T: Send + 'static,
+{
+    fn apply(self: Box<Self>, core: &mut Core) -> Deferred {
+        defer(self.reply, (self.step)(core))
+    }
+
+    fn refuse(self: Box<Self>, error: Error) {
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+/// The answer of a step, delivered when its batch ends: a step that succeeded in a batch
+/// that failed fails with the batch's error.
+fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferred {
+    Box::new(move |batch_failed| {
+        let result = match (result, batch_failed) {
+            (Ok(_), Some(e)) => Err(e.clone()),
+            (result, _) => result,
+        };
+        let ok = result.is_ok();
+        if let Err(e) = &result {
+            tracing::debug!(error = %e, "node operation failed");
         }
+        // The caller may have given up waiting; the outcome stands either way.
+        let _ = reply.send(result);
+        ok
+    })
+}
+
+/// A change of the desired state: any operation of the core (`core/ops.rs`,
+/// `core/netpol.rs`), written once there, carried here as a closure with its reply.
+pub struct Edit {
+    /// The pod port it may give a port step.
+    port: Option<IfName>,
+    operation: Box<dyn Operation>,
+}
+
+impl Edit {
+    /// The edit `step` (on the core's open batch), answered on `reply`; `port` is the pod
+    /// port it may give a port step (a batch holds at most one edit per port, so that each
+    /// step answers its own edit).
+    pub fn new<T, F>(port: Option<IfName>, step: F, reply: Reply<T>) -> Edit
+    where
+        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        Edit {
+            port,
+            operation: Box::new(Step { step, reply }),
+        }
+    }
+
+    /// The pod port the edit may give a port step.
+    pub fn port(&self) -> Option<&IfName> {
+        self.port.as_ref()
+    }
+
+    /// Applies the edit to the core's open batch; its answer waits for the batch.
+    pub fn apply(self, core: &mut Core) -> Deferred {
+        self.operation.apply(core)
+    }
+
+    /// Answers the edit with `error` instead of doing it.
+    pub fn refuse(self, error: Error) {
+        self.operation.refuse(error)
     }
 }
 
 /// A look at the desired state (between batches: only what is on the switch and on disk).
-pub enum Read {
-    State(Reply<NodeState>),
-    PodBySandbox(SandboxId, Reply<Option<Pod>>),
-    /// Whether a pod add with this namespace and labels would be refused (asked before its
-    /// port is made, so that a refused pod changes nothing).
-    CheckPodMeta(Pod, Option<PodMeta>, Reply<()>),
-    NetPols(Reply<Vec<NetPolSummary>>),
-    /// Every pod (the counter poll's labels and addresses).
-    Pods(Reply<Vec<Pod>>),
+pub struct Read(Box<dyn FnOnce(&Core, Option<Error>) + Send>);
+
+impl Read {
+    /// The look `look` at the core, answered on `reply`.
+    pub fn new<T, F>(look: F, reply: Reply<T>) -> Read
+    where
+        F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        Read(Box::new(move |core, refused| {
+            let answer = match refused {
+                Some(e) => Err(e),
+                None => look(core),
+            };
+            let _ = reply.send(answer);
+        }))
+    }
+
+    pub fn answer(self, core: &Core) {
+        (self.0)(core, None)
+    }
+
+    pub fn refuse(self, core: &Core, error: Error) {
+        (self.0)(core, Some(error))
+    }
 }
 
 /// What setup did, and the pods it dropped (whose ports go too).
@@ -184,60 +184,6 @@ impl Envelope {
     }
 }
 
-impl Edit {
-    /// The pod port an edit may give a port step (`core::PortStep`): a batch holds at most one
-    /// edit per port, so that each step answers its own edit.
-    pub fn port(&self) -> Option<&IfName> {
-        match self {
-            Edit::PodAdd(pod, _) | Edit::PodAddWithMeta { pod, .. } => pod.veth.as_ref(),
-            Edit::PodDel { veth, .. } => veth.as_ref(),
-            Edit::Ports(PortEdit::Bandwidth { veth, .. }, _) => Some(veth),
-            _ => None,
-        }
-    }
-
-    /// Answers the edit with `error` instead of doing it.
-    pub fn refuse(self, error: Error) {
-        match self {
-            Edit::PodUpdate { reply, .. } => drop(reply.send(Err(error))),
-            Edit::TakeBack { reply, .. } => drop(reply.send(Err(error))),
-            Edit::EgressSet { reply, .. } => drop(reply.send(Err(error))),
-            Edit::Ports(_, reply) => drop(reply.send(Err(error))),
-            Edit::PodAdd(_, reply)
-            | Edit::PodAdopt(_, reply)
-            | Edit::PodDel { reply, .. }
-            | Edit::FollowPorts(_, reply)
-            | Edit::HostSubnetAdd(_, reply)
-            | Edit::HostSubnetDel { reply, .. }
-            | Edit::ServiceAdd(_, reply)
-            | Edit::ServiceDel(_, reply)
-            | Edit::MulticastLocal { reply, .. }
-            | Edit::MulticastVxlan(_, reply)
-            | Edit::EgressDnsChanged(_, reply)
-            | Edit::PodAddWithMeta { reply, .. }
-            | Edit::PodLabels { reply, .. }
-            | Edit::NamespaceSet(_, reply)
-            | Edit::NamespaceDel(_, reply)
-            | Edit::RemotePodSet(_, reply)
-            | Edit::RemotePodDel(_, reply)
-            | Edit::NetPolApply(_, reply)
-            | Edit::NetPolDel { reply, .. } => drop(reply.send(Err(error))),
-        }
-    }
-}
-
-impl Read {
-    pub fn refuse(self, error: Error) {
-        match self {
-            Read::State(reply) => drop(reply.send(Err(error))),
-            Read::PodBySandbox(_, reply) => drop(reply.send(Err(error))),
-            Read::CheckPodMeta(_, _, reply) => drop(reply.send(Err(error))),
-            Read::NetPols(reply) => drop(reply.send(Err(error))),
-            Read::Pods(reply) => drop(reply.send(Err(error))),
-        }
-    }
-}
-
 /// Sends a request made around a fresh reply channel; the receiver of the answer, or None
 /// when the writer has stopped.
 pub async fn send<T>(
@@ -265,4 +211,26 @@ pub async fn send_weak<T>(
 ) -> Option<oneshot::Receiver<Result<T, Error>>> {
     let requests = requests.upgrade()?;
     send(&requests, make).await
+}
+
+/// Sends the edit `step` (with `port`, see [`Edit::new`]) and waits for its answer.
+pub async fn edit<T, F>(
+    requests: &mpsc::Sender<Envelope>,
+    port: Option<IfName>,
+    step: F,
+) -> Result<T, Error>
+where
+    F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+    T: Send + 'static,
+{
+    call(requests, |reply| Request::Edit(Edit::new(port, step, reply))).await
+}
+
+/// Sends the look `look` at the core and waits for its answer.
+pub async fn read<T, F>(requests: &mpsc::Sender<Envelope>, look: F) -> Result<T, Error>
+where
+    F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+    T: Send + 'static,
+{
+    call(requests, |reply| Request::Read(Read::new(look, reply))).await
 }

@@ -7,8 +7,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::networkpolicy::model::{Namespace, PodMeta, RemotePod};
+use super::policy::networkpolicy::model::Namespace;
 use super::policy::networkpolicy::StoredNetPol;
+use super::store::{PodInfo, PodKey};
 use super::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, MacAddr, SandboxId, Service, SetupRequest, Vnid,
 };
@@ -70,14 +71,17 @@ impl EgressState {
     }
 }
 
-/// Everything the node was asked to do, keyed the way the seed's deletes address it.
+/// Everything the node was asked to do: objects by identity (pods by `namespace/name`), the
+/// seed's other entities keyed the way its deletes address them. Journals written before pods
+/// had names load through `legacy.rs`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "super::legacy::RecordedState")]
 pub struct NodeState {
     #[serde(default)]
     pub setup: Option<SetupRequest>,
-    /// Keyed by pod IP (the seed's TearDownPod addresses a pod by its IP).
+    /// Local pods' attachments (the seed's pods: veth, address, MAC, port, VNID), by pod.
     #[serde(default)]
-    pub pods: BTreeMap<Ipv4Addr, Pod>,
+    pub pods: BTreeMap<PodKey, Pod>,
     /// Keyed by subnet (the seed deletes table 50/90 flows by subnet).
     #[serde(default)]
     pub host_subnets: BTreeMap<Cidr, HostSubnet>,
@@ -96,12 +100,9 @@ pub struct NodeState {
     /// Namespaces by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub namespaces: BTreeMap<String, Namespace>,
-    /// Local pods' namespace and labels, by pod IP (a pod without is in no namespace).
+    /// Every pod the node knows, local or on another node: what selectors see of it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub pod_meta: BTreeMap<Ipv4Addr, PodMeta>,
-    /// Pods of other nodes, by IP.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub remote_pods: BTreeMap<Ipv4Addr, RemotePod>,
+    pub pod_infos: BTreeMap<PodKey, PodInfo>,
     /// NetworkPolicies by `namespace/name`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub netpols: BTreeMap<String, StoredNetPol>,
@@ -135,9 +136,15 @@ pub enum PortIntent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Change {
-    Pod {
-        ip: Ipv4Addr,
+    /// A local pod's attachment.
+    LocalPod {
+        key: PodKey,
         pod: Option<Pod>,
+    },
+    /// What selectors see of a pod, local or not.
+    PodInfo {
+        key: PodKey,
+        info: Option<PodInfo>,
     },
     HostSubnet {
         subnet: Cidr,
@@ -162,14 +169,6 @@ pub enum Change {
         name: String,
         namespace: Option<Namespace>,
     },
-    PodMeta {
-        ip: Ipv4Addr,
-        meta: Option<PodMeta>,
-    },
-    RemotePod {
-        ip: Ipv4Addr,
-        pod: Option<RemotePod>,
-    },
     NetPol {
         key: String,
         netpol: Option<Box<StoredNetPol>>,
@@ -186,11 +185,11 @@ pub enum Change {
 }
 
 /// What a [`Change`] touches; the flow table uses it to find the flows to recompute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entity {
     /// Setup's flows: the base tables, the policy mode's table 80 flows, the version note.
     Base,
-    Pod(Ipv4Addr),
+    Pod(PodKey),
     HostSubnet(Cidr),
     Service(Ipv4Addr),
     Multicast(Vnid),
@@ -207,16 +206,15 @@ pub enum Entity {
 impl Change {
     pub fn entity(&self) -> Entity {
         match self {
-            Change::Pod { ip, .. } => Entity::Pod(*ip),
+            Change::LocalPod { key, .. } => Entity::Pod(key.clone()),
             Change::HostSubnet { subnet, .. } => Entity::HostSubnet(*subnet),
             Change::Service { ip, .. } => Entity::Service(*ip),
             Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
             Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
             Change::Egress { vnid, .. } => Entity::Egress(*vnid),
-            Change::Namespace { .. }
-            | Change::PodMeta { .. }
-            | Change::RemotePod { .. }
-            | Change::NetPol { .. } => Entity::NetPol,
+            Change::Namespace { .. } | Change::PodInfo { .. } | Change::NetPol { .. } => {
+                Entity::NetPol
+            }
             Change::PortIntent { .. } => Entity::Ovsdb,
             Change::Replace { .. } => Entity::Everything,
         }
@@ -234,9 +232,13 @@ impl NodeState {
     /// Applies `change` and returns the change that undoes it.
     pub fn apply(&mut self, change: Change) -> Change {
         match change {
-            Change::Pod { ip, pod } => Change::Pod {
-                ip,
-                pod: put(&mut self.pods, ip, pod),
+            Change::LocalPod { key, pod } => Change::LocalPod {
+                pod: put(&mut self.pods, key.clone(), pod),
+                key,
+            },
+            Change::PodInfo { key, info } => Change::PodInfo {
+                info: put(&mut self.pod_infos, key.clone(), info),
+                key,
             },
             Change::HostSubnet {
                 subnet,
@@ -264,14 +266,6 @@ impl NodeState {
                 namespace: put(&mut self.namespaces, name.clone(), namespace),
                 name,
             },
-            Change::PodMeta { ip, meta } => Change::PodMeta {
-                ip,
-                meta: put(&mut self.pod_meta, ip, meta),
-            },
-            Change::RemotePod { ip, pod } => Change::RemotePod {
-                ip,
-                pod: put(&mut self.remote_pods, ip, pod),
-            },
             Change::NetPol { key, netpol } => Change::NetPol {
                 netpol: put(&mut self.netpols, key.clone(), netpol.map(|b| *b)).map(Box::new),
                 key,
@@ -284,11 +278,6 @@ impl NodeState {
                 state: Box::new(std::mem::replace(self, *state)),
             },
         }
-    }
-
-    /// The pod with this sandbox id, if any.
-    pub fn pod_by_sandbox(&self, sandbox: &SandboxId) -> Option<&Pod> {
-        self.pods.values().find(|pod| pod.sandbox == *sandbox)
     }
 
     /// How many pods and services use `vnid` (the multitenant VNID rule's reference count).

@@ -12,7 +12,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::value::text_serde;
-pub use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, SandboxId, Vnid};
+pub use crate::value::{
+    parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid,
+};
 
 /// A transport protocol a service port can use. The seed refuses anything but TCP and UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -152,22 +154,13 @@ impl EgressNetworkPolicy {
     }
 }
 
+/// An egress rule's `dnsName`: a host name (either case, an optional trailing dot).
 fn validate_dns_name(name: &str) -> Result<(), String> {
     let trimmed = name.strip_suffix('.').unwrap_or(name);
-    if trimmed.is_empty() || trimmed.len() > 253 {
-        return Err(format!("dnsName {name:?} must be 1 to 253 characters"));
+    match crate::value::dns::name_error(trimmed, crate::value::dns::Case::Any) {
+        None => Ok(()),
+        Some(why) => Err(format!("dnsName {why}")),
     }
-    for label in trimmed.split('.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-        if !ok {
-            return Err(format!("dnsName {name:?} has an invalid label {label:?}"));
-        }
-    }
-    Ok(())
 }
 
 /// The policy mode of the node (the seed's policy plugins, see `policy/`); its plugin id is part of
@@ -266,10 +259,12 @@ impl SetupRequest {
     }
 }
 
-/// A pod to attach (the seed's SetUpPod arguments).
+/// A pod to attach (the seed's SetUpPod arguments), named as Kubernetes names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PodAdd {
+    /// `namespace/name`: the pod's key in every later operation.
+    pub pod: PodKey,
     pub veth: IfName,
     pub ip: Ipv4Addr,
     pub mac: MacAddr,
@@ -277,10 +272,7 @@ pub struct PodAdd {
     /// Absent: 0 (in the networkpolicy mode, the namespace's VNID).
     #[serde(default)]
     pub vnid: Vnid,
-    /// The pod's namespace (required in the networkpolicy mode; kept, changing no flow, in
-    /// the others).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    /// Its labels (the networkpolicy mode's selectors see them; refused in the others).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
 }

@@ -29,8 +29,8 @@ use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
 use super::ha::HaShared;
 use super::metrics::Metrics;
-use super::port_steps::{Answer, Deferred, PortSteps};
-use super::request::{Edit, Envelope, Read, Reply, Request, SetupDone};
+use super::port_steps::{Answer, PortSteps};
+use super::request::{Deferred, Edit, Envelope, Read, Reply, Request, SetupDone};
 use super::state::{Change, NodeState};
 use super::journal::Journal;
 use super::table::{self, Diff, FlowTable};
@@ -51,22 +51,6 @@ pub struct Published {
     pub in_sync: bool,
     pub netpols: usize,
     pub namespaces: usize,
-}
-
-fn defer<T: Send + 'static>(reply: Reply<T>, result: Result<T, Error>) -> Deferred {
-    Box::new(move |batch_failed| {
-        let result = match (result, batch_failed) {
-            (Ok(_), Some(e)) => Err(e.clone()),
-            (result, _) => result,
-        };
-        let ok = result.is_ok();
-        if let Err(e) = &result {
-            tracing::debug!(error = %e, "node operation failed");
-        }
-        // The caller may have given up waiting; the outcome stands either way.
-        let _ = reply.send(result);
-        ok
-    })
 }
 
 pub struct Writer {
@@ -183,7 +167,7 @@ impl Writer {
         };
         match request {
             Request::Edit(edit) => edit.refuse(ha.standby_error()),
-            Request::Read(read) => read.refuse(ha.standby_error()),
+            Request::Read(read) => read.refuse(&self.core, ha.standby_error()),
             Request::Setup(_, reply) => drop(reply.send(Err(ha.standby_error()))),
             Request::Resync { reply, .. } | Request::RepairDrift { reply, .. } => {
                 drop(reply.send(Ok(())))
@@ -237,83 +221,7 @@ impl Writer {
     }
 
     fn read(&self, read: Read) {
-        match read {
-            Read::State(reply) => drop(reply.send(Ok(self.core.state().clone()))),
-            Read::PodBySandbox(sandbox, reply) => {
-                let pod = self.core.state().pod_by_sandbox(&sandbox).cloned();
-                drop(reply.send(Ok(pod)));
-            }
-            Read::CheckPodMeta(mut pod, meta, reply) => {
-                drop(reply.send(self.core.check_pod_meta(&mut pod, meta.as_ref())))
-            }
-            Read::NetPols(reply) => drop(reply.send(Ok(self.core.netpol_summaries()))),
-            Read::Pods(reply) => {
-                drop(reply.send(Ok(self.core.state().pods.values().cloned().collect())))
-            }
-        }
-    }
-
-    /// Applies one edit to the core's open batch; its answer waits for the batch.
-    fn apply(&mut self, edit: Edit) -> Deferred {
-        let core = &mut self.core;
-        match edit {
-            Edit::PodAdd(pod, reply) => defer(reply, core.pod_attach(pod, None)),
-            Edit::PodUpdate {
-                sandbox,
-                vnid,
-                reply,
-            } => defer(reply, core.pod_update(&sandbox, vnid)),
-            Edit::PodAdopt(pod, reply) => defer(reply, core.pod_adopt(pod)),
-            Edit::PodDel { ip, veth, reply } => defer(reply, core.pod_del(ip, veth)),
-            Edit::Ports(edit, reply) => defer(reply, edit.apply(core)),
-            Edit::TakeBack {
-                take_back,
-                port_may_exist,
-                reply,
-            } => defer(reply, core.take_back(take_back, port_may_exist)),
-            Edit::FollowPorts(ovsdb, reply) => {
-                let result = ovsdb.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)));
-                defer(reply, result)
-            }
-            Edit::HostSubnetAdd(hs, reply) => defer(reply, core.hostsubnet_add(hs)),
-            Edit::HostSubnetDel {
-                host_ip,
-                subnet,
-                reply,
-            } => defer(reply, core.hostsubnet_del(host_ip, subnet)),
-            Edit::ServiceAdd(svc, reply) => defer(reply, core.service_add(svc)),
-            Edit::ServiceDel(ip, reply) => defer(reply, core.service_del(ip)),
-            Edit::MulticastLocal {
-                vnid,
-                multicast,
-                reply,
-            } => defer(reply, core.multicast_local(vnid, multicast)),
-            Edit::MulticastVxlan(remotes, reply) => defer(reply, core.multicast_vxlan(remotes)),
-            Edit::EgressSet {
-                vnid,
-                egress,
-                reply,
-            } => defer(reply, core.egress_set(vnid, egress)),
-            Edit::EgressDnsChanged(changed, reply) => {
-                defer(reply, core.egress_dns_changed(&changed))
-            }
-            Edit::PodAddWithMeta { pod, meta, reply } => defer(reply, core.pod_attach(pod, meta)),
-            Edit::PodLabels {
-                sandbox,
-                labels,
-                reply,
-            } => defer(reply, core.pod_labels(&sandbox, labels)),
-            Edit::NamespaceSet(ns, reply) => defer(reply, core.namespace_set(ns)),
-            Edit::NamespaceDel(name, reply) => defer(reply, core.namespace_del(&name)),
-            Edit::RemotePodSet(pod, reply) => defer(reply, core.remote_pod_set(pod)),
-            Edit::RemotePodDel(ip, reply) => defer(reply, core.remote_pod_del(ip)),
-            Edit::NetPolApply(policy, reply) => defer(reply, core.netpol_apply(*policy)),
-            Edit::NetPolDel {
-                namespace,
-                name,
-                reply,
-            } => defer(reply, core.netpol_del(&namespace, &name)),
-        }
+        read.answer(&self.core);
     }
 
     async fn run_batch(&mut self, batch: Vec<(Edit, Instant)>) {
@@ -326,7 +234,7 @@ impl Writer {
         }
         let answers: Vec<(Option<IfName>, Deferred, Instant)> = batch
             .into_iter()
-            .map(|(edit, started)| (edit.port().cloned(), self.apply(edit), started))
+            .map(|(edit, started)| (edit.port().cloned(), edit.apply(&mut self.core), started))
             .collect();
         let Effects {
             flows,
@@ -455,7 +363,7 @@ impl Writer {
     }
 
     fn count(&self, started: Instant, ok: bool) {
-        count(&self.metrics, started, ok);
+        self.metrics.count_operation(started, ok);
     }
 
     fn publish(&self) {
@@ -719,16 +627,6 @@ impl Writer {
         }
         Ok(repaired)
     }
-}
-
-/// Counts an operation answered, and its latency since `started`.
-pub(super) fn count(metrics: &Metrics, started: Instant, ok: bool) {
-    metrics.operation_latency.observe(started.elapsed());
-    Metrics::inc(if ok {
-        &metrics.operations
-    } else {
-        &metrics.operation_errors
-    });
 }
 
 /// A failed bundle the switch may nevertheless have applied (its COMMIT went unanswered).

@@ -27,6 +27,8 @@ pub enum Owner {
     Base,
     /// A pod, by its sandbox (container) id.
     Pod {
+        /// `namespace/name`.
+        pod: String,
         sandbox: String,
         ip: Ipv4Addr,
         vnid: u32,
@@ -60,9 +62,14 @@ impl std::fmt::Display for Owner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Owner::Base => write!(f, "base"),
-            Owner::Pod { sandbox, ip, vnid } => {
+            Owner::Pod {
+                pod,
+                sandbox,
+                ip,
+                vnid,
+            } => {
                 let short = sandbox.get(..12).unwrap_or(sandbox);
-                write!(f, "pod {ip} (sandbox {short}…, VNID {vnid})")
+                write!(f, "pod {pod} {ip} (sandbox {short}…, VNID {vnid})")
             }
             Owner::Service { ip, vnid } => write!(f, "service {ip} (VNID {vnid})"),
             Owner::HostSubnet { host_ip, subnet } => write!(f, "host subnet {subnet} on {host_ip}"),
@@ -177,21 +184,22 @@ impl OwnerIndex {
         index.name_port(u32::from(VXLAN_OFPORT), VXLAN_PORT);
         index.name_port(u32::from(TUN_OFPORT), TUN_PORT);
         for entity in all_entities(state) {
-            let flows = entity_flows(state, entity);
+            let flows = entity_flows(state, &entity);
             // The per-VNID rule pods and services bring along is their tenant's policy.
             let (owner, vnid) = match entity {
                 // The NetworkPolicy mode's merged flows belong to no one policy: the mode's (base).
                 Entity::Base | Entity::Ovsdb | Entity::Everything | Entity::NetPol => {
                     (Owner::Base, None)
                 }
-                Entity::Pod(ip) => match state.pods.get(&ip) {
+                Entity::Pod(key) => match state.pods.get(&key) {
                     Some(pod) => {
                         if let Some(veth) = &pod.veth {
                             index.name_port(u32::from(pod.ofport), veth.as_str());
                         }
                         let owner = Owner::Pod {
+                            pod: key.to_string(),
                             sandbox: pod.sandbox.to_string(),
-                            ip,
+                            ip: pod.ip,
                             vnid: pod.vnid.get(),
                         };
                         (owner, Some(pod.vnid))

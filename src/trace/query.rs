@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::packet::{IpProto, Packet, Payload, DEFAULT_TTL};
 use crate::sdn::state::{NodeState, Pod};
 use crate::unixctl::{resolve_target, UnixctlError};
+use crate::value::PodKey;
 
 /// The source port of a traced TCP or UDP packet (any ephemeral port: no flow of br0 matches
 /// on it).
@@ -96,16 +97,21 @@ impl TraceQuery {
         })
     }
 
-    /// The pod `from` names: by IP, by veth name, or by sandbox id (prefix).
+    /// The pod `from` names: by `namespace/name`, IP, veth name, or sandbox id (prefix).
     fn source_pod<'a>(&self, state: &'a NodeState) -> Result<&'a Pod, QueryError> {
         let from = self.from.trim();
-        if let Ok(ip) = from.parse::<Ipv4Addr>() {
+        let pods = || state.pods.values();
+        if let Ok(key) = from.parse::<PodKey>() {
             return state
                 .pods
-                .get(&ip)
+                .get(&key)
                 .ok_or_else(|| QueryError::UnknownPod(from.to_string()));
         }
-        let pods = || state.pods.values();
+        if let Ok(ip) = from.parse::<Ipv4Addr>() {
+            return pods()
+                .find(|pod| pod.ip == ip)
+                .ok_or_else(|| QueryError::UnknownPod(from.to_string()));
+        }
         if let Some(pod) = pods().find(|pod| pod.veth.as_ref().is_some_and(|v| v.as_str() == from))
         {
             return Ok(pod);

@@ -1,5 +1,5 @@
 //! The values every layer shares: MAC addresses, interface names, VNIDs, IPv4 networks and
-//! addresses, sandbox ids. sdn, netlink, api, cni and cluster take them from here, so each rule
+//! addresses, sandbox ids, pod keys, DNS names. sdn, netlink, api, cni and cluster take them from here, so each rule
 //! (what a MAC address or an interface name may look like) is written once.
 //!
 //! Each type checks its value when it is made (parsing text, deserialising JSON, or from bytes),
@@ -7,9 +7,11 @@
 //! [`InvalidInput`] naming the value and what was expected.
 
 mod cidr;
+pub mod dns;
 mod ifname;
 mod ipv4;
 mod mac;
+mod podkey;
 mod sandbox;
 mod vnid;
 
@@ -17,6 +19,7 @@ pub use cidr::Cidr;
 pub use ifname::{IfName, IfNameError, MAX_IFNAME_LEN};
 pub use ipv4::{ipv4_from_text, parse_ipv4, NotIpv4};
 pub use mac::{MacAddr, MacLength};
+pub use podkey::PodKey;
 pub use sandbox::SandboxId;
 pub use vnid::Vnid;
 

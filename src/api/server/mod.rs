@@ -132,7 +132,7 @@ fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> R
     Router::new()
         .route(route::SETUP, post(setup))
         .route(route::STATUS, get(status))
-        .route(route::PODS, get(pod_status).post(pod_add).delete(pod_del))
+        .route(route::PODS, get(pods).post(pod_add).delete(pod_del))
         .route(route::POD_UPDATE, post(pod_update))
         .route(route::POD_BANDWIDTH, post(pod_bandwidth))
         .route(
@@ -152,6 +152,7 @@ fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> R
             get(namespaces).post(namespace_set).delete(namespace_del),
         )
         .route(route::POD_LABELS, post(pod_labels))
+        .route(route::NAMESPACE_LABELS, post(namespace_labels))
         .route(
             route::REMOTE_PODS,
             get(remote_pods).post(remote_pod_set).delete(remote_pod_del),
@@ -259,21 +260,34 @@ async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::P
     Ok(Json(wire::PodAdded { ofport }))
 }
 
-async fn pod_status(
+/// One pod's status (`?pod=NS/NAME`), or every pod of the node.
+async fn pods(
     State(s): Shared,
     query: Result<Query<wire::PodQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<wire::PodStatus> {
+) -> Result<axum::response::Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
-    Ok(Json(s.node.pod_status(&query.sandbox).await?))
+    Ok(match query.pod {
+        Some(pod) => Json(s.node.pod_status(&pod).await?).into_response(),
+        None => {
+            let pods = s
+                .node
+                .pods()
+                .await?
+                .into_iter()
+                .map(|(pod, attachment)| wire::LocalPod { pod, attachment })
+                .collect();
+            Json(wire::Pods { pods }).into_response()
+        }
+    })
 }
 
 async fn pod_update(State(s): Shared, Body(req): Body<wire::PodUpdate>) -> ApiResult<wire::Ok> {
-    s.node.pod_update(&req.sandbox, req.vnid).await?;
+    s.node.pod_update(&req.pod, req.sandbox, req.vnid).await?;
     done()
 }
 
 async fn pod_del(State(s): Shared, Body(req): Body<wire::PodDel>) -> ApiResult<wire::Ok> {
-    s.node.pod_del(&req.veth, req.ip).await?;
+    s.node.pod_del(&req.pod, req.veth).await?;
     done()
 }
 
@@ -282,7 +296,7 @@ async fn pod_bandwidth(
     Body(req): Body<wire::PodBandwidth>,
 ) -> ApiResult<wire::Ok> {
     s.node
-        .pod_bandwidth(&req.veth, req.ingress_bps, req.egress_bps)
+        .pod_bandwidth(&req.pod, req.ingress_bps, req.egress_bps)
         .await?;
     done()
 }
@@ -354,12 +368,20 @@ async fn namespaces(State(s): Shared) -> ApiResult<wire::Namespaces> {
 }
 
 async fn pod_labels(State(s): Shared, Body(req): Body<wire::PodLabels>) -> ApiResult<wire::Ok> {
-    s.node.pod_labels(&req.sandbox, req.labels).await?;
+    s.node.pod_labels(req.pod, req.edit).await?;
     done()
 }
 
-async fn remote_pod_set(State(s): Shared, Body(req): Body<wire::RemotePod>) -> ApiResult<wire::Ok> {
-    s.node.remote_pod_set(req).await?;
+async fn namespace_labels(
+    State(s): Shared,
+    Body(req): Body<wire::NamespaceLabels>,
+) -> ApiResult<wire::Ok> {
+    s.node.namespace_labels(&req.name, req.edit).await?;
+    done()
+}
+
+async fn remote_pod_set(State(s): Shared, Body(req): Body<wire::KnownPod>) -> ApiResult<wire::Ok> {
+    s.node.remote_pod_set(req.pod, req.info).await?;
     done()
 }
 
@@ -367,7 +389,7 @@ async fn remote_pod_del(
     State(s): Shared,
     Body(req): Body<wire::RemotePodDel>,
 ) -> ApiResult<wire::Ok> {
-    s.node.remote_pod_del(req.ip).await?;
+    s.node.remote_pod_del(req.pod).await?;
     done()
 }
 

@@ -4,7 +4,6 @@
 use crate::sdn::egress::egress_flows;
 use crate::sdn::flows;
 use crate::sdn::policy;
-use crate::sdn::policy::networkpolicy::View;
 use crate::sdn::state::{Entity, NodeState};
 use crate::sdn::types::SetupRequest;
 
@@ -16,33 +15,15 @@ pub fn enforcing_setup(state: &NodeState) -> Option<&SetupRequest> {
         .filter(|setup| policy::of(setup.mode).enforces_network_policy())
 }
 
-/// The NetworkPolicy mode's part of `state`. A pod counts only with both its flows and its
-/// namespace (so a pod change alone never changes the mode's flows: pods and their namespace
-/// and labels come and go in one operation, the labels' change carrying the recompute).
-pub fn netpol_view<'a>(state: &'a NodeState, setup: &'a SetupRequest) -> View<'a> {
-    View {
-        setup,
-        namespaces: &state.namespaces,
-        local: state
-            .pod_meta
-            .iter()
-            .filter(|(ip, _)| state.pods.contains_key(ip))
-            .map(|(ip, meta)| (*ip, meta))
-            .collect(),
-        remote: &state.remote_pods,
-        netpols: &state.netpols,
-    }
-}
-
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
-pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
+pub fn entity_flows(state: &NodeState, entity: &Entity) -> Vec<String> {
     let Some(setup) = &state.setup else {
         return Vec::new();
     };
     match entity {
-        Entity::Pod(ip) => state
+        Entity::Pod(key) => state
             .pods
-            .get(&ip)
+            .get(key)
             .map(|pod| {
                 let mode = policy::of(setup.mode);
                 let mut out = flows::pod_flows(pod);
@@ -53,12 +34,12 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .unwrap_or_default(),
         Entity::HostSubnet(subnet) => state
             .host_subnets
-            .get(&subnet)
+            .get(subnet)
             .map(flows::host_subnet_flows)
             .unwrap_or_default(),
         Entity::Service(ip) => state
             .services
-            .get(&ip)
+            .get(ip)
             .map(|svc| {
                 let mut out = flows::service_flows(svc);
                 out.extend(policy::of(setup.mode).vnid_flows(svc.vnid));
@@ -67,18 +48,17 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .unwrap_or_default(),
         Entity::Multicast(vnid) => state
             .multicast
-            .get(&vnid)
-            .map(|m| flows::local_multicast_flows(vnid, &m.ofports))
+            .get(vnid)
+            .map(|m| flows::local_multicast_flows(*vnid, &m.ofports))
             .unwrap_or_default(),
         Entity::VxlanMulticast => vec![flows::vxlan_multicast_flow(&state.vxlan_multicast)],
         Entity::Egress(vnid) => state
             .egress
-            .get(&vnid)
-            .map(|entry| egress_flows(vnid, entry).flows)
+            .get(vnid)
+            .map(|entry| egress_flows(*vnid, entry).flows)
             .unwrap_or_default(),
-        Entity::NetPol => enforcing_setup(state)
-            .map(|setup| netpol_view(state, setup).flows())
-            .unwrap_or_default(),
+        // The NetworkPolicy mode's flows are its engine's (`core/mod.rs`).
+        Entity::NetPol => Vec::new(),
         Entity::Base => {
             let mut out = flows::base_flows(setup);
             out.push(flows::version_flow(setup.mode));
@@ -86,7 +66,7 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
         }
         Entity::Ovsdb => Vec::new(),
         Entity::Everything => all_entities(state)
-            .flat_map(|entity| entity_flows(state, entity))
+            .flat_map(|entity| entity_flows(state, &entity))
             .collect(),
     }
 }
@@ -94,11 +74,10 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
 /// Every entity of the state that contributes flows, setup's first.
 pub fn all_entities(state: &NodeState) -> impl Iterator<Item = Entity> + '_ {
     std::iter::once(Entity::Base)
-        .chain(state.pods.keys().map(|ip| Entity::Pod(*ip)))
+        .chain(state.pods.keys().map(|key| Entity::Pod(key.clone())))
         .chain(state.host_subnets.keys().map(|s| Entity::HostSubnet(*s)))
         .chain(state.services.keys().map(|ip| Entity::Service(*ip)))
         .chain(state.multicast.keys().map(|v| Entity::Multicast(*v)))
         .chain(std::iter::once(Entity::VxlanMulticast))
         .chain(state.egress.keys().map(|v| Entity::Egress(*v)))
-        .chain(std::iter::once(Entity::NetPol))
 }

@@ -25,27 +25,29 @@ pub(crate) mod tests;
 use std::collections::HashSet;
 
 pub use self::ovsdb::{PortStep, TakeBack};
-pub use desired::{all_entities, enforcing_setup, entity_flows, netpol_view};
-pub use netpol::NetPolSummary;
+pub use desired::{all_entities, enforcing_setup, entity_flows};
+pub use netpol::{LabelEdit, NetPolSummary};
 pub use notice::Notice;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
 use super::error::Error;
-use super::policy::networkpolicy::Index;
+use super::policy::networkpolicy::engine::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
+use super::store::{Delta, Store};
 use super::table::{self, Diff, Flow, FlowTable};
 use super::types::HostSubnet;
 
 /// The desired state, its flow table, and the open batch.
 #[derive(Debug)]
 pub struct Core {
-    state: NodeState,
+    store: Store,
     table: FlowTable,
     batch: Batch,
-    /// The NetworkPolicy mode's flows by policy (its part of `table`, kept incrementally).
-    netpol: Index,
+    /// The NetworkPolicy mode's flows (its part of `table`, kept from the store's groups);
+    /// None in the other modes.
+    netpol: Option<Engine>,
 }
 
 /// What the open batch did so far.
@@ -61,7 +63,6 @@ struct Batch {
     ports: Vec<PortStep>,
     host_subnets_changed: bool,
     egress_changed: bool,
-    netpol_changed: bool,
 }
 
 /// What the shell must carry out for a batch: the flows first (one bundle), then the journal
@@ -98,32 +99,47 @@ fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
         .collect()
 }
 
-/// The desired table of `state`, built entity by entity (never all flow texts at once), the
-/// NetworkPolicy mode's from its index.
-fn build_table(state: &NodeState, netpol: &Index) -> Result<FlowTable, Error> {
-    let mut flows = Vec::new();
-    for entity in all_entities(state).filter(|e| *e != Entity::NetPol) {
-        flows.extend(parse_all(&entity_flows(state, entity))?);
+/// The NetworkPolicy mode's engine of `store`, every policy applied (None in the other modes).
+fn build_netpol(store: &mut Store) -> Option<Engine> {
+    let setup = *enforcing_setup(store.state())?;
+    let mut engine = Engine::new(setup.cluster_network);
+    let policies: Vec<_> = store
+        .state()
+        .netpols
+        .iter()
+        .map(|(key, stored)| {
+            let ns = store.state().namespaces.get(&stored.policy.namespace).cloned();
+            (key.clone(), stored.clone(), ns)
+        })
+        .collect();
+    for (key, stored, ns) in policies {
+        let (groups, world) = store.groups_and_world();
+        // A stored policy passed this check when it was applied.
+        let _ = engine.apply_policy(&key, Some(&stored), ns.as_ref(), groups, world);
     }
-    flows.extend(parse_all(&netpol.texts())?);
-    Ok(FlowTable::from_flows(flows))
+    engine.take_changes();
+    Some(engine)
 }
 
-/// The NetworkPolicy mode's index of `state` (empty in the other modes).
-fn build_netpol(state: &NodeState) -> Index {
-    match enforcing_setup(state) {
-        Some(setup) => Index::build(&netpol_view(state, setup)),
-        None => Index::default(),
+/// The desired table of `store`, built entity by entity (never all flow texts at once), the
+/// NetworkPolicy mode's from its engine.
+fn build_table(store: &Store, netpol: Option<&Engine>) -> Result<FlowTable, Error> {
+    let mut flows = Vec::new();
+    for entity in all_entities(store.state()) {
+        flows.extend(parse_all(&entity_flows(store.state(), &entity))?);
     }
+    flows.extend(netpol.into_iter().flat_map(Engine::flows));
+    Ok(FlowTable::from_flows(flows))
 }
 
 impl Core {
     /// A core holding `state`, its table derived from it.
     pub fn new(state: NodeState) -> Result<Core, Error> {
-        let netpol = build_netpol(&state);
-        let table = build_table(&state, &netpol)?;
+        let mut store = Store::new(state);
+        let netpol = build_netpol(&mut store);
+        let table = build_table(&store, netpol.as_ref())?;
         Ok(Core {
-            state,
+            store,
             table,
             batch: Batch::default(),
             netpol,
@@ -131,7 +147,11 @@ impl Core {
     }
 
     pub fn state(&self) -> &NodeState {
-        &self.state
+        self.store.state()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The desired flow table.
@@ -149,15 +169,18 @@ impl Core {
                 "a whole-state change inside a batch",
             ));
         }
-        if let Some(keys) = self.netpol_watchers(&change) {
-            return self.apply_netpol_change(change, keys);
-        }
-        let old = parse_all(&entity_flows(&self.state, entity))?;
-        let undo = self.state.apply(change);
-        let new = match parse_all(&entity_flows(&self.state, entity)) {
-            Ok(new) => new,
+        let old = parse_all(&entity_flows(self.state(), &entity))?;
+        let mut deltas = Vec::new();
+        let undo = self.store.apply(change.clone(), &mut deltas);
+        let built = parse_all(&entity_flows(self.state(), &entity))
+            .and_then(|new| Ok((new, self.follow_netpol(&change, &deltas)?)));
+        let (new, netpol) = match built {
+            Ok(built) => built,
             Err(e) => {
-                self.state.apply(undo);
+                let mut deltas = Vec::new();
+                let redo = self.store.apply(undo, &mut deltas);
+                // The producers follow the store back (their own changes cancel out).
+                let _ = self.follow_netpol(&redo, &deltas);
                 return Err(e);
             }
         };
@@ -167,86 +190,61 @@ impl Core {
         for flow in new {
             self.table.insert(flow);
         }
+        for FlowChange { before, after } in netpol {
+            if let Some(before) = before {
+                self.table.remove(&Flow::from_flow_mod(before));
+            }
+            if let Some(after) = after {
+                self.table.insert(Flow::from_flow_mod(after));
+            }
+        }
         Ok(undo)
     }
 
-    /// The policies whose flows `change` may change in the current state, when it is one the
-    /// NetworkPolicy mode's index must follow (None: an ordinary entity change).
-    fn netpol_watchers(&self, change: &Change) -> Option<Vec<String>> {
-        let setup = enforcing_setup(&self.state)?;
-        let view = netpol_view(&self.state, setup);
-        let pod = |ip: &std::net::Ipv4Addr| -> Vec<String> {
-            match (
-                self.state.pod_meta.get(ip),
-                self.state.pods.contains_key(ip),
-            ) {
-                (Some(meta), true) => view.watching_pod(&meta.namespace, &meta.labels),
-                _ => Vec::new(),
-            }
-        };
-        Some(match change {
-            Change::NetPol { key, .. } => vec![key.clone()],
-            Change::Namespace { name, .. } => view.watching_namespace(name),
-            Change::PodMeta { ip, .. } => pod(ip),
-            Change::RemotePod { ip, .. } => match self.state.remote_pods.get(ip) {
-                Some(p) => view.watching_pod(&p.namespace, &p.labels),
-                None => Vec::new(),
-            },
-            // A pod's flows alone change the mode's only when its namespace is known (the view
-            // counts a local pod with both).
-            Change::Pod { ip, .. } if self.state.pod_meta.contains_key(ip) => pod(ip),
-            _ => return None,
-        })
-    }
-
-    /// Applies a change the NetworkPolicy mode's index follows: the policies it may touch
-    /// (`keys` before it, and those after it) are recomputed, and only the merged flows that
-    /// changed are replaced in the table (with the change's own entity's flows, for a pod).
-    fn apply_netpol_change(
+    /// What `change` (already in the store, its group `deltas` with it) did to the
+    /// NetworkPolicy mode's flows: members that joined or left groups, a policy applied or
+    /// deleted, the policies of a namespace that appeared, went or changed its VNID.
+    fn follow_netpol(
         &mut self,
-        change: Change,
-        mut keys: Vec<String>,
-    ) -> Result<Change, Error> {
-        let entity = change.entity();
-        let own_flows = |state: &NodeState| match entity {
-            Entity::NetPol => Ok(Vec::new()),
-            _ => parse_all(&entity_flows(state, entity)),
+        change: &Change,
+        deltas: &[Delta],
+    ) -> Result<Vec<FlowChange>, Error> {
+        let Some(engine) = self.netpol.as_mut() else {
+            return Ok(Vec::new());
         };
-        let old = own_flows(&self.state)?;
-        let undo = self.state.apply(change.clone());
-        keys.extend(self.netpol_watchers(&change).unwrap_or_default());
-        let Some(setup) = self.state.setup else {
-            return Ok(undo);
-        };
-        let changes = self
-            .netpol
-            .update(&netpol_view(&self.state, &setup), keys.clone());
-        let parse = |text: &String| table::parse_flow(text).map_err(|e| flow_error(text, e));
-        let parsed = own_flows(&self.state).and_then(|new| {
-            let removed = changes.iter().filter_map(|c| c.before.as_ref()).map(parse);
-            let added = changes.iter().filter_map(|c| c.after.as_ref()).map(parse);
-            Ok((
-                new,
-                removed.collect::<Result<Vec<_>, _>>()?,
-                added.collect::<Result<Vec<_>, _>>()?,
-            ))
-        });
-        let (new, removed, added) = match parsed {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                self.state.apply(undo);
-                self.netpol.update(&netpol_view(&self.state, &setup), keys);
-                return Err(e);
+        engine.on_deltas(deltas, self.store.groups(), self.store.world());
+        let keys: Vec<String> = match change {
+            Change::NetPol { key, .. } => vec![key.clone()],
+            Change::Namespace { name, .. } => {
+                let prefix = format!("{name}/");
+                self.store
+                    .state()
+                    .netpols
+                    .range(prefix.clone()..)
+                    .take_while(|(key, _)| key.starts_with(&prefix))
+                    .map(|(key, _)| key.clone())
+                    .collect()
             }
+            _ => Vec::new(),
         };
-        for flow in old.iter().chain(&removed) {
-            self.table.remove(flow);
+        let mut failed = None;
+        for key in keys {
+            let state = self.store.state();
+            let stored = state.netpols.get(&key).cloned();
+            let ns = stored
+                .as_ref()
+                .and_then(|s| state.namespaces.get(&s.policy.namespace))
+                .cloned();
+            let (groups, world) = self.store.groups_and_world();
+            if let Err(e) = engine.apply_policy(&key, stored.as_ref(), ns.as_ref(), groups, world) {
+                failed.get_or_insert(e);
+            }
         }
-        for flow in new.into_iter().chain(added) {
-            self.table.insert(flow);
+        let changes = engine.take_changes();
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(changes),
         }
-        self.batch.netpol_changed = true;
-        Ok(undo)
     }
 
     /// Applies an operation's changes to the open batch: all of them, or (on error) none.
@@ -262,7 +260,7 @@ impl Core {
     ) -> Result<(), Error> {
         let mark = self.batch.undo.len();
         for change in &changes {
-            notices.extend(Notice::of_change(&self.state, change));
+            notices.extend(Notice::of_change(change));
             match self.apply_change(change.clone()) {
                 Ok(undo) => self.batch.undo.push(undo),
                 Err(e) => {
@@ -286,7 +284,7 @@ impl Core {
     fn undo_to(&mut self, mark: usize) {
         while self.batch.undo.len() > mark {
             if let Some(undo) = self.batch.undo.pop() {
-                // Undoing restores flows that parsed a moment ago.
+                // Undoing restores flows that were built a moment ago.
                 let _ = self.apply_change(undo);
             }
         }
@@ -294,12 +292,13 @@ impl Core {
 
     /// What the open batch asks of the world (its journal record is handed over).
     pub fn take_effects(&mut self) -> Effects {
+        let state = self.store.state();
         let vxlan_hosts = self
             .batch
             .host_subnets_changed
-            .then(|| self.state.host_subnets.values().copied().collect());
+            .then(|| state.host_subnets.values().copied().collect());
         let dns_names = self.batch.egress_changed.then(|| {
-            self.state
+            state
                 .egress
                 .values()
                 .flat_map(|e| e.dns_names().map(str::to_string))
@@ -321,20 +320,16 @@ impl Core {
         self.batch = Batch::default();
     }
 
-    /// Ends the batch by taking back every change it made.
+    /// Ends the batch by taking back every change it made: each is undone through the store
+    /// and the producers (so their indexes and groups follow), then the table is restored
+    /// exactly as it was.
     pub fn rollback(&mut self) {
+        self.undo_to(0);
         self.table.rollback();
-        while let Some(undo) = self.batch.undo.pop() {
-            self.state.apply(undo);
-        }
-        if self.batch.netpol_changed {
-            // The table is back; the index follows it (rare: only a failed batch).
-            self.netpol = build_netpol(&self.state);
-        }
         self.batch = Batch::default();
     }
 
     fn require_setup(&self) -> Result<(), Error> {
-        self.state.setup.map(|_| ()).ok_or(Error::NotSetUp)
+        self.state().setup.map(|_| ()).ok_or(Error::NotSetUp)
     }
 }

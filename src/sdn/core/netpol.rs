@@ -1,37 +1,78 @@
-//! The NetworkPolicy mode's operations on the core: namespaces, pods' namespace and labels,
-//! remote pods, policies. Each checks what it needs of the state and is one all-or-nothing
-//! step of the open batch (hence of one bundle); the mode's flows are recomputed with it.
+//! The NetworkPolicy mode's operations on the core: namespaces, what selectors see of pods
+//! (local and on other nodes), policies. Each checks what it needs of the state and is one
+//! all-or-nothing step of the open batch (hence of one bundle); the mode's engine follows the
+//! store's groups.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
+use std::ops::Bound;
 
-use super::desired::{enforcing_setup, netpol_view};
+use super::desired::enforcing_setup;
 use super::Core;
 use crate::sdn::error::Error;
-use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol, PodMeta, RemotePod};
-use crate::sdn::policy::networkpolicy::names::{check_dns_label, check_labels};
+use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
+use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol};
+use crate::sdn::policy::networkpolicy::names::check_labels;
 use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key, NetPolError};
-use crate::sdn::policy::{self, require_network_policy};
-use crate::sdn::state::{Change, Pod};
+use crate::sdn::policy::require_network_policy;
+use crate::sdn::state::Change;
+use crate::sdn::store::{PodInfo, PodKey};
 use crate::sdn::types::SetupRequest;
-use crate::value::{SandboxId, Vnid};
 
 fn refuse(path: &str, reason: impl Into<String>) -> Error {
     Error::NetPol(NetPolError::new(path, reason))
 }
 
+/// Labels to set and to remove, as `kubectl label` takes them (`k=v`, `k-`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelEdit {
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub set: Labels,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl LabelEdit {
+    /// `labels` with the edit made; a key both set and removed is refused.
+    pub fn applied_to(&self, mut labels: Labels) -> Result<Labels, Error> {
+        if let Some(both) = self.remove.iter().find(|k| self.set.contains_key(*k)) {
+            return Err(refuse(
+                &format!("labels.{both}"),
+                "is both set and removed",
+            ));
+        }
+        check_labels("labels", &self.set)?;
+        for key in &self.remove {
+            labels.remove(key);
+        }
+        labels.extend(self.set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(labels)
+    }
+}
+
 impl Core {
     /// The node's setup, when its mode takes `what` (one of the NetworkPolicy inputs).
     fn require_enforcing(&self, what: &str) -> Result<SetupRequest, Error> {
-        let setup = self.state.setup.ok_or(Error::NotSetUp)?;
+        let setup = self.state().setup.ok_or(Error::NotSetUp)?;
         require_network_policy(setup.mode, what)?;
         Ok(setup)
     }
 
     fn require_namespace(&self, path: &str, name: &str) -> Result<&Namespace, Error> {
-        self.state
+        self.state()
             .namespaces
             .get(name)
             .ok_or_else(|| refuse(path, format!("namespace {name:?} does not exist")))
+    }
+
+    /// The local pods of namespace `name` (their attachments).
+    fn local_pods_in(&self, name: &str) -> usize {
+        let prefix = format!("{name}/");
+        self.state()
+            .pods
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(key, _)| key.namespace() == name)
+            .count()
     }
 
     /// Creates or replaces a namespace (its labels replace the old set). Its VNID is unique in
@@ -41,7 +82,7 @@ impl Core {
         self.require_enforcing("namespaces")?;
         let namespace = namespace.validated()?;
         if let Some(other) = self
-            .state
+            .state()
             .namespaces
             .values()
             .find(|ns| ns.vnid == namespace.vnid && ns.name != namespace.name)
@@ -54,19 +95,17 @@ impl Core {
                 ),
             ));
         }
-        if let Some(old) = self.state.namespaces.get(&namespace.name) {
-            let in_use = self
-                .state
-                .pod_meta
-                .values()
-                .any(|m| m.namespace == namespace.name);
-            if old.vnid != namespace.vnid && in_use {
+        if let Some(old) = self.state().namespaces.get(&namespace.name) {
+            if old.vnid != namespace.vnid && self.local_pods_in(&namespace.name) > 0 {
                 return Err(Error::Conflict {
                     what: format!(
                         "namespace {:?} has local pods with VNID {}; delete them before changing its VNID",
                         namespace.name, old.vnid
                     ),
                 });
+            }
+            if *old == namespace {
+                return Ok(());
             }
         }
         self.apply(vec![Change::Namespace {
@@ -75,34 +114,43 @@ impl Core {
         }])
     }
 
+    /// Adds, changes and removes a namespace's labels, keeping the others and its VNID.
+    pub fn namespace_labels(&mut self, name: &str, edit: &LabelEdit) -> Result<(), Error> {
+        self.require_enforcing("namespaces")?;
+        let ns = self
+            .state()
+            .namespaces
+            .get(name)
+            .ok_or_else(|| Error::NotFound {
+                what: format!("namespace {name}"),
+            })?;
+        let labels = edit.applied_to(ns.labels.clone())?;
+        self.namespace_set(Namespace {
+            labels,
+            ..ns.clone()
+        })
+    }
+
     /// Deletes a namespace; refused while pods (local or remote) or policies of it exist.
     pub fn namespace_del(&mut self, name: &str) -> Result<(), Error> {
         self.require_enforcing("namespaces")?;
-        if !self.state.namespaces.contains_key(name) {
+        if !self.state().namespaces.contains_key(name) {
             return Ok(());
         }
-        let pods = self
-            .state
-            .pod_meta
-            .values()
-            .filter(|m| m.namespace == name)
-            .count();
-        let remote = self
-            .state
-            .remote_pods
-            .values()
-            .filter(|p| p.namespace == name)
-            .count();
+        let local = self.local_pods_in(name);
+        let known = self.store.index().pod_count_in(name);
+        let prefix = format!("{name}/");
         let policies = self
-            .state
+            .state()
             .netpols
-            .values()
-            .filter(|p| p.policy.namespace == name)
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
             .count();
-        if pods + remote + policies > 0 {
+        if local + known + policies > 0 {
             return Err(Error::Conflict {
                 what: format!(
-                    "namespace {name:?} is in use by {pods} local pods, {remote} remote pods and {policies} policies"
+                    "namespace {name:?} is in use by {local} local pods, {} pods known on other nodes and {policies} policies",
+                    known.saturating_sub(local)
                 ),
             });
         }
@@ -112,137 +160,154 @@ impl Core {
         }])
     }
 
-    /// Refuses a pod add whose namespace, labels or VNID do not fit (nothing is changed). In the
-    /// NetworkPolicy mode the namespace is required and gives the pod its VNID: a VNID given
-    /// too must agree, 0 means "the namespace's" (set in `pod`).
-    pub fn check_pod_meta(&self, pod: &mut Pod, meta: Option<&PodMeta>) -> Result<(), Error> {
-        let setup = self.state.setup.ok_or(Error::NotSetUp)?;
-        if !policy::of(setup.mode).enforces_network_policy() {
-            if meta.is_some() {
-                require_network_policy(setup.mode, "a pod's namespace and labels")?;
+    /// Refuses a local pod's labels that do not fit the node's mode or the namespace it names
+    /// (nothing is changed). In the NetworkPolicy mode the pod's namespace must exist and gives
+    /// its VNID: a VNID given too must agree, 0 means "the namespace's" (set in `vnid`).
+    pub fn check_local_pod(
+        &self,
+        key: &PodKey,
+        vnid: &mut crate::value::Vnid,
+        labels: &Labels,
+        ip: std::net::Ipv4Addr,
+    ) -> Result<(), Error> {
+        let setup = self.state().setup.ok_or(Error::NotSetUp)?;
+        if enforcing_setup(self.state()).is_none() {
+            if !labels.is_empty() {
+                require_network_policy(setup.mode, "a pod's labels")?;
             }
             return Ok(());
         }
-        let meta = meta.ok_or_else(|| refuse("namespace", "required in networkpolicy mode"))?;
-        check_dns_label("namespace", &meta.namespace)?;
-        check_labels("labels", &meta.labels)?;
-        let ns = self.require_namespace("namespace", &meta.namespace)?;
-        if pod.vnid != Vnid::GLOBAL && pod.vnid != ns.vnid {
+        check_labels("labels", labels)?;
+        let ns = self.require_namespace("pod", key.namespace())?;
+        if *vnid != crate::value::Vnid::GLOBAL && *vnid != ns.vnid {
             return Err(refuse(
                 "vnid",
                 format!(
                     "{} is not namespace {:?}'s VNID {}",
-                    pod.vnid, meta.namespace, ns.vnid
+                    vnid,
+                    key.namespace(),
+                    ns.vnid
                 ),
             ));
         }
-        pod.vnid = ns.vnid;
-        if self.state.remote_pods.contains_key(&pod.ip) {
-            return Err(refuse("ip", format!("{} is a remote pod's", pod.ip)));
+        *vnid = ns.vnid;
+        let elsewhere = self
+            .store
+            .index()
+            .pods_at(IpAddr::V4(ip))
+            .find(|other| *other != key && self.state().pod_infos.get(*other).is_some_and(|i| !i.local));
+        if let Some(other) = elsewhere {
+            return Err(refuse("ip", format!("{ip} is pod {other}'s on another node")));
         }
         Ok(())
     }
 
-    /// A pod add with its namespace and labels (refused in the modes that do not enforce
-    /// NetworkPolicy).
-    pub fn pod_add_with_meta(&mut self, mut pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
-        self.check_pod_meta(&mut pod, meta.as_ref())?;
-        let ip = pod.ip;
-        let mut changes = Vec::new();
-        // Meta goes first and comes last, so a pod's flows never change the mode's flows.
-        if self.state.pod_meta.contains_key(&ip) {
-            changes.push(Change::PodMeta { ip, meta: None });
-        }
-        changes.extend(self.pod_add_changes(pod));
-        if meta.is_some() {
-            changes.push(Change::PodMeta { ip, meta });
-        }
-        self.apply(changes)
-    }
-
-    /// Replaces a local pod's labels.
-    pub fn pod_labels(&mut self, sandbox: &SandboxId, labels: Labels) -> Result<(), Error> {
+    /// Adds, changes and removes a pod's labels (local or on another node).
+    pub fn pod_labels(&mut self, key: &PodKey, edit: &LabelEdit) -> Result<(), Error> {
         self.require_enforcing("pod labels")?;
-        check_labels("labels", &labels)?;
-        let ip = self
-            .state
-            .pod_by_sandbox(sandbox)
-            .map(|p| p.ip)
+        let info = self
+            .state()
+            .pod_infos
+            .get(key)
             .ok_or_else(|| Error::NotFound {
-                what: format!("pod with sandbox {sandbox}"),
+                what: format!("pod {key}"),
             })?;
-        let Some(meta) = self.state.pod_meta.get(&ip) else {
-            return Err(refuse(
-                "sandbox",
-                format!("pod {ip} was added without a namespace"),
-            ));
-        };
-        let meta = PodMeta {
-            labels,
-            ..meta.clone()
-        };
-        self.apply(vec![Change::PodMeta {
-            ip,
-            meta: Some(meta),
-        }])
-    }
-
-    /// Creates or replaces a pod of another node: inside the cluster network, outside this
-    /// node's subnet, in a namespace that exists.
-    pub fn remote_pod_set(&mut self, pod: RemotePod) -> Result<(), Error> {
-        let setup = self.require_enforcing("remote pods")?;
-        check_labels("labels", &pod.labels)?;
-        check_dns_label("namespace", &pod.namespace)?;
-        self.require_namespace("namespace", &pod.namespace)?;
-        if !setup.cluster_network.contains(pod.ip) {
-            return Err(refuse(
-                "ip",
-                format!(
-                    "{} is outside the cluster network {}",
-                    pod.ip, setup.cluster_network
-                ),
-            ));
-        }
-        if setup.local_subnet.contains(pod.ip) {
-            return Err(refuse(
-                "ip",
-                format!(
-                    "{} is in this node's subnet {}: a local pod",
-                    pod.ip, setup.local_subnet
-                ),
-            ));
-        }
-        self.apply(vec![Change::RemotePod {
-            ip: pod.ip,
-            pod: Some(pod),
-        }])
-    }
-
-    pub fn remote_pod_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
-        self.require_enforcing("remote pods")?;
-        if !self.state.remote_pods.contains_key(&ip) {
+        let labels = edit.applied_to(info.labels.clone())?;
+        if labels == info.labels {
             return Ok(());
         }
-        self.apply(vec![Change::RemotePod { ip, pod: None }])
+        let info = PodInfo {
+            labels,
+            ..info.clone()
+        };
+        self.apply(vec![Change::PodInfo {
+            key: key.clone(),
+            info: Some(info),
+        }])
+    }
+
+    /// Creates or replaces a pod of another node: its addresses inside the cluster network and
+    /// outside this node's subnet, in a namespace that exists, not a local pod's key.
+    pub fn remote_pod_set(&mut self, key: PodKey, info: PodInfo) -> Result<(), Error> {
+        let setup = self.require_enforcing("remote pods")?;
+        check_labels("labels", &info.labels)?;
+        self.require_namespace("pod", key.namespace())?;
+        if self.state().pods.contains_key(&key) {
+            return Err(refuse("pod", format!("{key} is a pod of this node")));
+        }
+        if info.ips.is_empty() {
+            return Err(refuse("ips", "a pod of another node needs its address"));
+        }
+        for ip in info.ipv4s() {
+            if !setup.cluster_network.contains(ip) {
+                return Err(refuse(
+                    "ips",
+                    format!("{ip} is outside the cluster network {}", setup.cluster_network),
+                ));
+            }
+            if setup.local_subnet.contains(ip) {
+                return Err(refuse(
+                    "ips",
+                    format!("{ip} is in this node's subnet {}: a local pod", setup.local_subnet),
+                ));
+            }
+        }
+        let info = PodInfo {
+            local: false,
+            ..info.normalized()
+        };
+        if self.state().pod_infos.get(&key) == Some(&info) {
+            return Ok(());
+        }
+        self.apply(vec![Change::PodInfo {
+            key,
+            info: Some(info),
+        }])
+    }
+
+    /// Forgets a pod of another node (a pod of this node is deleted with `pod del`).
+    pub fn remote_pod_del(&mut self, key: &PodKey) -> Result<(), Error> {
+        self.require_enforcing("remote pods")?;
+        match self.state().pod_infos.get(key) {
+            None => Ok(()),
+            Some(info) if info.local => Err(refuse(
+                "pod",
+                format!("{key} is a pod of this node: delete it with `pod del`"),
+            )),
+            Some(_) => self.apply(vec![Change::PodInfo {
+                key: key.clone(),
+                info: None,
+            }]),
+        }
     }
 
     /// Creates or replaces a policy; its rules keep their conjunction ids by position.
     pub fn netpol_apply(&mut self, policy: NetPol) -> Result<(), Error> {
-        let setup = self.require_enforcing("NetworkPolicy objects")?;
-        self.require_namespace("metadata.namespace", &policy.namespace)?;
+        self.require_enforcing("NetworkPolicy objects")?;
+        let ns = self
+            .require_namespace("metadata.namespace", &policy.namespace)?
+            .clone();
         let key = netpol_key(&policy.namespace, &policy.name);
         let others = self
-            .state
+            .state()
             .netpols
             .iter()
             .filter(|(k, _)| **k != key)
             .flat_map(|(_, p)| p.ingress_ids.iter().chain(&p.egress_ids).copied());
-        let stored = allocate_ids(policy, self.state.netpols.get(&key), others);
-        if self.state.netpols.get(&key) == Some(&stored) {
+        let stored = allocate_ids(policy, self.state().netpols.get(&key), others);
+        if self.state().netpols.get(&key) == Some(&stored) {
             // The same policy again: nothing changes, no bundle.
             return Ok(());
         }
-        netpol_view(&self.state, &setup).check_flow_limit(&stored)?;
+        if let Some(engine) = &self.netpol {
+            engine.check_policy(
+                &stored,
+                &ns,
+                self.store.groups(),
+                self.store.world(),
+                MAX_FLOWS,
+            )?;
+        }
         self.apply(vec![Change::NetPol {
             key,
             netpol: Some(Box::new(stored)),
@@ -252,7 +317,7 @@ impl Core {
     pub fn netpol_del(&mut self, namespace: &str, name: &str) -> Result<(), Error> {
         self.require_enforcing("NetworkPolicy objects")?;
         let key = netpol_key(namespace, name);
-        if !self.state.netpols.contains_key(&key) {
+        if !self.state().netpols.contains_key(&key) {
             return Err(Error::NotFound {
                 what: format!("NetworkPolicy {key}"),
             });
@@ -262,24 +327,27 @@ impl Core {
 
     /// Each policy with its local pods selected and its flow count on this node.
     pub fn netpol_summaries(&self) -> Vec<NetPolSummary> {
-        let Some(setup) = enforcing_setup(&self.state) else {
+        let Some(engine) = &self.netpol else {
             return Vec::new();
         };
-        let view = netpol_view(&self.state, setup);
-        self.state
+        self.state()
             .netpols
-            .values()
-            .map(|stored| NetPolSummary {
-                namespace: stored.policy.namespace.clone(),
-                name: stored.policy.name.clone(),
-                policy_types: stored
-                    .policy
-                    .policy_types()
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect(),
-                selected_pods: view.targets(&stored.policy).len(),
-                flows: view.flows_of(stored),
+            .iter()
+            .map(|(key, stored)| {
+                let (selected_pods, flows) =
+                    engine.summary(key, self.store.groups(), self.store.world());
+                NetPolSummary {
+                    namespace: stored.policy.namespace.clone(),
+                    name: stored.policy.name.clone(),
+                    policy_types: stored
+                        .policy
+                        .policy_types()
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect(),
+                    selected_pods,
+                    flows,
+                }
             })
             .collect()
     }

@@ -6,21 +6,22 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use crate::sdn::egress::egress_flows;
-use crate::sdn::state::{Change, NodeState};
-use crate::value::{IfName, SandboxId};
+use crate::sdn::state::Change;
+use crate::sdn::store::PodKey;
+use crate::value::IfName;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// A pod's IP was given to another sandbox before its old pod was deleted: the new pod
+    /// A pod's IP was given to another pod before its old pod was deleted: the new pod
     /// replaced the old one.
     PodIpReused {
         ip: Ipv4Addr,
-        old: SandboxId,
-        new: SandboxId,
+        old: PodKey,
+        new: PodKey,
     },
     /// OVSDB shows a pod's port under another OpenFlow number: the pod's flows follow it.
     PortMoved {
-        ip: Ipv4Addr,
+        pod: PodKey,
         veth: IfName,
         from: u16,
         to: u16,
@@ -38,22 +39,9 @@ impl Notice {
         !matches!(self, Notice::PortMoved { .. })
     }
 
-    /// What applying `change` to `state` is worth saying.
-    pub(super) fn of_change(state: &NodeState, change: &Change) -> Vec<Notice> {
+    /// What applying `change` is worth saying.
+    pub(super) fn of_change(change: &Change) -> Vec<Notice> {
         match change {
-            Change::Pod {
-                ip, pod: Some(new), ..
-            } => state
-                .pods
-                .get(ip)
-                .filter(|old| old.sandbox != new.sandbox)
-                .map(|old| Notice::PodIpReused {
-                    ip: *ip,
-                    old: old.sandbox,
-                    new: new.sandbox,
-                })
-                .into_iter()
-                .collect(),
             Change::Egress {
                 vnid,
                 egress: Some(entry),
@@ -72,11 +60,16 @@ impl fmt::Display for Notice {
         match self {
             Notice::PodIpReused { ip, old, new } => write!(
                 f,
-                "pod IP {ip} reused before its old pod was deleted; replacing it (old sandbox {old}, new sandbox {new})"
+                "pod IP {ip} reused before its old pod was deleted; replacing it (old pod {old}, new pod {new})"
             ),
-            Notice::PortMoved { ip, veth, from, to } => write!(
+            Notice::PortMoved {
+                pod,
+                veth,
+                from,
+                to,
+            } => write!(
                 f,
-                "the port {veth} of pod {ip} has a new OpenFlow number ({from} to {to}); its flows follow"
+                "the port {veth} of pod {pod} has a new OpenFlow number ({from} to {to}); its flows follow"
             ),
             Notice::EgressSelectorCorrected { policy } => write!(
                 f,

@@ -6,47 +6,49 @@
 //! functions at the end.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
+use super::desired::enforcing_setup;
 use super::ovsdb::{Bandwidth, PortStep, TakeBack};
 use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
 use crate::sdn::layout::MAX_OFPORT;
-use crate::sdn::policy::networkpolicy::model::PodMeta;
+use crate::sdn::policy::networkpolicy::model::Labels;
 use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod, PortIntent};
+use crate::sdn::store::{PodInfo, PodKey};
 use crate::sdn::table;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
-use crate::value::{Cidr, IfName, InvalidInput, SandboxId, Vnid};
+use crate::value::{Cidr, IfName, InvalidInput, Vnid};
 
 fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
     Error::Invalid(InvalidInput::new(what, value, reason))
 }
 
 impl Core {
-    /// The seed's SetUpPod: the pod's four flows (and its VNID's rule when it is the first
-    /// user), then its port on `pod.ofport` (the port step). A pod of the same IP is replaced.
-    pub fn pod_add(&mut self, pod: Pod) -> Result<(), Error> {
-        self.pod_attach(pod, None)
-    }
-
-    /// A pod add with its namespace and labels ([`Core::pod_add_with_meta`]) and its port:
-    /// the batch's port step asks OVSDB for the veth's port on the number the flows use, and
-    /// says how to take the add back should OVSDB not take the port.
-    pub fn pod_attach(&mut self, pod: Pod, meta: Option<PodMeta>) -> Result<(), Error> {
-        let (ip, veth) = (pod.ip, pod.veth.clone());
+    /// The seed's SetUpPod for pod `key`: its four flows (and its VNID's rule when it is the
+    /// first user), then its port on `pod.ofport` (the port step); in the NetworkPolicy mode
+    /// also what selectors see of it (`labels`, its address). A pod of the same key is
+    /// replaced, as is another pod at the same address (a [`Notice`] says so). The batch's
+    /// port step asks OVSDB for the veth's port on the number the flows use, and says how to
+    /// take the add back should OVSDB not take the port.
+    pub fn pod_attach(&mut self, key: PodKey, mut pod: Pod, labels: Labels) -> Result<(), Error> {
+        self.check_local_pod(&key, &mut pod.vnid, &labels, pod.ip)?;
         let mark = self.batch.undo.len();
-        self.pod_add_with_meta(pod, meta)?;
-        let (Some(veth), Some(added)) = (veth, self.state.pods.get(&ip)) else {
+        let (changes, notices) = self.pod_add_changes(&key, pod.clone(), labels);
+        self.apply_saying(changes, notices)?;
+        let Some(veth) = pod.veth.clone() else {
             return Ok(());
         };
         let undo = self.batch.undo[mark..].iter().rev().cloned().collect();
+        let added = self.state().pods.get(&key).cloned().unwrap_or(pod);
         self.batch.ports.push(PortStep::Add {
             veth,
             ofport: added.ofport,
             take_back: TakeBack {
-                pod: added.clone(),
+                key,
+                pod: added,
                 undo,
             },
         });
@@ -59,16 +61,16 @@ impl Core {
     /// becomes one OVSDB must not hold, unless a pod of the restored state uses it. Returns
     /// whether the add was taken back.
     pub fn take_back(&mut self, take_back: TakeBack, port_may_exist: bool) -> Result<bool, Error> {
-        let TakeBack { pod, undo } = take_back;
-        if self.state.pods.get(&pod.ip) != Some(&pod) {
+        let TakeBack { key, pod, undo } = take_back;
+        if self.state().pods.get(&key) != Some(&pod) {
             return Ok(false);
         }
         let mut changes = undo;
         if let Some(veth) = pod.veth.filter(|_| port_may_exist) {
             let uses = |p: &Pod| p.veth.as_ref() == Some(&veth);
-            let used = self.state.pods.values().any(|p| p.ip != pod.ip && uses(p))
+            let used = self.state().pods.iter().any(|(k, p)| *k != key && uses(p))
                 || changes.iter().any(
-                    |c| matches!(c, Change::Pod { ip, pod: Some(p) } if *ip == pod.ip && uses(p)),
+                    |c| matches!(c, Change::LocalPod { key: k, pod: Some(p) } if *k == key && uses(p)),
                 );
             let intent = changes
                 .iter()
@@ -77,7 +79,7 @@ impl Core {
                     Change::PortIntent { veth: v, intent } if *v == veth => Some(*intent),
                     _ => None,
                 })
-                .unwrap_or_else(|| self.state.port_intents.get(&veth).copied());
+                .unwrap_or_else(|| self.state().port_intents.get(&veth).copied());
             if !used && intent != Some(PortIntent::Removed) {
                 changes.push(Change::PortIntent {
                     veth,
@@ -89,77 +91,126 @@ impl Core {
         Ok(true)
     }
 
-    /// The changes that attach `pod` (its flows; its port's old intent goes). A pod of another
-    /// sandbox at its IP is replaced (and a [`Notice`] says so).
-    pub(super) fn pod_add_changes(&self, pod: Pod) -> Vec<Change> {
-        // A port of this name deleted before (or limited for an older pod) starts afresh.
+    /// The changes that attach `pod` as `key` (its flows; its port's old intent goes; in the
+    /// NetworkPolicy mode what selectors see of it), and what is worth saying: a pod of
+    /// another key at its address is replaced.
+    pub(super) fn pod_add_changes(
+        &self,
+        key: &PodKey,
+        pod: Pod,
+        labels: Labels,
+    ) -> (Vec<Change>, Vec<Notice>) {
         let mut changes = Vec::new();
+        let mut notices = Vec::new();
+        if let Some((old_key, old)) = self.store.local_pod_at(pod.ip).filter(|(k, _)| *k != key) {
+            notices.push(Notice::PodIpReused {
+                ip: pod.ip,
+                old: old_key.clone(),
+                new: key.clone(),
+            });
+            changes.extend(self.pod_removal(old_key, old.veth.clone()));
+        }
+        // A port of this name deleted before (or limited for an older pod) starts afresh.
         if let Some(veth) = pod
             .veth
             .as_ref()
-            .filter(|v| self.state.port_intents.contains_key(*v))
+            .filter(|v| self.state().port_intents.contains_key(*v))
         {
             changes.push(Change::PortIntent {
                 veth: veth.clone(),
                 intent: None,
             });
         }
-        changes.push(Change::Pod {
-            ip: pod.ip,
+        let ip = pod.ip;
+        changes.push(Change::LocalPod {
+            key: key.clone(),
             pod: Some(pod),
         });
+        if enforcing_setup(self.state()).is_some() {
+            let known = self.state().pod_infos.get(key);
+            let info = PodInfo {
+                labels,
+                ips: vec![IpAddr::V4(ip)],
+                local: true,
+                ports: known.map(|i| i.ports.clone()).unwrap_or_default(),
+            };
+            if known != Some(&info) {
+                changes.push(Change::PodInfo {
+                    key: key.clone(),
+                    info: Some(info),
+                });
+            }
+        }
+        (changes, notices)
+    }
+
+    /// The changes that take local pod `key` away: what selectors see of it, its flows, and
+    /// its port `veth` (which becomes one OVSDB must not hold).
+    fn pod_removal(&self, key: &PodKey, veth: Option<IfName>) -> Vec<Change> {
+        let mut changes = Vec::new();
+        if self.state().pod_infos.get(key).is_some_and(|i| i.local) {
+            changes.push(Change::PodInfo {
+                key: key.clone(),
+                info: None,
+            });
+        }
+        if self.state().pods.contains_key(key) {
+            changes.push(Change::LocalPod {
+                key: key.clone(),
+                pod: None,
+            });
+        }
+        if let Some(veth) = veth {
+            if self.state().port_intents.get(&veth) != Some(&PortIntent::Removed) {
+                changes.push(Change::PortIntent {
+                    veth,
+                    intent: Some(PortIntent::Removed),
+                });
+            }
+        }
         changes
     }
 
-    /// The seed's UpdatePod for a pod the node knows: false when it knows none with this
-    /// sandbox id (the shell then looks on the switch, see [`Core::pod_adopt`]).
-    pub fn pod_update(&mut self, sandbox: &SandboxId, vnid: Vnid) -> Result<bool, Error> {
+    /// The seed's UpdatePod for a pod the node knows: false when it knows none of this key
+    /// (the shell then looks on the switch, see [`Core::pod_adopt`]).
+    pub fn pod_update(&mut self, key: &PodKey, vnid: Vnid) -> Result<bool, Error> {
         self.require_setup()?;
-        let Some(pod) = self.state.pod_by_sandbox(sandbox) else {
+        let Some(pod) = self.state().pods.get(key) else {
             return Ok(false);
         };
         let pod = Pod {
             vnid,
             ..pod.clone()
         };
-        self.apply(vec![Change::Pod {
-            ip: pod.ip,
+        self.apply(vec![Change::LocalPod {
+            key: key.clone(),
             pod: Some(pod),
         }])?;
         Ok(true)
     }
 
     /// Takes over a pod the node did not know, as its flows on the switch describe it (the
-    /// seed's UpdatePod through getPodDetailsByContainerID).
-    pub fn pod_adopt(&mut self, pod: Pod) -> Result<(), Error> {
-        self.apply(vec![Change::Pod {
-            ip: pod.ip,
+    /// seed's UpdatePod through getPodDetailsByContainerID), as pod `key`.
+    pub fn pod_adopt(&mut self, key: PodKey, pod: Pod) -> Result<(), Error> {
+        self.apply(vec![Change::LocalPod {
+            key,
             pod: Some(pod),
         }])
     }
 
     /// The seed's TearDownPod: the pod's flows go (and its VNID's rule with its last user), and
-    /// its port `veth` (with its QoS) becomes a port that must be gone from the bridge, in the
-    /// same journal record: the port step removes it, and the OVSDB reconciler whenever that
-    /// failed. A pod the node does not know is no error (a repeated delete still removes the
-    /// port).
-    pub fn pod_del(&mut self, ip: Ipv4Addr, veth: Option<IfName>) -> Result<(), Error> {
-        let mut changes = Vec::new();
-        // Its namespace and labels first (so the NetworkPolicy mode's flows change with them).
-        if self.state.pod_meta.contains_key(&ip) {
-            changes.push(Change::PodMeta { ip, meta: None });
-        }
-        if self.state.pods.contains_key(&ip) {
-            changes.push(Change::Pod { ip, pod: None });
-        }
-        if let Some(veth) = &veth {
-            if self.state.port_intents.get(veth) != Some(&PortIntent::Removed) {
-                changes.push(Change::PortIntent {
-                    veth: veth.clone(),
-                    intent: Some(PortIntent::Removed),
-                });
-            }
-        }
+    /// its port (with its QoS) becomes a port that must be gone from the bridge, in the same
+    /// journal record: the port step removes it, and the OVSDB reconciler whenever that
+    /// failed. A pod the node does not know is no error: `veth` (the pod's, when its caller
+    /// knows it) is still removed.
+    pub fn pod_del(&mut self, key: &PodKey, veth: Option<IfName>) -> Result<(), Error> {
+        let veth = self
+            .state()
+            .pods
+            .get(key)
+            .and_then(|p| p.veth.clone())
+            .or(veth);
+        let changes = self.pod_removal(key, veth.clone());
         self.apply(changes)?;
         if let Some(veth) = veth {
             self.batch.ports.push(PortStep::Remove { veth });
@@ -179,9 +230,9 @@ impl Core {
         port_exists: bool,
     ) -> Result<Option<PortIntent>, Error> {
         let limits = PortIntent::from(bandwidth);
-        let previous = self.state.port_intents.get(&veth).copied();
+        let previous = self.state().port_intents.get(&veth).copied();
         let a_pods = self
-            .state
+            .state()
             .pods
             .values()
             .any(|p| p.veth.as_ref() == Some(&veth));
@@ -211,7 +262,7 @@ impl Core {
         set: PortIntent,
         back: Option<PortIntent>,
     ) -> Result<(), Error> {
-        if self.state.port_intents.get(&veth) != Some(&set) {
+        if self.state().port_intents.get(&veth) != Some(&set) {
             return Ok(());
         }
         self.apply(vec![Change::PortIntent { veth, intent: back }])
@@ -221,7 +272,7 @@ impl Core {
     pub fn forget_removed_ports(&mut self, gone: &[IfName]) -> Result<(), Error> {
         let changes = gone
             .iter()
-            .filter(|veth| self.state.port_intents.get(*veth) == Some(&PortIntent::Removed))
+            .filter(|veth| self.state().port_intents.get(*veth) == Some(&PortIntent::Removed))
             .map(|veth| Change::PortIntent {
                 veth: veth.clone(),
                 intent: None,
@@ -234,22 +285,22 @@ impl Core {
     /// view of the interface (ovs-vswitchd may give a port another number than ofnode chose).
     pub fn follow_ports(&mut self, ofport_of: impl Fn(&str) -> Option<i64>) -> Result<(), Error> {
         let (changes, notices): (Vec<Change>, Vec<Notice>) = self
-            .state
+            .state()
             .pods
-            .values()
-            .filter_map(|pod| {
+            .iter()
+            .filter_map(|(key, pod)| {
                 let veth = pod.veth.as_ref()?;
                 let now = ofport_of(veth.as_str())
                     .and_then(|port| u16::try_from(port).ok())
                     .filter(|port| *port > 0 && *port != pod.ofport)?;
                 let moved = Notice::PortMoved {
-                    ip: pod.ip,
+                    pod: key.clone(),
                     veth: veth.clone(),
                     from: pod.ofport,
                     to: now,
                 };
-                let change = Change::Pod {
-                    ip: pod.ip,
+                let change = Change::LocalPod {
+                    key: key.clone(),
                     pod: Some(Pod {
                         ofport: now,
                         ..pod.clone()
@@ -273,7 +324,7 @@ impl Core {
     /// The seed's DeleteHostSubnetRules. Deleting what is not there succeeds; a subnet of
     /// another host is not this one's to delete.
     pub fn hostsubnet_del(&mut self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
-        match self.state.host_subnets.get(&subnet) {
+        match self.state().host_subnets.get(&subnet) {
             None => Ok(()),
             Some(hs) if hs.host_ip == host_ip => self.apply(vec![Change::HostSubnet {
                 subnet,
@@ -299,7 +350,7 @@ impl Core {
 
     /// The seed's DeleteServiceRules.
     pub fn service_del(&mut self, ip: Ipv4Addr) -> Result<(), Error> {
-        if !self.state.services.contains_key(&ip) {
+        if !self.state().services.contains_key(&ip) {
             return Ok(());
         }
         self.apply(vec![Change::Service { ip, service: None }])
@@ -344,7 +395,7 @@ impl Core {
         changed: &BTreeMap<String, Vec<Ipv4Addr>>,
     ) -> Result<(), Error> {
         let changes = self
-            .state
+            .state()
             .egress
             .iter()
             .filter(|(_, e)| e.dns.keys().any(|name| changed.contains_key(name)))

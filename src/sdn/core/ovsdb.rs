@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use crate::ovsdb::{BridgeSpec, Cache, Datum, PortSpec};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
 use crate::sdn::state::{Change, NodeState, Pod, PortIntent};
+use crate::sdn::store::PodKey;
 use crate::stream::Target;
 use crate::value::IfName;
 
@@ -120,7 +121,8 @@ impl PortStep {
 /// as the pod is still the one it added (`Core::take_back`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TakeBack {
-    /// The pod as the add left it in the state.
+    /// The pod's key, and the pod as the add left it in the state.
+    pub(super) key: PodKey,
     pub(super) pod: Pod,
     /// The changes that undo the add, in the order to apply them.
     pub(super) undo: Vec<Change>,

@@ -67,17 +67,17 @@ impl Core {
     /// The seed's SetupOVS flows for `setup`: with the parameters the node has, the state is
     /// kept; with others, everything attached to the old setup is dropped.
     pub fn setup(&self, setup: SetupRequest) -> Result<SetupPlan, Error> {
-        let (outcome, state, dropped) = match &self.state.setup {
+        let (outcome, state, dropped) = match &self.state().setup {
             Some(current) if *current == setup => return Ok(SetupPlan::Reconcile),
             None => {
-                let mut state = self.state.clone();
+                let mut state = self.state().clone();
                 state.setup = Some(setup);
                 (SetupOutcome::Built, state, Vec::new())
             }
             Some(_) => {
-                let dropped: Vec<Pod> = self.state.pods.values().cloned().collect();
+                let dropped: Vec<Pod> = self.state().pods.values().cloned().collect();
                 // The dropped pods' ports must go, as must those whose removal is pending.
-                let mut port_intents = self.state.port_intents.clone();
+                let mut port_intents = self.state().port_intents.clone();
                 port_intents.retain(|_, intent| *intent == PortIntent::Removed);
                 for veth in dropped.iter().filter_map(|pod| pod.veth.clone()) {
                     port_intents.insert(veth, PortIntent::Removed);
@@ -104,7 +104,7 @@ impl Core {
     /// High availability: the core that holds `state` (the previous active daemon's), and the
     /// journal record that makes it this daemon's; None when it is the state held already.
     pub fn adopt(&self, state: NodeState) -> Result<Option<(Core, Change)>, Error> {
-        if state == self.state {
+        if &state == self.state() {
             return Ok(None);
         }
         let record = Change::Replace {
@@ -115,7 +115,7 @@ impl Core {
 
     /// What to do to a switch holding `current` so that it holds the desired table.
     pub fn reconcile(&self, current: &[FlowStats]) -> Reconcile {
-        match self.state.setup {
+        match self.state().setup {
             None => Reconcile::NotSetUp,
             Some(setup) if !holds_version_note(current, setup.mode) => Reconcile::InstallAll,
             Some(_) => Reconcile::Patch(self.table.reconcile(current)),

@@ -17,8 +17,8 @@ use super::{Inner, Node};
 use crate::sdn::counters::{PodCounters, Snapshot, COUNTED_TABLES};
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
-use crate::sdn::request::{Read, Request};
-use crate::value::SandboxId;
+use crate::sdn::state::Pod;
+use crate::value::PodKey;
 
 /// How often a waiting poller looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
@@ -56,8 +56,18 @@ impl Node {
         let started = Instant::now();
         let polled_at = SystemTime::now();
         let flows = self.counted_flows().await?;
-        let pods = self.call(|reply| Request::Read(Read::Pods(reply))).await?;
-        let snapshot = Snapshot::new(&pods, &flows, polled_at, started.elapsed());
+        let pods: Vec<(PodKey, Pod)> = self
+            .read(|core| {
+                let pods = &core.state().pods;
+                Ok(pods.iter().map(|(k, p)| (k.clone(), p.clone())).collect())
+            })
+            .await?;
+        let snapshot = Snapshot::new(
+            pods.iter().map(|(k, p)| (k, p)),
+            &flows,
+            polled_at,
+            started.elapsed(),
+        );
         self.inner.metrics.pod_counters.replace(snapshot);
         Ok(())
     }
@@ -76,8 +86,8 @@ impl Node {
 
     /// The pod's counters as of the last poll; None when counters are off or it has not
     /// been polled since it was added.
-    pub(super) fn pod_counters(&self, sandbox: &SandboxId) -> Option<PodCounters> {
-        self.inner.metrics.pod_counters.pod(sandbox)
+    pub(super) fn pod_counters(&self, key: &PodKey) -> Option<PodCounters> {
+        self.inner.metrics.pod_counters.pod(key)
     }
 }
 

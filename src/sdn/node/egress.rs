@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 use super::Node;
-use crate::sdn::core::check_egress;
+use crate::sdn::core::{check_egress, Core};
 use crate::sdn::dns::Dns;
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
@@ -34,11 +34,7 @@ impl Node {
             Some(self.egress_entry(namespaces, policies).await)
         };
         let policy_error = self
-            .edit(|reply| Edit::EgressSet {
-                vnid,
-                egress,
-                reply,
-            })
+            .edit(move |core| core.egress_set(vnid, egress))
             .await?;
         self.inner.dns_wakeup.notify_one();
         match policy_error {
@@ -106,8 +102,9 @@ pub(super) async fn refresh_dns(
         metrics
             .dns_changes
             .fetch_add(changed.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let step = move |core: &mut Core| core.egress_dns_changed(&changed);
         let sent = request::send_weak(&requests, |reply| {
-            Request::Edit(Edit::EgressDnsChanged(changed, reply))
+            Request::Edit(Edit::new(None, step, reply))
         });
         if sent.await.is_none() {
             return;

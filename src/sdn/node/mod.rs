@@ -34,7 +34,8 @@ use super::error::Error;
 use super::ha::{Agent, HaShared};
 use super::metrics::Metrics;
 use super::port_steps::PortSteps;
-use super::request::{self, Edit, Envelope, Read, Reply, Request};
+use super::core::Core;
+use super::request::{self, Envelope, Reply, Request};
 use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
 use super::journal::Journal;
@@ -42,7 +43,7 @@ use super::types::{HostSubnet, SetupRequest};
 use super::writer::{Published, Writer};
 use crate::openflow::{Switch, SwitchConfig, Target};
 use crate::ovsdb;
-use crate::value::InvalidInput;
+use crate::value::{IfName, InvalidInput};
 
 /// A handle on the node controller. Clones share one node; its background tasks stop when the
 /// last clone is dropped.
@@ -240,14 +241,37 @@ impl Node {
         request::call(&self.inner.requests, make).await
     }
 
-    /// An edit of the desired state, answered once it is on the switch and on disk.
-    async fn edit<T>(&self, make: impl FnOnce(Reply<T>) -> Edit) -> Result<T, Error> {
-        self.call(|reply| Request::Edit(make(reply))).await
+    /// An edit of the desired state (a step on the core), answered once it is on the switch
+    /// and on disk.
+    async fn edit<T, F>(&self, step: F) -> Result<T, Error>
+    where
+        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        request::edit(&self.inner.requests, None, step).await
+    }
+
+    /// An edit that may give pod port `port` a port step (see `request::Edit::new`).
+    async fn edit_port<T, F>(&self, port: Option<IfName>, step: F) -> Result<T, Error>
+    where
+        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        request::edit(&self.inner.requests, port, step).await
+    }
+
+    /// A look at the desired state.
+    async fn read<T, F>(&self, look: F) -> Result<T, Error>
+    where
+        F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        request::read(&self.inner.requests, look).await
     }
 
     /// A copy of the desired state.
     pub async fn state(&self) -> Result<NodeState, Error> {
-        self.call(|reply| Request::Read(Read::State(reply))).await
+        self.read(|core| Ok(core.state().clone())).await
     }
 
     fn require_setup(&self) -> Result<SetupRequest, Error> {

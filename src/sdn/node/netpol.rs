@@ -2,21 +2,26 @@
 //! Each is one edit of the desired state (one bundle, or none when nothing changes); the core
 //! refuses bad input naming the field (`core/netpol.rs`).
 
-use std::net::Ipv4Addr;
-
 use super::Node;
-use crate::sdn::core::NetPolSummary;
+use crate::sdn::core::{LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
-use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol, RemotePod};
-use crate::sdn::request::{Edit, Read, Request};
-use crate::value::SandboxId;
+use crate::sdn::policy::networkpolicy::model::{Namespace, NetPol};
+use crate::sdn::store::{KnownPod, PodInfo, PodKey};
 
 impl Node {
     /// Creates or replaces a namespace (its labels replace the old set).
     pub async fn namespace_set(&self, namespace: Namespace) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        self.edit(|reply| Edit::NamespaceSet(namespace, reply))
+        self.edit(move |core| core.namespace_set(namespace)).await
+    }
+
+    /// Adds, changes and removes a namespace's labels.
+    pub async fn namespace_labels(&self, name: &str, edit: LabelEdit) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let name = name.to_string();
+        self.edit(move |core| core.namespace_labels(&name, &edit))
             .await
     }
 
@@ -25,65 +30,65 @@ impl Node {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
         let name = name.to_string();
-        self.edit(|reply| Edit::NamespaceDel(name, reply)).await
+        self.edit(move |core| core.namespace_del(&name)).await
     }
 
     pub async fn namespaces(&self) -> Result<Vec<Namespace>, Error> {
-        Ok(self.state().await?.namespaces.into_values().collect())
+        self.read(|core| Ok(core.state().namespaces.values().cloned().collect()))
+            .await
     }
 
-    /// Replaces the labels of the local pod with this sandbox id.
-    pub async fn pod_labels(&self, sandbox: &SandboxId, labels: Labels) -> Result<(), Error> {
+    /// Adds, changes and removes a pod's labels (a pod of this node or another).
+    pub async fn pod_labels(&self, key: PodKey, edit: LabelEdit) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        let sandbox = *sandbox;
-        self.edit(|reply| Edit::PodLabels {
-            sandbox,
-            labels,
-            reply,
-        })
-        .await
+        self.edit(move |core| core.pod_labels(&key, &edit)).await
     }
 
     /// Creates or replaces a pod of another node.
-    pub async fn remote_pod_set(&self, pod: RemotePod) -> Result<(), Error> {
+    pub async fn remote_pod_set(&self, key: PodKey, info: PodInfo) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        self.edit(|reply| Edit::RemotePodSet(pod, reply)).await
+        self.edit(move |core| core.remote_pod_set(key, info)).await
     }
 
-    pub async fn remote_pod_del(&self, ip: Ipv4Addr) -> Result<(), Error> {
+    pub async fn remote_pod_del(&self, key: PodKey) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        self.edit(|reply| Edit::RemotePodDel(ip, reply)).await
+        self.edit(move |core| core.remote_pod_del(&key)).await
     }
 
-    pub async fn remote_pods(&self) -> Result<Vec<RemotePod>, Error> {
-        Ok(self.state().await?.remote_pods.into_values().collect())
+    /// The pods of other nodes the node knows.
+    pub async fn remote_pods(&self) -> Result<Vec<KnownPod>, Error> {
+        self.read(|core| {
+            Ok(core
+                .state()
+                .pod_infos
+                .iter()
+                .filter(|(_, info)| !info.local)
+                .map(|(key, info)| KnownPod::new(key, info))
+                .collect())
+        })
+        .await
     }
 
     /// Creates or replaces a NetworkPolicy (by namespace and name).
     pub async fn netpol_apply(&self, policy: NetPol) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        self.edit(|reply| Edit::NetPolApply(Box::new(policy), reply))
-            .await
+        self.edit(move |core| core.netpol_apply(policy)).await
     }
 
     pub async fn netpol_del(&self, namespace: &str, name: &str) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
         let (namespace, name) = (namespace.to_string(), name.to_string());
-        self.edit(|reply| Edit::NetPolDel {
-            namespace,
-            name,
-            reply,
-        })
-        .await
+        self.edit(move |core| core.netpol_del(&namespace, &name))
+            .await
     }
 
     /// Each policy with the local pods it selects and its flows on this node.
     pub async fn netpols(&self) -> Result<Vec<NetPolSummary>, Error> {
-        self.call(|reply| Request::Read(Read::NetPols(reply))).await
+        self.read(|core| Ok(core.netpol_summaries())).await
     }
 }

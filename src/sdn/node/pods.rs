@@ -1,7 +1,6 @@
 //! Pods: attach (the seed's SetUpPod), move (UpdatePod), detach (TearDownPod), bandwidth
 //! (SetPodBandwidth), and the port numbers ovs-vswitchd gives their veths.
 
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ofnode_proto::FlowStatsRequest;
@@ -10,16 +9,14 @@ use tokio::sync::mpsc;
 use super::{invalid, Node};
 use crate::ovsdb;
 use crate::sdn::core::ovsdb::{pod_port, Bandwidth};
+use crate::sdn::core::Core;
 use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
-use crate::sdn::policy::networkpolicy::model::PodMeta;
-use crate::sdn::policy::networkpolicy::NetPolError;
-use crate::sdn::policy::require_network_policy;
 use crate::sdn::readback;
-use crate::sdn::request::{self, Edit, Envelope, PortEdit, Read, Request};
+use crate::sdn::request::{self, Edit, Envelope, Request};
 use crate::sdn::state::Pod;
 use crate::sdn::types::PodAdd;
-use crate::value::{IfName, SandboxId, Vnid};
+use crate::value::{IfName, PodKey, SandboxId, Vnid};
 
 impl Node {
     /// Attaches a pod (the seed's SetUpPod): its port gets its OpenFlow number, then its four
@@ -32,23 +29,10 @@ impl Node {
     /// is logged and counted in `port_errors`).
     pub async fn pod_add(&self, req: &PodAdd) -> Result<u16, Error> {
         let _shared = self.inner.gate.read().await;
-        let setup = self.require_setup()?;
-        if req.namespace.is_some() || !req.labels.is_empty() {
-            require_network_policy(setup.mode, "a pod's namespace and labels")?;
-        }
-        let meta = req.namespace.as_ref().map(|namespace| PodMeta {
-            namespace: namespace.clone(),
-            labels: req.labels.clone(),
-        });
-        if meta.is_none() && !req.labels.is_empty() {
-            return Err(Error::NetPol(NetPolError::new(
-                "namespace",
-                "required with labels",
-            )));
-        }
+        self.require_setup()?;
         // Refused before anything changes.
-        let (check, pod_meta) = (pod_of(req, 0), meta.clone());
-        self.call(|reply| Request::Read(Read::CheckPodMeta(check, pod_meta, reply)))
+        let (key, mut vnid, labels, ip) = (req.pod.clone(), req.vnid, req.labels.clone(), req.ip);
+        self.read(move |core| core.check_local_pod(&key, &mut vnid, &labels, ip))
             .await?;
         self.require_device(&req.veth).await?;
         // Held until the port is in OVSDB: concurrent adds choose other numbers meanwhile.
@@ -58,8 +42,11 @@ impl Node {
             .choose_ofport(&pod_port(&self.inner.cfg.bridge, req.veth.as_str()))?;
         let ofport = number.ofport();
         let pod = pod_of(req, ofport);
-        self.edit(|reply| Edit::PodAddWithMeta { pod, meta, reply })
-            .await?;
+        let (key, labels) = (req.pod.clone(), req.labels.clone());
+        self.edit_port(pod.veth.clone(), move |core| {
+            core.pod_attach(key, pod, labels)
+        })
+        .await?;
         drop(number);
         Ok(ofport)
     }
@@ -80,28 +67,37 @@ impl Node {
         }
     }
 
-    /// Moves a pod to another VNID (the seed's UpdatePod). The pod is found by its sandbox id;
-    /// one the node does not know is looked up, as the seed did, through the note on its table
-    /// 20 flow on the switch.
-    pub async fn pod_update(&self, sandbox: &SandboxId, vnid: Vnid) -> Result<(), Error> {
+    /// Moves a pod to another VNID (the seed's UpdatePod). A pod the node does not know is
+    /// looked up, as the seed did, through the note of sandbox `sandbox` on its table 20 flow
+    /// on the switch, and taken over as `key`.
+    pub async fn pod_update(
+        &self,
+        key: &PodKey,
+        sandbox: Option<SandboxId>,
+        vnid: Vnid,
+    ) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
-        let sandbox = *sandbox;
+        let pod_key = key.clone();
         let known = self
-            .edit(|reply| Edit::PodUpdate {
-                sandbox,
-                vnid,
-                reply,
-            })
+            .edit(move |core| core.pod_update(&pod_key, vnid))
             .await?;
         if known {
             return Ok(());
         }
+        let Some(sandbox) = sandbox else {
+            return Err(Error::NotFound {
+                what: format!(
+                    "pod {key} (give its sandbox id to take it over from the switch's flows)"
+                ),
+            });
+        };
         let pod = Pod {
             vnid,
             ..self.find_pod_by_note(&sandbox).await?
         };
-        self.edit(|reply| Edit::PodAdopt(pod, reply)).await
+        let key = key.clone();
+        self.edit(move |core| core.pod_adopt(key, pod)).await
     }
 
     /// The seed's getPodDetailsByContainerID, on the switch's table 20.
@@ -122,12 +118,18 @@ impl Node {
     /// session, or a refusal), the delete still succeeds: the OVSDB reconciler (`ports.rs`)
     /// retries it until the port is gone. A pod the node does not know still has its port
     /// removed, so a repeated delete succeeds.
-    pub async fn pod_del(&self, veth: &IfName, ip: Ipv4Addr) -> Result<(), Error> {
+    pub async fn pod_del(&self, key: &PodKey, veth: Option<IfName>) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.edit(|reply| Edit::PodDel {
-            ip,
-            veth: Some(veth.clone()),
-            reply,
+        let (key, port) = (key.clone(), veth.clone());
+        self.edit_port(port, move |core| core.pod_del(&key, veth))
+            .await
+    }
+
+    /// The pods of the node, with their attachments.
+    pub async fn pods(&self) -> Result<Vec<(PodKey, Pod)>, Error> {
+        self.read(|core| {
+            let pods = &core.state().pods;
+            Ok(pods.iter().map(|(k, p)| (k.clone(), p.clone())).collect())
         })
         .await
     }
@@ -153,22 +155,29 @@ impl Node {
     /// OVSDB reconciler (`ports.rs`) makes OVSDB hold them.
     pub async fn pod_bandwidth(
         &self,
-        veth: &IfName,
+        key: &PodKey,
         ingress_bps: Option<u64>,
         egress_bps: Option<u64>,
     ) -> Result<(), Error> {
         self.require_active()?;
         let _shared = self.inner.gate.read().await;
+        let pod_key = key.clone();
+        let veth = self
+            .read(move |core| Ok(core.state().pods.get(&pod_key).and_then(|p| p.veth.clone())))
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                what: format!("pod {key} (or its veth)"),
+            })?;
         let port_exists = self
             .inner
             .ovsdb
             .with_cache(|c| c.find("Port", veth.as_str()).is_some());
-        let edit = PortEdit::Bandwidth {
-            veth: veth.clone(),
-            bandwidth: Bandwidth::of(ingress_bps, egress_bps),
-            port_exists,
-        };
-        self.edit(|reply| Edit::Ports(edit, reply)).await?;
+        let bandwidth = Bandwidth::of(ingress_bps, egress_bps);
+        let port = veth.clone();
+        self.edit_port(Some(port), move |core| {
+            core.pod_bandwidth(veth, bandwidth, port_exists)
+        })
+        .await?;
         Ok(())
     }
 }
@@ -211,8 +220,11 @@ pub(super) async fn follow_pod_ports(ovsdb: ovsdb::Client, requests: mpsc::WeakS
         tokio::time::sleep(SETTLE).await;
         changes.borrow_and_update();
         let cache = ovsdb.clone();
+        let follow = move |core: &mut Core| {
+            cache.with_cache(|cache| core.follow_ports(|veth| cache.ofport(veth)))
+        };
         let sent = request::send_weak(&requests, |reply| {
-            Request::Edit(Edit::FollowPorts(cache, reply))
+            Request::Edit(Edit::new(None, follow, reply))
         });
         let Some(answer) = sent.await else {
             return;

@@ -21,7 +21,6 @@ use crate::sdn::core::ovsdb::{
     controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
 };
 use crate::sdn::error::Error;
-use crate::sdn::request::{Edit, PortEdit};
 
 /// How often a quiet reconciler looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
@@ -116,7 +115,7 @@ impl Node {
         }
         let gone = ovsdb.with_cache(|c| removed_ports_gone(&state, &observe(c, &bridge)));
         if !gone.is_empty() {
-            self.edit(|reply| Edit::Ports(PortEdit::ForgetRemoved(gone), reply))
+            self.edit(move |core| core.forget_removed_ports(&gone))
                 .await?;
         }
         Ok(())

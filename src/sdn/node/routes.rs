@@ -7,7 +7,6 @@ use std::net::Ipv4Addr;
 use super::Node;
 use crate::sdn::core::{check_multicast_local, check_multicast_vxlan};
 use crate::sdn::error::Error;
-use crate::sdn::request::Edit;
 use crate::sdn::state::LocalMulticast;
 use crate::sdn::types::{HostSubnet, Service};
 use crate::value::{Cidr, Vnid};
@@ -19,7 +18,7 @@ impl Node {
     pub async fn hostsubnet_add(&self, hs: &HostSubnet) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         let hs = *hs;
-        self.edit(|reply| Edit::HostSubnetAdd(hs, reply)).await?;
+        self.edit(move |core| core.hostsubnet_add(hs)).await?;
         self.sync_vxlan().await;
         Ok(())
     }
@@ -28,12 +27,8 @@ impl Node {
     /// succeeds.
     pub async fn hostsubnet_del(&self, host_ip: Ipv4Addr, subnet: Cidr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.edit(|reply| Edit::HostSubnetDel {
-            host_ip,
-            subnet,
-            reply,
-        })
-        .await?;
+        self.edit(move |core| core.hostsubnet_del(host_ip, subnet))
+            .await?;
         self.sync_vxlan().await;
         Ok(())
     }
@@ -43,13 +38,13 @@ impl Node {
     pub async fn service_add(&self, svc: &Service) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
         let svc = svc.clone();
-        self.edit(|reply| Edit::ServiceAdd(svc, reply)).await
+        self.edit(move |core| core.service_add(svc)).await
     }
 
     /// Removes a service's flows (the seed's DeleteServiceRules).
     pub async fn service_del(&self, ip: Ipv4Addr) -> Result<(), Error> {
         let _shared = self.inner.gate.read().await;
-        self.edit(|reply| Edit::ServiceDel(ip, reply)).await
+        self.edit(move |core| core.service_del(ip)).await
     }
 
     /// The seed's UpdateLocalMulticastFlows.
@@ -64,12 +59,8 @@ impl Node {
         let multicast = enabled.then(|| LocalMulticast {
             ofports: ofports.to_vec(),
         });
-        self.edit(|reply| Edit::MulticastLocal {
-            vnid,
-            multicast,
-            reply,
-        })
-        .await
+        self.edit(move |core| core.multicast_local(vnid, multicast))
+            .await
     }
 
     /// The seed's UpdateVXLANMulticastFlows.
@@ -77,7 +68,6 @@ impl Node {
         let _shared = self.inner.gate.read().await;
         check_multicast_vxlan(remotes)?;
         let remotes = remotes.to_vec();
-        self.edit(|reply| Edit::MulticastVxlan(remotes, reply))
-            .await
+        self.edit(move |core| core.multicast_vxlan(remotes)).await
     }
 }

@@ -13,11 +13,10 @@ use crate::sdn::ovs_bugs;
 use crate::sdn::policy;
 use crate::sdn::readback;
 use crate::sdn::report::Status;
-use crate::sdn::request::{Read, Request};
 use crate::sdn::state::PodStatus;
 use crate::sdn::table::{parse_flow, Flow};
 use crate::sdn::types::Mode;
-use crate::value::{SandboxId, Vnid};
+use crate::value::{PodKey, Vnid};
 
 impl Node {
     pub fn status(&self) -> Status {
@@ -95,15 +94,15 @@ impl Node {
         ovs_bugs::stale_megaflow_warning(&version, &self.inner.datapath_type)
     }
 
-    /// What the node knows about the pod with this sandbox id, checked against the switch and
-    /// OVSDB: whether its port exists and which of its flows the switch lacks (for a CNI CHECK).
-    pub async fn pod_status(&self, sandbox: &SandboxId) -> Result<PodStatus, Error> {
-        let sandbox = *sandbox;
+    /// What the node knows about pod `key`, checked against the switch and OVSDB: whether
+    /// its port exists and which of its flows the switch lacks (for a CNI CHECK).
+    pub async fn pod_status(&self, key: &PodKey) -> Result<PodStatus, Error> {
+        let pod_key = key.clone();
         let pod = self
-            .call(|reply| Request::Read(Read::PodBySandbox(sandbox, reply)))
+            .read(move |core| Ok(core.state().pods.get(&pod_key).cloned()))
             .await?
             .ok_or_else(|| Error::NotFound {
-                what: format!("pod with sandbox id {sandbox}"),
+                what: format!("pod {key}"),
             })?;
         let port = pod.veth.as_ref().is_some_and(|veth| {
             self.inner
@@ -116,7 +115,7 @@ impl Node {
         }
         let missing_flows = self.missing_flows(&wanted).await?;
         Ok(PodStatus {
-            counters: self.pod_counters(&pod.sandbox),
+            counters: self.pod_counters(key),
             pod,
             port,
             missing_flows,

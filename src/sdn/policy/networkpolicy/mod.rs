@@ -16,8 +16,9 @@
 //!
 //! Everything here is pure: the node state in, flow texts out.
 
+pub mod engine;
 mod ids;
-mod index;
+mod matches;
 pub mod limits;
 pub mod model;
 pub mod names;
@@ -25,7 +26,6 @@ mod parse;
 mod ranges;
 #[cfg(test)]
 mod tests;
-mod view;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,10 +40,8 @@ use crate::value::Vnid;
 use model::NetPol;
 
 pub use ids::allocate_ids;
-pub use index::{FlowChange, Index};
 pub use model::NetPolError;
 pub use parse::parse_netpol;
-pub use view::View;
 
 /// The conntrack zone of the mode (origin's value; non-zero keeps it apart from netfilter's
 /// zone 0 should the bridge ever run on the kernel datapath).

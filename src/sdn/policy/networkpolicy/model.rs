@@ -78,6 +78,14 @@ impl Namespace {
         Ok(self)
     }
 
+    /// One of its labels as selectors see them (the implicit name label included).
+    pub fn label(&self, key: &str) -> Option<&str> {
+        match key {
+            NAMESPACE_NAME_LABEL => Some(&self.name),
+            _ => self.labels.get(key).map(String::as_str),
+        }
+    }
+
     /// Its labels as selectors see them: the user's plus `kubernetes.io/metadata.name`.
     pub fn effective_labels(&self) -> Labels {
         let mut labels = self.labels.clone();
@@ -160,7 +168,7 @@ pub enum Peer {
     Ipv6Block { cidr: String },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum L4 {
     Tcp,
@@ -187,7 +195,7 @@ pub struct Port {
 }
 
 /// A label selector: matchLabels AND every matchExpression. Empty matches everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Selector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: Labels,
@@ -195,7 +203,7 @@ pub struct Selector {
     pub match_expressions: Vec<Expression>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Expression {
     pub key: String,
     pub operator: Operator,
@@ -203,7 +211,7 @@ pub struct Expression {
     pub values: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Operator {
     In,
     NotIn,
@@ -217,19 +225,52 @@ impl Selector {
     }
 
     pub fn matches(&self, labels: &Labels) -> bool {
+        self.matches_with(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Whether labels looked up by `label` (key → value) are selected: for label sets that
+    /// are not one map (a namespace's own labels plus its implicit name label).
+    pub fn matches_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self.match_expressions.iter().all(|e| e.matches(labels))
+            .all(|(k, v)| label(k) == Some(v.as_str()))
+            && self
+                .match_expressions
+                .iter()
+                .all(|e| e.matches(label(&e.key)))
+    }
+
+    /// The same selector in one spelling: expressions sorted, each one's values sorted and
+    /// deduplicated (equal selectors then compare and hash equal).
+    pub fn canonical(&self) -> Selector {
+        let mut match_expressions: Vec<Expression> = self
+            .match_expressions
+            .iter()
+            .map(|e| {
+                let mut values = e.values.clone();
+                values.sort();
+                values.dedup();
+                Expression {
+                    values,
+                    ..e.clone()
+                }
+            })
+            .collect();
+        match_expressions.sort();
+        match_expressions.dedup();
+        Selector {
+            match_labels: self.match_labels.clone(),
+            match_expressions,
+        }
     }
 }
 
 impl Expression {
-    fn matches(&self, labels: &Labels) -> bool {
-        let value = labels.get(&self.key);
+    fn matches(&self, value: Option<&str>) -> bool {
+        let listed = || value.is_some_and(|v| self.values.iter().any(|w| w == v));
         match self.operator {
-            Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotIn => !value.is_some_and(|v| self.values.contains(v)),
+            Operator::In => listed(),
+            Operator::NotIn => !listed(),
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
         }

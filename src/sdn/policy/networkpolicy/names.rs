@@ -1,6 +1,7 @@
 //! Names and labels, as Kubernetes validates them.
 
 use super::model::{Checked, Labels, NetPolError};
+use crate::value::dns::{self, Case};
 
 fn alnum(c: char) -> bool {
     c.is_ascii_alphanumeric()
@@ -8,35 +9,17 @@ fn alnum(c: char) -> bool {
 
 /// A DNS-1123 label: 1-63 lowercase alphanumerics or '-', alphanumeric at both ends.
 pub fn check_dns_label(path: &str, name: &str) -> Checked<()> {
-    let ok = (1..=63).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && name.starts_with(alnum)
-        && name.ends_with(alnum);
-    if ok {
-        Ok(())
-    } else {
-        Err(NetPolError::new(
-            path,
-            format!("{name:?} is not a DNS-1123 label (1-63 of a-z, 0-9, '-', alphanumeric at both ends)"),
-        ))
+    match dns::label_error(name, Case::Lower) {
+        None => Ok(()),
+        Some(why) => Err(NetPolError::new(path, why)),
     }
 }
 
 /// A DNS-1123 subdomain: up to 253 characters, dot-separated labels.
 pub fn check_dns_subdomain(path: &str, name: &str) -> Checked<()> {
-    let ok = (1..=253).contains(&name.len())
-        && name
-            .split('.')
-            .all(|label| check_dns_label(path, label).is_ok());
-    if ok {
-        Ok(())
-    } else {
-        Err(NetPolError::new(
-            path,
-            format!("{name:?} is not a DNS-1123 subdomain"),
-        ))
+    match dns::name_error(name, Case::Lower) {
+        None => Ok(()),
+        Some(why) => Err(NetPolError::new(path, why)),
     }
 }
 

@@ -1,0 +1,968 @@
+//! The mode's flows, kept incrementally from selector groups.
+//!
+//! Every Kubernetes rule is one `conjunction(id, k/n)` over the dimensions it constrains:
+//! its targets (the local pods the policy selects), its peers, its ports. A dimension whose
+//! members are a selector group's follows the group: a member that joins adds its clause
+//! contributions, one that leaves removes them; conjunction clauses are independent, so no
+//! policy is recomputed when a pod or namespace changes. A policy change recomputes that
+//! policy alone ([`Plan`]: what its rules select, as group keys; then its flows).
+//!
+//! Clause flows with the same (table, priority, match) are one OpenFlow flow carrying one
+//! `conjunction` action per rule: each flow counts its contributions, and goes with its last.
+//! So that one flow always fits an OpenFlow message, the clause flows of conjunction ids
+//! `[2048·b + 1, 2048·(b + 1)]` sit at priority `200 − b` (a packet that completes no
+//! conjunction at one priority falls through to the next).
+//!
+//! A rule is *active* (has flows) while it has targets on this node and, when it names
+//! peers, at least one peer: a rule that can allow nothing here costs nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use ofnode_proto::{Action, Conjunction, FlowMod, FlowModCommand, Instruction, Match};
+use slab::Slab;
+
+use super::limits::too_many_flows;
+use super::matches::{self, Dir};
+use super::model::{Namespace, NetPolError, Peer, Rule};
+use super::{StoredNetPol, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
+use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
+use crate::sdn::table::Flow;
+use crate::value::{Cidr, Vnid};
+
+/// Conjunction ids per priority band: 2048 `conjunction` actions of 16 bytes fit one flow.
+pub const IDS_PER_BAND: u32 = 2048;
+/// Bands between the plain allows (210) and the isolation drops (100), ten kept apart.
+pub const BANDS: u32 = (PRIO_CONJUNCTION - PRIO_ISOLATION) as u32 - 10;
+
+/// The priority of conjunction `id`'s flows (None past the last band).
+pub fn band_priority(id: u32) -> Option<u16> {
+    let band = id.saturating_sub(1) / IDS_PER_BAND;
+    u16::try_from(band)
+        .ok()
+        .filter(|b| u32::from(*b) < BANDS)
+        .map(|b| PRIO_CONJUNCTION - b)
+}
+
+/// The highest conjunction id a node can hold.
+pub fn max_conjunction_id() -> u32 {
+    BANDS * IDS_PER_BAND
+}
+
+impl Dir {
+    fn table(self) -> u8 {
+        match self {
+            Dir::Ingress => POLICY,
+            Dir::Egress => POLICY_CONNTRACK,
+        }
+    }
+
+    /// Where an allowed packet goes next.
+    fn next_table(self) -> u8 {
+        match self {
+            Dir::Ingress => POLICY_COMMIT,
+            Dir::Egress => ROUTING,
+        }
+    }
+
+    fn of_table(table: u8) -> Dir {
+        if table == POLICY {
+            Dir::Ingress
+        } else {
+            Dir::Egress
+        }
+    }
+}
+
+/// A flow's OpenFlow identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub table: u8,
+    pub priority: u16,
+    pub match_: Match,
+}
+
+impl FlowKey {
+    fn new(table: u8, priority: u16, match_: Match) -> FlowKey {
+        FlowKey {
+            table,
+            priority,
+            match_,
+        }
+    }
+}
+
+/// What rules contribute to one flow: conjunction clauses, isolation drops or allows, each
+/// with the number of its contributors.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Contributions {
+    clauses: BTreeMap<(u32, u8, u8), u32>,
+    drops: u32,
+    allows: u32,
+}
+
+impl Contributions {
+    fn is_empty(&self) -> bool {
+        self.clauses.is_empty() && self.drops == 0 && self.allows == 0
+    }
+
+    fn count(&mut self, part: Part, add: bool) {
+        let count = match part {
+            Part::Clause { id, k, n } => self.clauses.entry((id, k, n)).or_default(),
+            Part::Drop => &mut self.drops,
+            Part::Allow => &mut self.allows,
+        };
+        if add {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+        }
+        if let Part::Clause { id, k, n } = part {
+            if self.clauses.get(&(id, k, n)) == Some(&0) {
+                self.clauses.remove(&(id, k, n));
+            }
+        }
+    }
+
+    fn flow_mod(&self, key: &FlowKey) -> Option<FlowMod> {
+        let instructions = if !self.clauses.is_empty() {
+            let actions = self
+                .clauses
+                .keys()
+                .map(|&(id, clause, n_clauses)| {
+                    Action::Conjunction(Conjunction {
+                        id,
+                        clause,
+                        n_clauses,
+                    })
+                })
+                .collect();
+            vec![Instruction::ApplyActions(actions)]
+        } else if self.allows > 0 {
+            vec![Instruction::GotoTable(Dir::of_table(key.table).next_table())]
+        } else if self.drops > 0 {
+            Vec::new()
+        } else {
+            return None;
+        };
+        Some(FlowMod {
+            table_id: key.table,
+            priority: key.priority,
+            match_: key.match_.clone(),
+            instructions,
+            ..FlowMod::new(FlowModCommand::Add)
+        })
+    }
+}
+
+/// What one contribution is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Clause { id: u32, k: u8, n: u8 },
+    Drop,
+    Allow,
+}
+
+/// One flow of the mode changed: as it was and as it is (None: absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowChange {
+    pub before: Option<FlowMod>,
+    pub after: Option<FlowMod>,
+}
+
+fn member_targets(dir: Dir, member: &Member) -> Vec<Match> {
+    match member {
+        Member::Pod { ipv4s, .. } => ipv4s.iter().map(|ip| matches::target(dir, *ip)).collect(),
+        Member::Namespace { .. } => Vec::new(),
+    }
+}
+
+fn member_peers(dir: Dir, member: &Member) -> Vec<Match> {
+    match member {
+        Member::Pod { ipv4s, vnid, .. } => ipv4s
+            .iter()
+            .map(|ip| matches::peer_pod(dir, *ip, *vnid))
+            .collect(),
+        Member::Namespace { vnid, .. } => vec![matches::peer_namespace(*vnid)],
+    }
+}
+
+/// Targets as a plan names them: the local pods of the policy's namespace its pod selector
+/// takes, each by address, or (an empty pod selector) the whole namespace by VNID while any
+/// pod of it is here.
+#[derive(Debug, Clone)]
+struct TargetPlan {
+    key: GroupKey,
+    namespace_vnid: Option<Vnid>,
+}
+
+#[derive(Debug, Clone)]
+enum PeerPlan {
+    /// Fixed matches: networks, the cluster, the policy's own namespace.
+    Fixed(Vec<Match>),
+    /// The members of a group of pods or namespaces.
+    Group(GroupKey),
+}
+
+/// Clause numbers (1-based) of a rule's dimensions (0: absent), and their count.
+#[derive(Debug, Clone, Copy)]
+struct Clauses {
+    targets: u8,
+    peers: u8,
+    ports: u8,
+    n: u8,
+}
+
+impl Clauses {
+    /// Ingress: peers, targets, ports; egress: targets, peers, ports (absent ones skipped).
+    fn of(dir: Dir, has_peers: bool, has_ports: bool) -> Clauses {
+        let mut n = 0u8;
+        let mut next = |present: bool| {
+            if present {
+                n += 1;
+                n
+            } else {
+                0
+            }
+        };
+        let (targets, peers) = match dir {
+            Dir::Ingress => {
+                let peers = next(has_peers);
+                (next(true), peers)
+            }
+            Dir::Egress => {
+                let targets = next(true);
+                (targets, next(has_peers))
+            }
+        };
+        let ports = next(has_ports);
+        Clauses {
+            targets,
+            peers,
+            ports,
+            n,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RulePlan {
+    id: u32,
+    priority: u16,
+    peers: Option<Vec<PeerPlan>>,
+    ports: Vec<Match>,
+    clauses: Clauses,
+}
+
+#[derive(Debug, Clone)]
+struct SidePlan {
+    dir: Dir,
+    targets: TargetPlan,
+    rules: Vec<RulePlan>,
+}
+
+/// What a policy selects, as group keys and fixed matches: computed from the policy and its
+/// namespace alone, before any group is looked at.
+#[derive(Debug, Clone)]
+struct Plan {
+    sides: Vec<SidePlan>,
+}
+
+/// A computation that passed its limit of flows.
+#[derive(Debug)]
+struct Exceeded;
+
+impl Plan {
+    fn of(cluster: Cidr, stored: &StoredNetPol, ns: &Namespace) -> Plan {
+        let policy = &stored.policy;
+        let sides = [
+            (Dir::Ingress, &policy.ingress, &stored.ingress_ids),
+            (Dir::Egress, &policy.egress, &stored.egress_ids),
+        ];
+        let sides = sides
+            .into_iter()
+            .filter_map(|(dir, rules, ids)| {
+                let rules = rules.as_ref()?;
+                let targets = TargetPlan {
+                    key: GroupKey::pods(
+                        Scope::Named(policy.namespace.clone()),
+                        Some(&policy.pod_selector),
+                        true,
+                    ),
+                    namespace_vnid: policy.pod_selector.is_empty().then_some(ns.vnid),
+                };
+                let rules = rules
+                    .iter()
+                    .zip(ids)
+                    .map(|(rule, id)| RulePlan::of(cluster, dir, &policy.namespace, ns, rule, *id))
+                    .collect();
+                Some(SidePlan {
+                    dir,
+                    targets,
+                    rules,
+                })
+            })
+            .collect();
+        Plan { sides }
+    }
+
+    /// The flows the policy alone has, with the members `members` gives each group, up to
+    /// `limit` of them.
+    fn flows(
+        &self,
+        members: impl Fn(&GroupKey) -> Vec<Member>,
+        limit: usize,
+    ) -> Result<HashSet<FlowKey>, Exceeded> {
+        let mut flows = HashSet::new();
+        let mut put = |key: FlowKey| {
+            flows.insert(key);
+            if flows.len() > limit {
+                Err(Exceeded)
+            } else {
+                Ok(())
+            }
+        };
+        for side in &self.sides {
+            let dir = side.dir;
+            let targets = target_matches(
+                dir,
+                side.targets.namespace_vnid,
+                members(&side.targets.key),
+            );
+            for m in &targets {
+                put(FlowKey::new(dir.table(), PRIO_ISOLATION, m.clone()))?;
+            }
+            for rule in &side.rules {
+                let peers = rule.peers.as_ref().map(|peers| {
+                    peers
+                        .iter()
+                        .flat_map(|p| match p {
+                            PeerPlan::Fixed(m) => m.clone(),
+                            PeerPlan::Group(key) => members(key)
+                                .iter()
+                                .flat_map(|m| member_peers(dir, m))
+                                .collect(),
+                        })
+                        .collect::<Vec<_>>()
+                });
+                if targets.is_empty() || peers.as_ref().is_some_and(Vec::is_empty) {
+                    continue;
+                }
+                for (key, _) in rule_parts(dir, rule.id, rule.priority, rule.clauses, &targets, peers.as_deref(), &rule.ports) {
+                    put(key)?;
+                }
+            }
+        }
+        Ok(flows)
+    }
+}
+
+impl RulePlan {
+    fn of(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, rule: &Rule, id: u32) -> RulePlan {
+        let peers = rule.peers.as_ref().map(|peers| {
+            peers
+                .iter()
+                .map(|peer| peer_plan(cluster, dir, namespace, ns, peer))
+                .collect::<Vec<_>>()
+        });
+        let mut ports: Vec<Match> = Vec::new();
+        for m in rule.ports.iter().flat_map(matches::ports) {
+            if !ports.contains(&m) {
+                ports.push(m);
+            }
+        }
+        RulePlan {
+            id,
+            priority: band_priority(id).unwrap_or(PRIO_CONJUNCTION),
+            clauses: Clauses::of(dir, peers.is_some(), !ports.is_empty()),
+            peers,
+            ports,
+        }
+    }
+}
+
+fn peer_plan(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, peer: &Peer) -> PeerPlan {
+    match peer {
+        Peer::Ipv6Block { .. } => PeerPlan::Fixed(Vec::new()),
+        Peer::Block { cidr, except } => PeerPlan::Fixed(matches::peer_block(dir, *cidr, except)),
+        Peer::Select {
+            pods,
+            namespaces: None,
+        } => {
+            let all = pods.as_ref().is_none_or(|s| s.is_empty());
+            if dir == Dir::Ingress && all {
+                return PeerPlan::Fixed(vec![matches::peer_namespace(ns.vnid)]);
+            }
+            PeerPlan::Group(GroupKey::pods(
+                Scope::Named(namespace.to_string()),
+                pods.as_ref(),
+                false,
+            ))
+        }
+        Peer::Select {
+            pods,
+            namespaces: Some(nss),
+        } => {
+            let all = pods.as_ref().is_none_or(|s| s.is_empty());
+            if nss.is_empty() && all {
+                return PeerPlan::Fixed(vec![matches::peer_network(dir, cluster)]);
+            }
+            if dir == Dir::Ingress && all {
+                PeerPlan::Group(GroupKey::namespaces(nss))
+            } else {
+                PeerPlan::Group(GroupKey::pods(Scope::Selected(nss.clone()), pods.as_ref(), false))
+            }
+        }
+    }
+}
+
+/// The target matches of a group with `members`, by address or (`namespace_vnid`) by the
+/// namespace's VNID.
+fn target_matches(dir: Dir, namespace_vnid: Option<Vnid>, members: Vec<Member>) -> Vec<Match> {
+    match namespace_vnid {
+        Some(vnid) if !members.is_empty() => vec![matches::target_namespace(dir, vnid)],
+        Some(_) => Vec::new(),
+        None => members.iter().flat_map(|m| member_targets(dir, m)).collect(),
+    }
+}
+
+/// The contributions of an active rule: its targets, peers and ports as clauses (or, with
+/// targets alone, plain allows), and the flow its satisfied conjunction goes to.
+fn rule_parts(
+    dir: Dir,
+    id: u32,
+    priority: u16,
+    clauses: Clauses,
+    targets: &[Match],
+    peers: Option<&[Match]>,
+    ports: &[Match],
+) -> Vec<(FlowKey, Part)> {
+    let table = dir.table();
+    if clauses.n == 1 {
+        return targets
+            .iter()
+            .map(|m| (FlowKey::new(table, PRIO_PLAIN_ALLOW, m.clone()), Part::Allow))
+            .collect();
+    }
+    let clause = |k: u8| Part::Clause {
+        id,
+        k,
+        n: clauses.n,
+    };
+    let dims = [
+        (clauses.targets, targets),
+        (clauses.peers, peers.unwrap_or_default()),
+        (clauses.ports, ports),
+    ];
+    let mut parts: Vec<(FlowKey, Part)> = dims
+        .into_iter()
+        .filter(|(k, _)| *k > 0)
+        .flat_map(|(k, matches)| {
+            matches
+                .iter()
+                .map(move |m| (FlowKey::new(table, priority, m.clone()), clause(k)))
+        })
+        .collect();
+    parts.push((FlowKey::new(table, priority, matches::conjunction(id)), Part::Allow));
+    parts
+}
+
+/// A rule's or side's targets, as applied.
+#[derive(Debug, Clone, Copy)]
+struct Targets {
+    group: GroupId,
+    namespace_vnid: Option<Vnid>,
+}
+
+impl Targets {
+    /// How many target matches there are now.
+    fn count(&self, groups: &Groups) -> usize {
+        match self.namespace_vnid {
+            Some(_) => usize::from(groups.len_of(self.group) > 0),
+            None => groups.matches_of(self.group),
+        }
+    }
+
+    fn matches(&self, dir: Dir, groups: &Groups, world: World) -> Vec<Match> {
+        target_matches(dir, self.namespace_vnid, groups.members(self.group, world))
+    }
+}
+
+/// Where an applied rule's peers come from.
+#[derive(Debug, Clone)]
+enum PeerSource {
+    Fixed(Vec<Match>),
+    Group(GroupId),
+}
+
+#[derive(Debug)]
+struct RuleState {
+    dir: Dir,
+    id: u32,
+    priority: u16,
+    targets: Targets,
+    peers: Option<Vec<PeerSource>>,
+    ports: Vec<Match>,
+    clauses: Clauses,
+    active: bool,
+}
+
+impl RuleState {
+    fn peer_count(&self, groups: &Groups) -> Option<usize> {
+        self.peers.as_ref().map(|sources| {
+            sources
+                .iter()
+                .map(|s| match s {
+                    PeerSource::Fixed(m) => m.len(),
+                    PeerSource::Group(g) => groups.matches_of(*g),
+                })
+                .sum()
+        })
+    }
+
+    fn should_be_active(&self, groups: &Groups) -> bool {
+        self.targets.count(groups) > 0 && self.peer_count(groups).is_none_or(|n| n > 0)
+    }
+
+    /// Where a target match of this rule goes, and what it contributes.
+    fn target_part(&self) -> (u16, Part) {
+        if self.clauses.n == 1 {
+            (PRIO_PLAIN_ALLOW, Part::Allow)
+        } else {
+            let part = Part::Clause {
+                id: self.id,
+                k: self.clauses.targets,
+                n: self.clauses.n,
+            };
+            (self.priority, part)
+        }
+    }
+
+    fn peer_part(&self) -> Part {
+        Part::Clause {
+            id: self.id,
+            k: self.clauses.peers,
+            n: self.clauses.n,
+        }
+    }
+
+    /// Every contribution of the rule, from the groups as they are.
+    fn parts(&self, groups: &Groups, world: World) -> Vec<(FlowKey, Part)> {
+        let targets = self.targets.matches(self.dir, groups, world);
+        let peers = self.peers.as_ref().map(|sources| {
+            sources
+                .iter()
+                .flat_map(|s| match s {
+                    PeerSource::Fixed(m) => m.clone(),
+                    PeerSource::Group(g) => groups
+                        .members(*g, world)
+                        .iter()
+                        .flat_map(|m| member_peers(self.dir, m))
+                        .collect(),
+                })
+                .collect::<Vec<_>>()
+        });
+        rule_parts(
+            self.dir,
+            self.id,
+            self.priority,
+            self.clauses,
+            &targets,
+            peers.as_deref(),
+            &self.ports,
+        )
+    }
+}
+
+/// A policy side's isolation: every target is dropped unless a rule allows it.
+#[derive(Debug)]
+struct SideState {
+    dir: Dir,
+    targets: Targets,
+    /// Its drops are in: the namespace-wide one while it has targets (targets by VNID), or
+    /// one per target since it was applied (targets by address).
+    present: bool,
+}
+
+/// Who uses a group, for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Side(usize),
+    RuleTargets(usize),
+    RulePeers(usize),
+}
+
+/// A policy as applied: its sides, rules and the groups it holds.
+#[derive(Debug, Default)]
+struct Applied {
+    sides: Vec<usize>,
+    rules: Vec<usize>,
+    groups: Vec<GroupId>,
+}
+
+/// The mode's flows.
+#[derive(Debug)]
+pub struct Engine {
+    cluster: Cidr,
+    policies: HashMap<String, Applied>,
+    rules: Slab<RuleState>,
+    sides: Slab<SideState>,
+    uses: HashMap<GroupId, Vec<Use>>,
+    flows: HashMap<FlowKey, Contributions>,
+    /// The flows touched since the last [`Engine::take_changes`], as they were.
+    touched: HashMap<FlowKey, Option<FlowMod>>,
+}
+
+impl Engine {
+    /// An engine with no policy, for a node whose cluster network is `cluster`.
+    pub fn new(cluster: Cidr) -> Engine {
+        Engine {
+            cluster,
+            policies: HashMap::new(),
+            rules: Slab::new(),
+            sides: Slab::new(),
+            uses: HashMap::new(),
+            flows: HashMap::new(),
+            touched: HashMap::new(),
+        }
+    }
+
+    /// How many flows it holds.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Every flow it holds.
+    pub fn flow_mods(&self) -> impl Iterator<Item = FlowMod> + '_ {
+        self.flows.iter().filter_map(|(key, c)| c.flow_mod(key))
+    }
+
+    /// Every flow it holds, encoded.
+    pub fn flows(&self) -> Vec<Flow> {
+        self.flow_mods().map(Flow::from_flow_mod).collect()
+    }
+
+    fn contribute(&mut self, key: FlowKey, part: Part, add: bool) {
+        let entry = self.flows.entry(key.clone()).or_default();
+        if !self.touched.contains_key(&key) {
+            let before = entry.flow_mod(&key);
+            self.touched.insert(key.clone(), before);
+        }
+        entry.count(part, add);
+        if entry.is_empty() {
+            self.flows.remove(&key);
+        }
+    }
+
+    /// The flows that changed since the last call, each once, as before and after.
+    pub fn take_changes(&mut self) -> Vec<FlowChange> {
+        std::mem::take(&mut self.touched)
+            .into_iter()
+            .filter_map(|(key, before)| {
+                let after = self.flows.get(&key).and_then(|c| c.flow_mod(&key));
+                (before != after).then_some(FlowChange { before, after })
+            })
+            .collect()
+    }
+
+    /// Applies the policy stored under `key` anew: its old flows go, and `policy`'s (None:
+    /// deleted) come, computed in `namespace` (None: it does not exist, the policy has no
+    /// flows). Fails, changing nothing, when a rule's conjunction id is past the last band.
+    pub fn apply_policy(
+        &mut self,
+        key: &str,
+        policy: Option<&StoredNetPol>,
+        namespace: Option<&Namespace>,
+        groups: &mut Groups,
+        world: World,
+    ) -> Result<(), NetPolError> {
+        if let Some(stored) = policy {
+            check_ids(stored)?;
+        }
+        if let Some(applied) = self.policies.remove(key) {
+            self.unapply(applied, groups, world);
+        }
+        if let (Some(stored), Some(ns)) = (policy, namespace) {
+            let plan = Plan::of(self.cluster, stored, ns);
+            let applied = self.build(plan, groups, world);
+            self.policies.insert(key.to_string(), applied);
+        }
+        Ok(())
+    }
+
+    /// Refuses `stored` when it alone would need more than `limit` flows here now (counted
+    /// from the groups as they are, without making any), or has a conjunction id past the
+    /// last band.
+    pub fn check_policy(
+        &self,
+        stored: &StoredNetPol,
+        namespace: &Namespace,
+        groups: &Groups,
+        world: World,
+        limit: usize,
+    ) -> Result<(), NetPolError> {
+        check_ids(stored)?;
+        Plan::of(self.cluster, stored, namespace)
+            .flows(|key| groups.preview(key, world), limit)
+            .map(drop)
+            .map_err(|Exceeded| too_many_flows())
+    }
+
+    fn build(&mut self, plan: Plan, groups: &mut Groups, world: World) -> Applied {
+        let mut applied = Applied::default();
+        for side_plan in plan.sides {
+            let group = groups.acquire(side_plan.targets.key, world);
+            applied.groups.push(group);
+            let targets = Targets {
+                group,
+                namespace_vnid: side_plan.targets.namespace_vnid,
+            };
+            let side = self.sides.insert(SideState {
+                dir: side_plan.dir,
+                targets,
+                present: false,
+            });
+            self.use_group(group, Use::Side(side));
+            self.refresh_side(side, groups, world);
+            applied.sides.push(side);
+            for rule in side_plan.rules {
+                let peers = rule.peers.map(|peers| {
+                    peers
+                        .into_iter()
+                        .map(|p| match p {
+                            PeerPlan::Fixed(m) => PeerSource::Fixed(m),
+                            PeerPlan::Group(key) => {
+                                let g = groups.acquire(key, world);
+                                applied.groups.push(g);
+                                PeerSource::Group(g)
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let state = RuleState {
+                    dir: side_plan.dir,
+                    id: rule.id,
+                    priority: rule.priority,
+                    targets,
+                    peers,
+                    ports: rule.ports,
+                    clauses: rule.clauses,
+                    active: false,
+                };
+                let peer_groups = peer_groups(&state);
+                let index = self.rules.insert(state);
+                // Its targets are its side's group; its peer groups were acquired for it.
+                self.use_group(group, Use::RuleTargets(index));
+                for g in peer_groups {
+                    self.use_group(g, Use::RulePeers(index));
+                }
+                self.refresh_rule(index, groups, world);
+                applied.rules.push(index);
+            }
+        }
+        applied
+    }
+
+    fn use_group(&mut self, group: GroupId, used: Use) {
+        self.uses.entry(group).or_default().push(used);
+    }
+
+    fn unuse_group(&mut self, group: GroupId, used: Use) {
+        if let Some(list) = self.uses.get_mut(&group) {
+            if let Some(i) = list.iter().position(|u| *u == used) {
+                list.swap_remove(i);
+            }
+            if list.is_empty() {
+                self.uses.remove(&group);
+            }
+        }
+    }
+
+    fn unapply(&mut self, applied: Applied, groups: &mut Groups, world: World) {
+        for index in applied.rules {
+            if self.rules[index].active {
+                self.rule_flows(index, false, groups, world);
+            }
+            let rule = self.rules.remove(index);
+            self.unuse_group(rule.targets.group, Use::RuleTargets(index));
+            for g in peer_groups(&rule) {
+                self.unuse_group(g, Use::RulePeers(index));
+            }
+        }
+        for index in applied.sides {
+            let side = self.sides.remove(index);
+            let dir = side.dir;
+            match side.targets.namespace_vnid {
+                Some(vnid) if side.present => {
+                    self.drop_flow(dir, matches::target_namespace(dir, vnid), false)
+                }
+                Some(_) => {}
+                None => {
+                    for m in side.targets.matches(dir, groups, world) {
+                        self.drop_flow(dir, m, false);
+                    }
+                }
+            }
+            self.unuse_group(side.targets.group, Use::Side(index));
+        }
+        for group in applied.groups {
+            groups.release(group);
+        }
+    }
+
+    fn drop_flow(&mut self, dir: Dir, m: Match, add: bool) {
+        self.contribute(FlowKey::new(dir.table(), PRIO_ISOLATION, m), Part::Drop, add);
+    }
+
+    /// A side's drops follow whether it has targets (namespace-wide), or are all put in
+    /// when it is applied (by address; later member by member).
+    fn refresh_side(&mut self, index: usize, groups: &Groups, world: World) {
+        let side = &self.sides[index];
+        let (dir, targets, present) = (side.dir, side.targets, side.present);
+        let now = match targets.namespace_vnid {
+            Some(_) => groups.len_of(targets.group) > 0,
+            None => true,
+        };
+        if now == present {
+            return;
+        }
+        match targets.namespace_vnid {
+            Some(vnid) => self.drop_flow(dir, matches::target_namespace(dir, vnid), now),
+            None => {
+                for m in targets.matches(dir, groups, world) {
+                    self.drop_flow(dir, m, true);
+                }
+            }
+        }
+        self.sides[index].present = now;
+    }
+
+    /// A rule's flows follow whether it can allow anything here.
+    fn refresh_rule(&mut self, index: usize, groups: &Groups, world: World) {
+        let rule = &self.rules[index];
+        let now = rule.should_be_active(groups);
+        if now != rule.active {
+            self.rule_flows(index, now, groups, world);
+            self.rules[index].active = now;
+        }
+    }
+
+    /// Adds or removes every flow of a rule, from the groups as they are.
+    fn rule_flows(&mut self, index: usize, add: bool, groups: &Groups, world: World) {
+        for (key, part) in self.rules[index].parts(groups, world) {
+            self.contribute(key, part, add);
+        }
+    }
+
+    /// Follows the members that joined and left groups (the store's [`Delta`]s of a change):
+    /// each adds or removes its own matches' contributions; rules and sides whose emptiness
+    /// changed add or remove all of theirs.
+    pub fn on_deltas(&mut self, deltas: &[Delta], groups: &Groups, world: World) {
+        let mut rules = BTreeSet::new();
+        let mut sides = BTreeSet::new();
+        for delta in deltas {
+            let Some(uses) = self.uses.get(&delta.group).cloned() else {
+                continue;
+            };
+            for used in uses {
+                match used {
+                    Use::Side(index) => {
+                        sides.insert(index);
+                        let side = &self.sides[index];
+                        if side.targets.namespace_vnid.is_none() && side.present {
+                            let dir = side.dir;
+                            for m in member_targets(dir, &delta.member) {
+                                self.drop_flow(dir, m, delta.joined);
+                            }
+                        }
+                    }
+                    Use::RuleTargets(index) => {
+                        rules.insert(index);
+                        let rule = &self.rules[index];
+                        if rule.active && rule.targets.namespace_vnid.is_none() {
+                            let (table, dir) = (rule.dir.table(), rule.dir);
+                            let (priority, part) = rule.target_part();
+                            for m in member_targets(dir, &delta.member) {
+                                self.contribute(FlowKey::new(table, priority, m), part, delta.joined);
+                            }
+                        }
+                    }
+                    Use::RulePeers(index) => {
+                        rules.insert(index);
+                        let rule = &self.rules[index];
+                        if rule.active {
+                            let (dir, priority, part) = (rule.dir, rule.priority, rule.peer_part());
+                            for m in member_peers(dir, &delta.member) {
+                                self.contribute(FlowKey::new(dir.table(), priority, m), part, delta.joined);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for index in sides {
+            self.refresh_side(index, groups, world);
+        }
+        for index in rules {
+            self.refresh_rule(index, groups, world);
+        }
+    }
+
+    /// The local pods the policy stored under `key` selects, and the flows it alone has
+    /// (what `netpol list` shows).
+    pub fn summary(&self, key: &str, groups: &Groups, world: World) -> (usize, usize) {
+        let Some(applied) = self.policies.get(key) else {
+            return (0, 0);
+        };
+        let selected = applied
+            .sides
+            .first()
+            .map_or(0, |s| groups.len_of(self.sides[*s].targets.group));
+        let mut flows = HashSet::new();
+        for &s in &applied.sides {
+            let side = &self.sides[s];
+            for m in side.targets.matches(side.dir, groups, world) {
+                flows.insert(FlowKey::new(side.dir.table(), PRIO_ISOLATION, m));
+            }
+        }
+        for &r in &applied.rules {
+            let rule = &self.rules[r];
+            if rule.active {
+                flows.extend(rule.parts(groups, world).into_iter().map(|(key, _)| key));
+            }
+        }
+        (selected, flows.len())
+    }
+}
+
+fn peer_groups(rule: &RuleState) -> Vec<GroupId> {
+    rule.peers
+        .iter()
+        .flatten()
+        .filter_map(|s| match s {
+            PeerSource::Group(g) => Some(*g),
+            PeerSource::Fixed(_) => None,
+        })
+        .collect()
+}
+
+/// Refuses a policy with a conjunction id past the last priority band.
+fn check_ids(stored: &StoredNetPol) -> Result<(), NetPolError> {
+    let max = max_conjunction_id();
+    if stored
+        .ingress_ids
+        .iter()
+        .chain(&stored.egress_ids)
+        .any(|id| *id > max)
+    {
+        return Err(NetPolError::new(
+            "spec",
+            format!("the node holds at most {max} NetworkPolicy rules; delete some first"),
+        ));
+    }
+    Ok(())
+}

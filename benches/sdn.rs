@@ -15,8 +15,8 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use ofnode::sdn::state::{Change, NodeState, Pod};
 use ofnode::sdn::journal::Journal;
+use ofnode::sdn::state::{Change, NodeState, Pod};
 use ofnode::sdn::{Mode, Node, NodeConfig, PodAdd, SetupRequest, Vnid};
 use ofnode_harness::cpu::{own_cpu, process_cpu};
 use ofnode_harness::Ovs;

@@ -12,9 +12,7 @@ pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
     EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
-pub use crate::sdn::{
-    KnownPod, LabelEdit, Labels, Namespace, NetPolSummary, Pod, PodInfo, PodKey,
-};
+pub use crate::sdn::{KnownPod, LabelEdit, Labels, Namespace, NetPolSummary, Pod, PodInfo, PodKey};
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
 

@@ -19,9 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::daemon::RunArgs;
 use crate::sdn::{Mode, ServicePort};
 use crate::trace::Proto;
-use crate::value::{
-    parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid,
-};
+use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 
 pub const DEFAULT_API: &str = "/run/ofnode/ofnode.sock";
 
@@ -437,7 +435,10 @@ pub enum LabelChange {
 }
 
 pub fn parse_label_edit(text: &str) -> Result<LabelChange, InvalidInput> {
-    if let Some(key) = text.strip_suffix('-').filter(|k| !k.is_empty() && !k.contains('=')) {
+    if let Some(key) = text
+        .strip_suffix('-')
+        .filter(|k| !k.is_empty() && !k.contains('='))
+    {
         return Ok(LabelChange::Remove(key.to_string()));
     }
     parse_label(text)

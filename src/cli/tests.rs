@@ -21,10 +21,8 @@ fn api_goes_before_or_after_the_subcommand_or_in_the_environment() {
             "del",
             "--api",
             "/tmp/a.sock",
-            "--veth",
-            "v",
-            "--ip",
-            "10.128.0.5"
+            "--pod",
+            "x/web-0"
         ]),
         path
     );
@@ -138,34 +136,45 @@ fn networkpolicy_commands_take_labels_and_namespaces() {
     .is_err());
     assert!(parse(&["ofnode", "netpol", "apply", "--file", "-"]).is_ok());
     assert!(parse(&["ofnode", "netpol", "del", "--namespace", "x", "--name", "p"]).is_ok());
-    assert!(parse(&[
-        "ofnode",
-        "pod",
-        "remote",
-        "set",
-        "--ip",
-        "10.129.0.5",
-        "--namespace",
-        "x"
+    let remote = |args: &[&str]| {
+        let mut all = vec!["ofnode", "pod", "remote", "set", "--pod", "x/db-0"];
+        all.extend_from_slice(args);
+        parse(&all)
+    };
+    assert!(remote(&["--ip", "10.129.0.5"]).is_ok());
+    assert!(remote(&["--ip", "10.129.0.5", "--ip", "fd00::5", "--label", "a=b"]).is_ok());
+    assert!(
+        remote(&[]).is_err(),
+        "a pod of another node needs an address"
+    );
+    // `kubectl label`'s words: k=v sets, k- removes; one of them at least.
+    let Command::Pod(PodCommand::Label { edits, .. }) = parse(&[
+        "ofnode", "pod", "label", "--pod", "x/web-0", "app=web", "tier-",
     ])
-    .is_ok());
+    .unwrap()
+    .command
+    else {
+        panic!("not pod label");
+    };
+    assert_eq!(
+        edits,
+        vec![
+            LabelChange::Set("app".into(), "web".into()),
+            LabelChange::Remove("tier".into())
+        ]
+    );
+    assert!(parse(&["ofnode", "pod", "label", "--pod", "x/web-0"]).is_err());
+    assert!(parse(&["ofnode", "pod", "label", "--pod", "x/web-0", "nope"]).is_err());
+    assert!(parse(&["ofnode", "namespace", "label", "--name", "x", "team-"]).is_ok());
+    // A pod is named NAMESPACE/NAME, as Kubernetes names it.
     let sandbox = "ab".repeat(32);
-    assert!(parse(&[
-        "ofnode",
-        "pod",
-        "labels",
-        "--sandbox",
-        &sandbox,
-        "--label",
-        "pod=a"
-    ])
-    .is_ok());
-    // A pod's labels need its namespace; its VNID may be left to the namespace.
-    let pod = |extra: &[&str]| {
-        let mut args = vec![
+    let pod = |name: &str| {
+        parse(&[
             "ofnode",
             "pod",
             "add",
+            "--pod",
+            name,
             "--veth",
             "v1",
             "--ip",
@@ -174,12 +183,23 @@ fn networkpolicy_commands_take_labels_and_namespaces() {
             "0a:58:0a:80:00:05",
             "--sandbox",
             &sandbox,
-        ];
-        args.extend_from_slice(extra);
-        parse(&args)
+            "--label",
+            "pod=a",
+        ])
     };
-    assert!(pod(&["--label", "pod=a"]).is_err());
-    assert!(pod(&["--namespace", "x", "--label", "pod=a"]).is_ok());
+    assert!(pod("x/web-0").is_ok());
+    for bad in ["web-0", "X/web-0", "x/"] {
+        let err = pod(bad).unwrap_err().to_string();
+        assert!(err.contains("invalid pod"), "{bad}: {err}");
+    }
+    for list in [
+        &["ofnode", "pod", "list", "--json"][..],
+        &["ofnode", "pod", "remote", "list", "--json"],
+        &["ofnode", "namespace", "list", "--json"],
+        &["ofnode", "netpol", "list", "--json"],
+    ] {
+        assert!(parse(list).is_ok(), "{list:?}");
+    }
 }
 
 #[test]
@@ -229,6 +249,8 @@ fn bad_input_is_refused_by_the_cli() {
         "ofnode",
         "pod",
         "add",
+        "--pod",
+        "x/web-0",
         "--veth",
         "veth1",
         "--ip",
@@ -242,11 +264,11 @@ fn bad_input_is_refused_by_the_cli() {
     ];
     assert!(parse(&good).is_ok());
     let mut bad_ip = good;
-    bad_ip[6] = "fd00::5";
+    bad_ip[8] = "fd00::5";
     let err = parse(&bad_ip).unwrap_err().to_string();
     assert!(err.contains("IPv6 is not supported"), "{err}");
     let mut bad_vnid = good;
-    bad_vnid[12] = "16777216";
+    bad_vnid[14] = "16777216";
     assert!(parse(&bad_vnid).is_err());
     assert!(parse(&[
         "ofnode",

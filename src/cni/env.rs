@@ -188,8 +188,17 @@ mod tests {
     fn the_pod_is_named_by_kubelets_arguments() {
         let env = parse(&add_vars("K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0")).unwrap();
         assert_eq!(env.pod().unwrap().to_string(), "ns1/web-0");
-        for args in ["K8S_POD_NAMESPACE=ns1", "K8S_POD_NAME=web-0", "", "K8S_POD_NAMESPACE=NS;K8S_POD_NAME=a"] {
-            let err = parse(&add_vars(args)).unwrap().pod().unwrap_err().to_string();
+        for args in [
+            "K8S_POD_NAMESPACE=ns1",
+            "K8S_POD_NAME=web-0",
+            "",
+            "K8S_POD_NAMESPACE=NS;K8S_POD_NAME=a",
+        ] {
+            let err = parse(&add_vars(args))
+                .unwrap()
+                .pod()
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("CNI_ARGS"), "{args}: {err}");
         }
     }

@@ -260,10 +260,7 @@ impl PodCounterStore {
     }
 
     pub fn pod(&self, key: &PodKey) -> Option<PodCounters> {
-        self.last
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pod(key)
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).pod(key)
     }
 
     /// How long the last poll took.
@@ -285,6 +282,10 @@ mod tests {
     use crate::sdn::flows::{base_flows, pod_flows};
     use crate::sdn::types::{Mode, SetupRequest};
     use crate::value::Vnid;
+
+    fn key(i: u8) -> PodKey {
+        PodKey::new("ns", &format!("pod-{i}")).unwrap()
+    }
 
     fn pod(i: u8) -> Pod {
         Pod {
@@ -329,7 +330,8 @@ mod tests {
             byte_count: 1_000_000,
             ..crate::sdn::table::parse_flow(text).unwrap().as_stats()
         }));
-        let traffic = tally([&a, &b], &flows);
+        let (ka, kb) = (key(1), key(2));
+        let traffic = tally([(&ka, &a), (&kb, &b)], &flows);
         // pod_flows: table 20 ARP (1), table 20 IP (2), table 40 ARP (3), table 70 IP (4).
         let expect = |n: u64| Traffic {
             tx_packets: 3 * n,
@@ -337,8 +339,8 @@ mod tests {
             rx_packets: 7 * n,
             rx_bytes: 700 * n,
         };
-        assert_eq!(traffic[&a.sandbox], expect(1));
-        assert_eq!(traffic[&b.sandbox], expect(10));
+        assert_eq!(traffic[&ka], expect(1));
+        assert_eq!(traffic[&kb], expect(10));
     }
 
     #[test]
@@ -349,19 +351,20 @@ mod tests {
         // Flows left from a's old port (a renumbered port) and of b, who is not in the pods.
         let mut flows = counted(&moved, 1);
         flows.extend(counted(&b, 1));
-        let traffic = tally([&a], &flows);
+        let ka = key(1);
+        let traffic = tally([(&ka, &a)], &flows);
         assert_eq!(traffic.len(), 1);
-        let t = traffic[&a.sandbox];
+        let t = traffic[&ka];
         assert_eq!((t.tx_packets, t.rx_packets), (0, 7), "{t:?}");
-        let nothing = tally([&pod(3)], &[]);
-        assert_eq!(nothing[&pod(3).sandbox], Traffic::default());
+        let nothing = tally([(&key(3), &pod(3))], &[]);
+        assert_eq!(nothing[&key(3)], Traffic::default());
     }
 
     fn snapshot(n: u8) -> Snapshot {
-        let pods: Vec<Pod> = (0..n).map(pod).collect();
-        let flows: Vec<FlowStats> = pods.iter().flat_map(|p| counted(p, 1)).collect();
+        let pods: Vec<(PodKey, Pod)> = (0..n).map(|i| (key(i), pod(i))).collect();
+        let flows: Vec<FlowStats> = pods.iter().flat_map(|(_, p)| counted(p, 1)).collect();
         Snapshot::new(
-            &pods,
+            pods.iter().map(|(k, p)| (k, p)),
             &flows,
             UNIX_EPOCH + Duration::from_secs(5),
             Duration::ZERO,
@@ -390,11 +393,11 @@ mod tests {
         }
         assert!(out.contains("\nofnode_pod_metrics_omitted 2\n"), "{out}");
         // The first pods in label order are the ones kept.
-        let first = labels(&pod(0)).pod;
+        let first = labels(&key(0)).pod;
         assert!(out.contains(&format!(
-            "ofnode_pod_tx_packets_total{{namespace=\"\",pod=\"{first}\"}} 3\n"
+            "ofnode_pod_tx_packets_total{{namespace=\"ns\",pod=\"{first}\"}} 3\n"
         )));
-        assert!(!out.contains(&labels(&pod(4)).pod), "{out}");
+        assert!(!out.contains(&labels(&key(4)).pod), "{out}");
         assert!(out.contains("ofnode_pod_counters_polled_timestamp_seconds 5\n"));
 
         let mut all = String::new();
@@ -410,11 +413,11 @@ mod tests {
     #[test]
     fn a_pod_the_last_poll_did_not_see_has_no_counters() {
         let snap = snapshot(2);
-        let seen = snap.pod(&pod(1).sandbox).expect("polled");
+        let seen = snap.pod(&key(1)).expect("polled");
         assert_eq!(seen.polled_at_unix_ms, 5_000);
         assert_eq!(seen.traffic.rx_packets, 7);
-        assert_eq!(snap.pod(&pod(2).sandbox), None);
-        assert_eq!(Snapshot::default().pod(&pod(1).sandbox), None);
+        assert_eq!(snap.pod(&key(2)), None);
+        assert_eq!(Snapshot::default().pod(&key(1)), None);
     }
 
     #[test]

@@ -252,12 +252,14 @@ fn replay_journal(
 mod tests {
     use super::*;
     use crate::sdn::state::Pod;
+    use crate::sdn::store::PodInfo;
+    use crate::value::PodKey;
     use std::net::Ipv4Addr;
 
     fn pod_change(last: u8) -> Change {
         let ip = Ipv4Addr::new(10, 128, 0, last);
-        Change::Pod {
-            ip,
+        Change::LocalPod {
+            key: format!("x/pod-{last}").parse().unwrap(),
             pod: Some(Pod {
                 veth: Some(format!("veth{last}").parse().unwrap()),
                 ip,
@@ -324,24 +326,76 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A journal as ofnode wrote it before the node core existed loads unchanged, and the
-    /// same changes are written byte for byte as then: the format did not move.
+    /// A journal as ofnode wrote it before pods had names (pods by address, their namespace
+    /// and labels apart, other nodes' pods by address) loads: every pod named
+    /// `NAMESPACE/ip-A-B-C-D`, its labels and attachment kept.
     #[test]
-    fn the_journal_format_is_the_one_written_before() {
+    fn a_journal_of_pods_by_address_loads_with_pods_by_name() {
+        let sandbox = "ab".repeat(32);
+        let pod = format!(
+            r#"{{"veth":"veth5","ip":"10.128.0.5","mac":"0a:58:0a:80:00:05","sandbox":"{sandbox}","vnid":11,"ofport":5}}"#
+        );
+        let lines = [
+            format!(r#"{{"seq":1,"changes":[{{"kind":"pod","ip":"10.128.0.5","pod":{pod}}},{{"kind":"host_subnet","subnet":"10.128.2.0/23","host_subnet":{{"host_ip":"192.0.2.2","subnet":"10.128.2.0/23","fixed_vnid":7,"vtep_mac":"02:00:00:00:00:02"}}}}]}}"#),
+            r#"{"seq":2,"changes":[{"kind":"pod_meta","ip":"10.128.0.5","meta":{"namespace":"x","labels":{"app":"web"}}}]}"#.to_string(),
+            r#"{"seq":3,"changes":[{"kind":"remote_pod","ip":"10.128.2.9","pod":{"ip":"10.128.2.9","namespace":"y","labels":{"app":"db"}}}]}"#.to_string(),
+            r#"{"seq":4,"changes":[{"kind":"remote_pod","ip":"10.128.2.8","pod":{"ip":"10.128.2.8","namespace":"y"}}]}"#.to_string(),
+            r#"{"seq":5,"changes":[{"kind":"remote_pod","ip":"10.128.2.8","pod":null}]}"#.to_string(),
+        ];
+        let old = tempdir();
+        std::fs::write(old.join(JOURNAL), lines.join("\n") + "\n").unwrap();
+        let (_, state) = Journal::open(&old).unwrap();
+        let local: PodKey = "x/ip-10-128-0-5".parse().unwrap();
+        assert_eq!(state.pods.keys().collect::<Vec<_>>(), [&local]);
+        assert_eq!(state.pods[&local].ofport, 5);
+        assert_eq!(state.host_subnets.len(), 1);
+        let infos: Vec<(String, bool, Vec<(String, String)>)> = state
+            .pod_infos
+            .iter()
+            .map(|(k, i)| {
+                (
+                    k.to_string(),
+                    i.local,
+                    i.labels.clone().into_iter().collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            infos,
+            vec![
+                (
+                    "x/ip-10-128-0-5".into(),
+                    true,
+                    vec![("app".into(), "web".into())]
+                ),
+                (
+                    "y/ip-10-128-2-9".into(),
+                    false,
+                    vec![("app".into(), "db".into())]
+                ),
+            ]
+        );
+        std::fs::remove_dir_all(&old).unwrap();
+    }
+
+    /// Today's records, written as the format says (a change of it shows here).
+    #[test]
+    fn the_journal_format_is_pinned() {
         let sandbox = "ab".repeat(32);
         let record = format!(
-            r#"{{"seq":1,"changes":[{{"kind":"pod","ip":"10.128.0.5","pod":{{"veth":"veth5","ip":"10.128.0.5","mac":"0a:58:0a:80:00:05","sandbox":"{sandbox}","vnid":0,"ofport":5}}}},{{"kind":"host_subnet","subnet":"10.128.2.0/23","host_subnet":{{"host_ip":"192.0.2.2","subnet":"10.128.2.0/23","fixed_vnid":7,"vtep_mac":"02:00:00:00:00:02"}}}}]}}"#
+            r#"{{"seq":1,"changes":[{{"kind":"local_pod","key":"x/pod-5","pod":{{"veth":"veth5","ip":"10.128.0.5","mac":"0a:58:0a:80:00:05","sandbox":"{sandbox}","vnid":0,"ofport":5}}}},{{"kind":"pod_info","key":"x/pod-5","info":{{"labels":{{"app":"web"}},"ips":["10.128.0.5"],"local":true}}}}]}}"#
         );
-        let old = tempdir();
-        std::fs::write(old.join(JOURNAL), format!("{record}\n")).unwrap();
-        let (_, state) = Journal::open(&old).unwrap();
-        assert_eq!((state.pods.len(), state.host_subnets.len()), (1, 1));
-        let hs = state.host_subnets.values().next().copied();
+        let info = PodInfo {
+            labels: [("app".to_string(), "web".to_string())].into(),
+            ips: vec!["10.128.0.5".parse().unwrap()],
+            local: true,
+            ports: Vec::new(),
+        };
         let changes = [
             pod_change(5),
-            Change::HostSubnet {
-                subnet: "10.128.2.0/23".parse().unwrap(),
-                host_subnet: hs,
+            Change::PodInfo {
+                key: "x/pod-5".parse().unwrap(),
+                info: Some(info),
             },
         ];
         let new = tempdir();
@@ -349,7 +403,8 @@ mod tests {
         store.append(&changes).unwrap();
         let written = std::fs::read_to_string(new.join(JOURNAL)).unwrap();
         assert_eq!(written, format!("{record}\n"));
-        std::fs::remove_dir_all(&old).unwrap();
+        let (_, state) = Journal::open(&new).unwrap();
+        assert_eq!(state.pod_infos.len(), 1);
         std::fs::remove_dir_all(&new).unwrap();
     }
 

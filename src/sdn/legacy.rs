@@ -110,7 +110,9 @@ impl TryFrom<RecordedState> for NodeState {
             let pod_meta = meta.remove(&ip);
             let key = legacy_key(pod_meta.as_ref().map(|m| m.namespace.as_str()), ip)?;
             if let Some(m) = pod_meta {
-                state.pod_infos.insert(key.clone(), local_info(ip, m.labels));
+                state
+                    .pod_infos
+                    .insert(key.clone(), local_info(ip, m.labels));
             }
             state.pods.insert(key, pod);
         }
@@ -202,8 +204,14 @@ impl RecordedChange {
                     Some(old) => {
                         let pod = state.pods.get(&old).cloned();
                         vec![
-                            Change::LocalPod { key: old, pod: None },
-                            Change::LocalPod { key: key.clone(), pod },
+                            Change::LocalPod {
+                                key: old,
+                                pod: None,
+                            },
+                            Change::LocalPod {
+                                key: key.clone(),
+                                pod,
+                            },
                             Change::PodInfo { key, info },
                         ]
                     }
@@ -214,7 +222,11 @@ impl RecordedChange {
                 let existing = state
                     .pod_infos
                     .iter()
-                    .find(|(key, info)| !info.local && info.ips.contains(&IpAddr::V4(ip)) && key.name().starts_with("ip-"))
+                    .find(|(key, info)| {
+                        !info.local
+                            && info.ips.contains(&IpAddr::V4(ip))
+                            && key.name().starts_with("ip-")
+                    })
                     .map(|(key, _)| key.clone());
                 match pod {
                     Some(r) => {
@@ -225,7 +237,10 @@ impl RecordedChange {
                         };
                         let mut changes: Vec<Change> = existing
                             .filter(|old| *old != key)
-                            .map(|old| Change::PodInfo { key: old, info: None })
+                            .map(|old| Change::PodInfo {
+                                key: old,
+                                info: None,
+                            })
                             .into_iter()
                             .collect();
                         changes.push(Change::PodInfo {

@@ -136,7 +136,8 @@ impl Work {
                 let set = PortIntent::from(bandwidth);
                 if previous != Some(set) {
                     let port = veth.clone();
-                    let restore = move |core: &mut Core| core.restore_port_intent(port, set, previous);
+                    let restore =
+                        move |core: &mut Core| core.restore_port_intent(port, set, previous);
                     if let Err(undo) = self.edit(restore).await {
                         tracing::error!(%veth, error = %undo, "putting the pod's previous limits back failed; the refused ones stay desired");
                         self.retry.notify_one();

@@ -142,8 +142,9 @@ mod tests {
     use crate::sdn::core::tests::setup_request;
     use crate::sdn::state::Pod;
     use crate::sdn::types::Mode;
+    use crate::value::PodKey;
 
-    fn pod(n: u16) -> (std::net::Ipv4Addr, Pod) {
+    fn pod(n: u16) -> (PodKey, Pod) {
         let ip = std::net::Ipv4Addr::new(10, 128, (n >> 8) as u8, n as u8);
         let pod = Pod {
             veth: Some(format!("veth{n}").parse().unwrap()),
@@ -153,7 +154,7 @@ mod tests {
             vnid: crate::value::Vnid::new(0).unwrap(),
             ofport: n + 3,
         };
-        (ip, pod)
+        (format!("x/pod-{n}").parse::<PodKey>().unwrap(), pod)
     }
 
     fn set_up(pods: u16) -> NodeState {
@@ -205,12 +206,12 @@ mod tests {
         assert!(matches!(first, Write::Full { .. }));
         let base_len = ids[STATE_KEY].len();
         for n in 100..110 {
-            let (ip, p) = pod(n);
+            let (key, p) = pod(n);
             let write = batch(
                 &mut replica,
                 &mut state,
                 &mut ids,
-                vec![Change::Pod { ip, pod: Some(p) }],
+                vec![Change::LocalPod { key, pod: Some(p) }],
                 1,
             );
             match write {
@@ -223,8 +224,8 @@ mod tests {
             &mut replica,
             &mut state,
             &mut ids,
-            vec![Change::Pod {
-                ip: gone,
+            vec![Change::LocalPod {
+                key: gone,
                 pod: None,
             }],
             1,
@@ -242,8 +243,8 @@ mod tests {
         let mut ids = BTreeMap::new();
         batch(&mut replica, &mut state, &mut ids, vec![], 1);
         let add = |n| {
-            let (ip, p) = pod(n);
-            vec![Change::Pod { ip, pod: Some(p) }]
+            let (key, p) = pod(n);
+            vec![Change::LocalPod { key, pod: Some(p) }]
         };
         assert!(matches!(
             batch(&mut replica, &mut state, &mut ids, add(10), 1),
@@ -256,8 +257,8 @@ mod tests {
         ));
         assert!(change_keys(&ids).is_empty());
         // A write whose outcome is unknown: the batch was rolled back, the key may be there.
-        let (ip, p) = pod(12);
-        let unacknowledged = vec![Change::Pod { ip, pod: Some(p) }];
+        let (key, p) = pod(12);
+        let unacknowledged = vec![Change::LocalPod { key, pod: Some(p) }];
         let write = replica.plan(&state, &unacknowledged, 2).unwrap();
         apply(&mut ids, &write);
         replica.forget();

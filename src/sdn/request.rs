@@ -223,7 +223,10 @@ where
     F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
     T: Send + 'static,
 {
-    call(requests, |reply| Request::Edit(Edit::new(port, step, reply))).await
+    call(requests, |reply| {
+        Request::Edit(Edit::new(port, step, reply))
+    })
+    .await
 }
 
 /// Sends the look `look` at the core and waits for its answer.

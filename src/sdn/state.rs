@@ -308,8 +308,8 @@ mod tests {
         let mut state = NodeState::default();
         let before = state.clone();
         let p = pod([10, 128, 0, 5]);
-        let undo = state.apply(Change::Pod {
-            ip: p.ip,
+        let undo = state.apply(Change::LocalPod {
+            key: "x/p".parse().unwrap(),
             pod: Some(p.clone()),
         });
         assert_eq!(state.pods.len(), 1);
@@ -321,8 +321,8 @@ mod tests {
     fn replace_undo_restores_everything() {
         let mut state = NodeState::default();
         let p = pod([10, 128, 0, 5]);
-        state.apply(Change::Pod {
-            ip: p.ip,
+        state.apply(Change::LocalPod {
+            key: "x/p".parse().unwrap(),
             pod: Some(p),
         });
         let before = state.clone();
@@ -381,8 +381,8 @@ mod tests {
     #[test]
     fn changes_round_trip_as_json() {
         let p = pod([10, 128, 0, 5]);
-        let change = Change::Pod {
-            ip: p.ip,
+        let change = Change::LocalPod {
+            key: "x/p".parse().unwrap(),
             pod: Some(p),
         };
         let text = serde_json::to_string(&change).unwrap();

@@ -12,9 +12,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::value::text_serde;
-pub use crate::value::{
-    parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid,
-};
+pub use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 
 /// A transport protocol a service port can use. The seed refuses anything but TCP and UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

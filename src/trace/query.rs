@@ -216,18 +216,28 @@ mod tests {
     #[test]
     fn a_short_prefix_or_two_matches_is_refused() {
         let mut state = state();
-        let mut twin = state.pods[&"10.128.0.3".parse().unwrap()].clone();
+        let mut twin = state
+            .pods
+            .values()
+            .find(|p| p.ip == std::net::Ipv4Addr::new(10, 128, 0, 3))
+            .unwrap()
+            .clone();
         twin.sandbox = format!("abab{}", "cd".repeat(30)).parse().unwrap();
         twin.ip = "10.128.0.5".parse().unwrap();
-        state.pods.insert(twin.ip, twin);
+        state.pods.insert("x/twin".parse().unwrap(), twin);
         // abab… then cd: only the first pod's id starts with ababab.
         assert_eq!(query("ababab").packet(&state).unwrap().in_port, 3);
         let err = query("abab").packet(&state).unwrap_err();
         assert_eq!(err, QueryError::UnknownPod("abab".into()));
-        let mut third = state.pods[&"10.128.0.5".parse().unwrap()].clone();
+        let mut third = state
+            .pods
+            .values()
+            .find(|p| p.ip == std::net::Ipv4Addr::new(10, 128, 0, 5))
+            .unwrap()
+            .clone();
         third.sandbox = format!("ababab{}", "ef".repeat(29)).parse().unwrap();
         third.ip = "10.128.0.6".parse().unwrap();
-        state.pods.insert(third.ip, third);
+        state.pods.insert("x/third".parse().unwrap(), third);
         let err = query("ababab").packet(&state).unwrap_err();
         assert_eq!(
             err,

@@ -116,7 +116,16 @@ mod tests {
         assert_eq!(serde_json::to_string(&key).unwrap(), "\"x/web-0.a\"");
         let back: PodKey = serde_json::from_str("\"x/web-0.a\"").unwrap();
         assert_eq!(back, key);
-        for bad in ["x", "/a", "x/", "X/a", "x/A", "x/a/b", "x.y/a", &format!("x/{}", "a".repeat(254))] {
+        for bad in [
+            "x",
+            "/a",
+            "x/",
+            "X/a",
+            "x/A",
+            "x/a/b",
+            "x.y/a",
+            &format!("x/{}", "a".repeat(254)),
+        ] {
             let err = bad.parse::<PodKey>().unwrap_err();
             assert!(err.to_string().contains("invalid pod"), "{bad:?}: {err}");
         }

@@ -108,7 +108,11 @@ fn build_netpol(store: &mut Store) -> Option<Engine> {
         .netpols
         .iter()
         .map(|(key, stored)| {
-            let ns = store.state().namespaces.get(&stored.policy.namespace).cloned();
+            let ns = store
+                .state()
+                .namespaces
+                .get(&stored.policy.namespace)
+                .cloned();
             (key.clone(), stored.clone(), ns)
         })
         .collect();

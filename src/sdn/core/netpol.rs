@@ -36,10 +36,7 @@ impl LabelEdit {
     /// `labels` with the edit made; a key both set and removed is refused.
     pub fn applied_to(&self, mut labels: Labels) -> Result<Labels, Error> {
         if let Some(both) = self.remove.iter().find(|k| self.set.contains_key(*k)) {
-            return Err(refuse(
-                &format!("labels.{both}"),
-                "is both set and removed",
-            ));
+            return Err(refuse(&format!("labels.{both}"), "is both set and removed"));
         }
         check_labels("labels", &self.set)?;
         for key in &self.remove {
@@ -191,13 +188,14 @@ impl Core {
             ));
         }
         *vnid = ns.vnid;
-        let elsewhere = self
-            .store
-            .index()
-            .pods_at(IpAddr::V4(ip))
-            .find(|other| *other != key && self.state().pod_infos.get(*other).is_some_and(|i| !i.local));
+        let elsewhere = self.store.index().pods_at(IpAddr::V4(ip)).find(|other| {
+            *other != key && self.state().pod_infos.get(*other).is_some_and(|i| !i.local)
+        });
         if let Some(other) = elsewhere {
-            return Err(refuse("ip", format!("{ip} is pod {other}'s on another node")));
+            return Err(refuse(
+                "ip",
+                format!("{ip} is pod {other}'s on another node"),
+            ));
         }
         Ok(())
     }
@@ -242,13 +240,19 @@ impl Core {
             if !setup.cluster_network.contains(ip) {
                 return Err(refuse(
                     "ips",
-                    format!("{ip} is outside the cluster network {}", setup.cluster_network),
+                    format!(
+                        "{ip} is outside the cluster network {}",
+                        setup.cluster_network
+                    ),
                 ));
             }
             if setup.local_subnet.contains(ip) {
                 return Err(refuse(
                     "ips",
-                    format!("{ip} is in this node's subnet {}: a local pod", setup.local_subnet),
+                    format!(
+                        "{ip} is in this node's subnet {}: a local pod",
+                        setup.local_subnet
+                    ),
                 ));
             }
         }

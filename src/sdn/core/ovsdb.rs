@@ -351,7 +351,10 @@ mod tests {
     fn set_up(pods: &[Pod], intents: &[(&str, PortIntent)]) -> NodeState {
         NodeState {
             setup: Some(setup_request(Mode::default())),
-            pods: pods.iter().map(|p| (p.ip, p.clone())).collect(),
+            pods: pods
+                .iter()
+                .map(|p| (crate::sdn::core::tests::key_of(p), p.clone()))
+                .collect(),
             port_intents: intents.iter().map(|(v, i)| (veth(v), *i)).collect(),
             ..NodeState::default()
         }

@@ -33,9 +33,7 @@ impl Node {
         } else {
             Some(self.egress_entry(namespaces, policies).await)
         };
-        let policy_error = self
-            .edit(move |core| core.egress_set(vnid, egress))
-            .await?;
+        let policy_error = self.edit(move |core| core.egress_set(vnid, egress)).await?;
         self.inner.dns_wakeup.notify_one();
         match policy_error {
             Some(message) => Err(Error::Policy {

@@ -14,9 +14,9 @@ use std::net::Ipv4Addr;
 use slab::Slab;
 
 use super::index::Index;
-use crate::value::PodKey;
 use super::objects::PodInfo;
 use crate::sdn::policy::networkpolicy::model::{Namespace, Selector};
+use crate::value::PodKey;
 use crate::value::Vnid;
 
 /// Which namespaces a pod group takes pods from.
@@ -414,7 +414,13 @@ impl Groups {
             self.repopulate(id, name, was, now, vnid_changed, old, new, world, out);
         }
         // Pod groups of this namespace by name: they take its pods while it exists.
-        let named: Vec<usize> = self.named.get(name).into_iter().flatten().copied().collect();
+        let named: Vec<usize> = self
+            .named
+            .get(name)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
         for id in named {
             self.repopulate(
                 id,

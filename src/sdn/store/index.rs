@@ -5,9 +5,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
-use crate::value::PodKey;
 use super::objects::PodInfo;
 use crate::sdn::policy::networkpolicy::model::{Namespace, Selector};
+use crate::value::PodKey;
 
 /// A label as an index key.
 type LabelPair = (String, String);
@@ -38,7 +38,11 @@ impl Index {
     /// Follows a pod from `old` to `new` (None: absent).
     pub fn pod(&mut self, key: &PodKey, old: Option<&PodInfo>, new: Option<&PodInfo>) {
         if let Some(old) = old {
-            remove(&mut self.pods_by_namespace, &key.namespace().to_string(), key);
+            remove(
+                &mut self.pods_by_namespace,
+                &key.namespace().to_string(),
+                key,
+            );
             for (k, v) in &old.labels {
                 remove(&mut self.pods_by_label, &(k.clone(), v.clone()), key);
             }
@@ -47,7 +51,11 @@ impl Index {
             }
         }
         if let Some(new) = new {
-            insert(&mut self.pods_by_namespace, key.namespace().to_string(), key.clone());
+            insert(
+                &mut self.pods_by_namespace,
+                key.namespace().to_string(),
+                key.clone(),
+            );
             for (k, v) in &new.labels {
                 insert(&mut self.pods_by_label, (k.clone(), v.clone()), key.clone());
             }
@@ -79,7 +87,9 @@ impl Index {
     }
 
     pub fn pod_count_in(&self, namespace: &str) -> usize {
-        self.pods_by_namespace.get(namespace).map_or(0, BTreeSet::len)
+        self.pods_by_namespace
+            .get(namespace)
+            .map_or(0, BTreeSet::len)
     }
 
     /// The pods with address `ip` (more than one only while an address moves between pods).

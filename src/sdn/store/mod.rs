@@ -16,9 +16,9 @@ mod tests;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
+pub use crate::value::PodKey;
 pub use groups::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
 pub use index::Index;
-pub use crate::value::PodKey;
 pub use objects::{KnownPod, NamedPort, PodInfo};
 
 use super::state::{Change, NodeState, Pod};

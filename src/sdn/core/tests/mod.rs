@@ -21,10 +21,11 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use super::{Core, Effects};
+use crate::sdn::policy::networkpolicy::model::Labels;
 use crate::sdn::state::{NodeState, Pod};
 use crate::sdn::table::{parse_flow, Diff, Flow};
 use crate::sdn::types::{HostSubnet, Mode, SetupRequest};
-use crate::value::{MacAddr, SandboxId, Vnid};
+use crate::value::{MacAddr, PodKey, SandboxId, Vnid};
 
 pub(crate) fn setup_request(mode: Mode) -> SetupRequest {
     SetupRequest {
@@ -61,6 +62,35 @@ pub(super) fn pod(last: u8, v: u32) -> Pod {
             .unwrap(),
         vnid: vnid(v),
         ofport: u16::from(last),
+    }
+}
+
+/// The key tests give a pod of namespace `namespace` at `ip`: `NAMESPACE/pod-A-B-C-D`.
+pub(crate) fn key_in(namespace: &str, ip: Ipv4Addr) -> PodKey {
+    let name = format!("pod-{}", ip.to_string().replace('.', "-"));
+    PodKey::new(namespace, &name).unwrap()
+}
+
+/// The key of a pod of namespace `default`, by its address (the seed's modes name no
+/// namespace).
+pub(crate) fn key_of(pod: &Pod) -> PodKey {
+    key_in("default", pod.ip)
+}
+
+impl Core {
+    /// The seed's SetUpPod as the tests use it: `pod` named by its address, no labels.
+    pub(crate) fn pod_add(&mut self, pod: Pod) -> Result<(), crate::sdn::error::Error> {
+        self.pod_attach(key_of(&pod), pod, Labels::new())
+    }
+
+    /// A pod of `namespace` with `labels` (the NetworkPolicy mode's pod add).
+    pub(crate) fn pod_add_in(
+        &mut self,
+        namespace: &str,
+        pod: Pod,
+        labels: Labels,
+    ) -> Result<(), crate::sdn::error::Error> {
+        self.pod_attach(key_in(namespace, pod.ip), pod, labels)
     }
 }
 

@@ -5,8 +5,10 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use super::*;
-use crate::sdn::policy::networkpolicy::model::{Namespace, PodMeta, RemotePod};
+use crate::sdn::core::LabelEdit;
+use crate::sdn::policy::networkpolicy::model::{Labels, Namespace};
 use crate::sdn::policy::networkpolicy::parse_netpol;
+use crate::sdn::store::PodInfo;
 
 const NAMESPACES: usize = 50;
 const APPS: usize = 10;
@@ -28,8 +30,9 @@ fn namespace(ns: usize) -> Namespace {
 }
 
 /// Local pod `i` (10.128.0.10 + i, port 10 + i) of namespace `i % 50`, labelled
-/// app=a{(i / 50) % 10} (so each namespace has pods of several apps).
-fn local_pod(i: usize) -> (Pod, PodMeta) {
+/// app=a{(i / 50) % 10} (so each namespace has pods of several apps): its key, attachment
+/// and labels.
+fn local_pod(i: usize) -> (PodKey, Pod, Labels) {
     let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 10)) + i as u32);
     let pod = Pod {
         veth: Some(format!("bp{i}").parse().unwrap()),
@@ -39,19 +42,21 @@ fn local_pod(i: usize) -> (Pod, PodMeta) {
         vnid: Vnid::GLOBAL,
         ofport: 10 + i as u16,
     };
-    let meta = PodMeta {
-        namespace: format!("ns{}", i % NAMESPACES),
-        labels: labels(&[("app", format!("a{}", (i / NAMESPACES) % APPS))]),
-    };
-    (pod, meta)
+    let key = key_in(&format!("ns{}", i % NAMESPACES), ip);
+    let labels = labels(&[("app", format!("a{}", (i / NAMESPACES) % APPS))]);
+    (key, pod, labels)
 }
 
-fn remote_pod(i: usize) -> RemotePod {
-    RemotePod {
-        ip: Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 2, 10)) + i as u32),
-        namespace: format!("ns{}", i % NAMESPACES),
+/// Remote pod `i` (10.128.2.10 + i) of namespace `i % 50`.
+fn remote_pod(i: usize) -> (PodKey, PodInfo) {
+    let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 2, 10)) + i as u32);
+    let info = PodInfo {
         labels: labels(&[("app", format!("a{}", (i / NAMESPACES + 3) % APPS))]),
-    }
+        ips: vec![std::net::IpAddr::V4(ip)],
+        local: false,
+        ports: Vec::new(),
+    };
+    (key_in(&format!("ns{}", i % NAMESPACES), ip), info)
 }
 
 /// The bench's policy (benches/netpol.rs): one app label selected, peers by namespace label
@@ -94,11 +99,12 @@ fn world(locals: usize, remotes: usize) -> Core {
         run(&mut core, |c| c.namespace_set(namespace(ns)).unwrap());
     }
     for i in 0..locals {
-        let (pod, meta) = local_pod(i);
-        run(&mut core, |c| c.pod_add_with_meta(pod, Some(meta)).unwrap());
+        let (key, pod, labels) = local_pod(i);
+        run(&mut core, |c| c.pod_attach(key, pod, labels).unwrap());
     }
     for i in 0..remotes {
-        run(&mut core, |c| c.remote_pod_set(remote_pod(i)).unwrap());
+        let (key, info) = remote_pod(i);
+        run(&mut core, |c| c.remote_pod_set(key, info).unwrap());
     }
     for ns in 0..NAMESPACES {
         for k in 0..10 {
@@ -129,20 +135,22 @@ fn every_change_leaves_the_table_a_full_build_gives() {
         (
             "pod relabelled",
             Box::new(|c| {
-                let sandbox = local_pod(7).0.sandbox;
-                c.pod_labels(&sandbox, labels(&[("app", "a3".into())]))
-                    .unwrap()
+                let edit = LabelEdit {
+                    set: labels(&[("app", "a3".into())]),
+                    remove: Vec::new(),
+                };
+                c.pod_labels(&local_pod(7).0, &edit).unwrap()
             }),
         ),
         (
             "pod deleted",
-            Box::new(|c| c.pod_del(local_pod(8).0.ip, None).unwrap()),
+            Box::new(|c| c.pod_del(&local_pod(8).0, None).unwrap()),
         ),
         (
             "pod added",
             Box::new(|c| {
-                let (pod, meta) = local_pod(70);
-                c.pod_add_with_meta(pod, Some(meta)).unwrap()
+                let (key, pod, labels) = local_pod(70);
+                c.pod_attach(key, pod, labels).unwrap()
             }),
         ),
         (
@@ -155,14 +163,15 @@ fn every_change_leaves_the_table_a_full_build_gives() {
         ),
         (
             "remote pod deleted",
-            Box::new(|c| c.remote_pod_del(remote_pod(5).ip).unwrap()),
+            Box::new(|c| c.remote_pod_del(&remote_pod(5).0).unwrap()),
         ),
         (
             "remote pod moved",
             Box::new(|c| {
-                let mut pod = remote_pod(6);
-                pod.namespace = "ns9".into();
-                c.remote_pod_set(pod).unwrap()
+                let (key, info) = remote_pod(6);
+                c.remote_pod_del(&key).unwrap();
+                let moved = PodKey::new("ns9", key.name()).unwrap();
+                c.remote_pod_set(moved, info).unwrap()
             }),
         ),
         (
@@ -184,7 +193,7 @@ fn every_change_leaves_the_table_a_full_build_gives() {
     }
     // A batch rolled back leaves the table (and the next change) as a full build has it.
     core.netpol_apply(bench_policy(5, 5, 9)).unwrap();
-    core.pod_del(local_pod(9).0.ip, None).unwrap();
+    core.pod_del(&local_pod(9).0, None).unwrap();
     let _ = core.take_effects();
     core.rollback();
     assert_eq!(held(&core), rebuilt(&core), "after a rollback");
@@ -223,8 +232,8 @@ fn the_cost_of_a_change_at_scale_is_printed() {
     }
     changes.sort();
     let started = Instant::now();
-    let (pod, meta) = local_pod(300);
-    let ((), effects) = run(&mut core, |c| c.pod_add_with_meta(pod, Some(meta)).unwrap());
+    let (key, pod, labels) = local_pod(300);
+    let ((), effects) = run(&mut core, |c| c.pod_attach(key, pod, labels).unwrap());
     let pod_add = started.elapsed();
     eprintln!(
         "networkpolicy core at scale: install of 500 policies {install:?}; {policy_flows} policy flows ({:.1} per policy); one policy change median {:?} ({} flow mods); one pod add {pod_add:?} ({} flow mods)",
@@ -233,4 +242,349 @@ fn the_cost_of_a_change_at_scale_is_printed() {
         sizes[sizes.len() / 2],
         effects.flows.len(),
     );
+}
+
+/// Random sequences of the mode's inputs (namespaces, local and remote pods, labels,
+/// policies, refused inputs, batches rolled back): after each step the engine's flows are
+/// exactly those a full recompute by scans gives (the reference, `policy/networkpolicy/
+/// tests/reference.rs`), and those a core built afresh from the state holds.
+mod random_sequences {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::sdn::policy::networkpolicy::tests::reference::View;
+
+    const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
+    const SPECS: [&str; 10] = [
+        // Deny all ingress.
+        r#"{"podSelector":{}}"#,
+        // Allow from the same namespace's app=db, on TCP 80.
+        r#"{"podSelector":{"matchLabels":{"app":"web"}},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"db"}}}],"ports":[{"port":80}]}]}"#,
+        // Allow from every pod of the namespace, every port.
+        r#"{"podSelector":{"matchLabels":{"app":"web"}},"ingress":[{"from":[{"podSelector":{}}]}]}"#,
+        // Allow from namespaces of team a (all pods: by VNID).
+        r#"{"podSelector":{},"ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"a"}}}]}]}"#,
+        // Allow from app=web of namespaces not of team b, on a UDP range.
+        r#"{"podSelector":{"matchExpressions":[{"key":"app","operator":"Exists"}]},"ingress":[{"from":[{"namespaceSelector":{"matchExpressions":[{"key":"team","operator":"NotIn","values":["b"]}]},"podSelector":{"matchLabels":{"app":"web"}}}],"ports":[{"protocol":"UDP","port":1000,"endPort":1031}]}]}"#,
+        // Egress to the cluster and to a block.
+        r#"{"podSelector":{"matchLabels":{"tier":"1"}},"policyTypes":["Egress"],"egress":[{"to":[{"namespaceSelector":{}}]},{"to":[{"ipBlock":{"cidr":"192.0.2.0/24","except":["192.0.2.128/25"]}}],"ports":[{"protocol":"SCTP"}]}]}"#,
+        // Egress to app=db pods of namespaces of team b.
+        r#"{"podSelector":{},"policyTypes":["Egress"],"egress":[{"to":[{"namespaceSelector":{"matchLabels":{"team":"b"}},"podSelector":{"matchLabels":{"app":"db"}}}]}]}"#,
+        // Both, with rules that share clauses.
+        r#"{"podSelector":{"matchLabels":{"app":"db"}},"policyTypes":["Ingress","Egress"],"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"web"}}},{"podSelector":{"matchLabels":{"tier":"1"}}}]},{"ports":[{"port":81}]}],"egress":[{"to":[{"podSelector":{"matchLabels":{"app":"web"}}}]}]}"#,
+        // Allow everything in (a rule of targets only).
+        r#"{"podSelector":{"matchLabels":{"tier":"1"}},"ingress":[{}]}"#,
+        // Peers that select nothing here.
+        r#"{"podSelector":{},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"nope"}}}]}]}"#,
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Namespace {
+            ns: usize,
+            vnid: u32,
+            team: Option<u8>,
+        },
+        NamespaceDel {
+            ns: usize,
+        },
+        NamespaceLabel {
+            ns: usize,
+            team: Option<u8>,
+        },
+        PodAdd {
+            ns: usize,
+            pod: usize,
+            ip: u8,
+            app: Option<u8>,
+            tier: bool,
+        },
+        PodDel {
+            ns: usize,
+            pod: usize,
+        },
+        PodLabel {
+            ns: usize,
+            pod: usize,
+            app: Option<u8>,
+            tier: bool,
+            remote: bool,
+        },
+        RemoteSet {
+            ns: usize,
+            pod: usize,
+            ip: u8,
+            app: Option<u8>,
+            tier: bool,
+        },
+        RemoteDel {
+            ns: usize,
+            pod: usize,
+        },
+        Apply {
+            ns: usize,
+            name: usize,
+            spec: usize,
+        },
+        Delete {
+            ns: usize,
+            name: usize,
+        },
+        /// The next ops in one batch that is then rolled back.
+        RolledBack(Vec<Op>),
+    }
+
+    fn leaf() -> impl Strategy<Value = Op> {
+        let ns = 0..NAMESPACES.len();
+        let app = proptest::option::of(0u8..2);
+        prop_oneof![
+            1 => (ns.clone(), prop::sample::select(vec![11u32, 12, 13, 21]), proptest::option::of(0u8..2))
+                .prop_map(|(ns, vnid, team)| Op::Namespace { ns, vnid, team }),
+            1 => ns.clone().prop_map(|ns| Op::NamespaceDel { ns }),
+            2 => (ns.clone(), proptest::option::of(0u8..2)).prop_map(|(ns, team)| Op::NamespaceLabel { ns, team }),
+            4 => (ns.clone(), 0..3usize, 0u8..6, app.clone(), any::<bool>())
+                .prop_map(|(ns, pod, ip, app, tier)| Op::PodAdd { ns, pod, ip, app, tier }),
+            2 => (ns.clone(), 0..3usize).prop_map(|(ns, pod)| Op::PodDel { ns, pod }),
+            4 => (ns.clone(), 0..3usize, app.clone(), any::<bool>(), any::<bool>())
+                .prop_map(|(ns, pod, app, tier, remote)| Op::PodLabel { ns, pod, app, tier, remote }),
+            4 => (ns.clone(), 0..3usize, 0u8..6, app, any::<bool>())
+                .prop_map(|(ns, pod, ip, app, tier)| Op::RemoteSet { ns, pod, ip, app, tier }),
+            2 => (ns.clone(), 0..3usize).prop_map(|(ns, pod)| Op::RemoteDel { ns, pod }),
+            4 => (ns.clone(), 0..3usize, 0..SPECS.len()).prop_map(|(ns, name, spec)| Op::Apply { ns, name, spec }),
+            2 => (ns, 0..3usize).prop_map(|(ns, name)| Op::Delete { ns, name }),
+        ]
+    }
+
+    /// Every namespace, pods on this node and others, and a few policies: a world where
+    /// most operations change flows.
+    fn populated() -> Core {
+        let mut core = set_up(Mode::NetworkPolicy);
+        let mut ops = Vec::new();
+        for ns in 0..NAMESPACES.len() {
+            let t = Some((ns % 2) as u8);
+            ops.push(Op::Namespace {
+                ns,
+                vnid: 11 + ns as u32,
+                team: t,
+            });
+            for pod in 0..2 {
+                let app = Some(((ns + pod) % 2) as u8);
+                let ip = (ns * 2 + pod) as u8;
+                ops.push(Op::PodAdd {
+                    ns,
+                    pod,
+                    ip,
+                    app,
+                    tier: pod == 1,
+                });
+                ops.push(Op::RemoteSet {
+                    ns,
+                    pod,
+                    ip,
+                    app,
+                    tier: pod == 0,
+                });
+            }
+            ops.push(Op::Apply {
+                ns,
+                name: 0,
+                spec: 1 + ns,
+            });
+            ops.push(Op::Apply {
+                ns,
+                name: 1,
+                spec: 5 + ns,
+            });
+        }
+        for op in &ops {
+            step(&mut core, op);
+            let _ = core.take_effects();
+            core.commit();
+        }
+        core
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            9 => leaf(),
+            1 => prop::collection::vec(leaf(), 1..5).prop_map(Op::RolledBack),
+        ]
+    }
+
+    fn pod_labels(app: Option<u8>, tier: bool) -> Labels {
+        let mut labels = Labels::new();
+        if let Some(app) = app {
+            labels.insert("app".into(), ["web", "db"][usize::from(app)].into());
+        }
+        if tier {
+            labels.insert("tier".into(), "1".into());
+        }
+        labels
+    }
+
+    fn team(team: Option<u8>) -> Labels {
+        team.map(|t| Labels::from([("team".to_string(), ["a", "b"][usize::from(t)].to_string())]))
+            .unwrap_or_default()
+    }
+
+    fn local_key(ns: usize, pod: usize) -> PodKey {
+        PodKey::new(NAMESPACES[ns], &format!("local-{pod}")).unwrap()
+    }
+
+    fn remote_key(ns: usize, pod: usize) -> PodKey {
+        PodKey::new(NAMESPACES[ns], &format!("remote-{pod}")).unwrap()
+    }
+
+    /// Runs `op` on the open batch; refused ones are dropped (the core has undone them).
+    fn step(core: &mut Core, op: &Op) {
+        let _ = match op.clone() {
+            Op::Namespace {
+                ns,
+                vnid: v,
+                team: t,
+            } => core.namespace_set(Namespace {
+                name: NAMESPACES[ns].into(),
+                vnid: vnid(v),
+                labels: team(t),
+            }),
+            Op::NamespaceDel { ns } => core.namespace_del(NAMESPACES[ns]),
+            Op::NamespaceLabel { ns, team: t } => {
+                let edit = LabelEdit {
+                    set: team(t),
+                    remove: if t.is_none() {
+                        vec!["team".into()]
+                    } else {
+                        Vec::new()
+                    },
+                };
+                core.namespace_labels(NAMESPACES[ns], &edit)
+            }
+            Op::PodAdd {
+                ns,
+                pod: p,
+                ip,
+                app,
+                tier,
+            } => {
+                let attached = Pod {
+                    veth: Some(format!("v{ns}{p}").parse().unwrap()),
+                    ip: Ipv4Addr::new(10, 128, 0, 10 + ip),
+                    mac: MacAddr([0x0a, 0x58, 0, 0, ns as u8, p as u8]),
+                    sandbox: format!("{:064x}", ns * 10 + p).parse().unwrap(),
+                    vnid: Vnid::GLOBAL,
+                    ofport: (10 + ns * 10 + p) as u16,
+                };
+                core.pod_attach(local_key(ns, p), attached, pod_labels(app, tier))
+            }
+            Op::PodDel { ns, pod } => core.pod_del(&local_key(ns, pod), None),
+            Op::PodLabel {
+                ns,
+                pod,
+                app,
+                tier,
+                remote,
+            } => {
+                let key = if remote {
+                    remote_key(ns, pod)
+                } else {
+                    local_key(ns, pod)
+                };
+                let mut edit = LabelEdit {
+                    set: pod_labels(app, tier),
+                    remove: Vec::new(),
+                };
+                for gone in ["app", "tier"] {
+                    if !edit.set.contains_key(gone) {
+                        edit.remove.push(gone.into());
+                    }
+                }
+                core.pod_labels(&key, &edit)
+            }
+            Op::RemoteSet {
+                ns,
+                pod,
+                ip,
+                app,
+                tier,
+            } => {
+                let info = PodInfo {
+                    labels: pod_labels(app, tier),
+                    ips: vec![IpAddr::V4(Ipv4Addr::new(10, 128, 2, 10 + ip))],
+                    local: false,
+                    ports: Vec::new(),
+                };
+                core.remote_pod_set(remote_key(ns, pod), info)
+            }
+            Op::RemoteDel { ns, pod } => core.remote_pod_del(&remote_key(ns, pod)),
+            Op::Apply { ns, name, spec } => {
+                let json = format!(
+                    r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"p{name}","namespace":"{}"}},"spec":{}}}"#,
+                    NAMESPACES[ns], SPECS[spec]
+                );
+                core.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
+            }
+            Op::Delete { ns, name } => core.netpol_del(NAMESPACES[ns], &format!("p{name}")),
+            Op::RolledBack(ops) => {
+                for op in &ops {
+                    step(core, op);
+                }
+                let _ = core.take_effects();
+                core.rollback();
+                Ok(())
+            }
+        };
+    }
+
+    /// The mode's policy flows the core holds (tables 21 and 80 at the policies' priorities).
+    fn policy_flows(flows: impl Iterator<Item = String>) -> BTreeSet<String> {
+        flows
+            .filter(|f| {
+                let prio = |p: u16| f.contains(&format!("priority={p},"));
+                (f.starts_with("table=21,") || f.starts_with("table=80,"))
+                    && (prio(100) || prio(210) || (111..=200).any(prio))
+            })
+            .collect()
+    }
+
+    fn reference(core: &Core) -> BTreeSet<String> {
+        let state = core.state();
+        let Some(setup) = &state.setup else {
+            return BTreeSet::new();
+        };
+        let view = View {
+            setup,
+            namespaces: &state.namespaces,
+            pods: &state.pod_infos,
+            netpols: &state.netpols,
+        };
+        view.flows()
+            .iter()
+            .map(|text| {
+                parse_flow(text)
+                    .unwrap_or_else(|e| panic!("{text}: {e}"))
+                    .describe()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn incremental_flows_are_a_full_recompute(ops in prop::collection::vec(op(), 1..40)) {
+            let mut core = populated();
+            prop_assert!(policy_flows(held(&core).into_iter()).len() > 20, "the world has policy flows");
+            for (i, op) in ops.iter().enumerate() {
+                step(&mut core, op);
+                let _ = core.take_effects();
+                core.commit();
+                let held_all = held(&core);
+                let held = policy_flows(held_all.iter().cloned());
+                prop_assert_eq!(&held, &reference(&core), "step {}: {:?}", i, op);
+                prop_assert_eq!(&held_all, &rebuilt(&core), "step {}: {:?} (rebuilt)", i, op);
+            }
+        }
+    }
 }

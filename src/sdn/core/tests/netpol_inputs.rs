@@ -5,10 +5,12 @@
 use std::net::Ipv4Addr;
 
 use super::*;
+use crate::sdn::core::LabelEdit;
 use crate::sdn::error::Error;
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
-use crate::sdn::policy::networkpolicy::model::{Namespace, PodMeta, RemotePod};
+use crate::sdn::policy::networkpolicy::model::{Labels, Namespace};
 use crate::sdn::policy::networkpolicy::parse_netpol;
+use crate::sdn::store::PodInfo;
 
 fn namespace(name: &str, v: u32) -> Namespace {
     Namespace {
@@ -18,11 +20,8 @@ fn namespace(name: &str, v: u32) -> Namespace {
     }
 }
 
-fn meta(namespace: &str) -> PodMeta {
-    PodMeta {
-        namespace: namespace.into(),
-        labels: BTreeMap::from([("pod".to_string(), "a".to_string())]),
-    }
+fn pod_labels() -> Labels {
+    BTreeMap::from([("pod".to_string(), "a".to_string())])
 }
 
 fn deny_all(namespace: &str) -> crate::sdn::policy::networkpolicy::model::NetPol {
@@ -60,13 +59,14 @@ fn printed_table(core: &Core) -> BTreeSet<String> {
 fn the_modes_that_do_not_enforce_networkpolicy_refuse_its_inputs() {
     for mode in [Mode::Subnet, Mode::Multitenant] {
         let mut core = set_up(mode);
-        let sandbox = pod(5, 11).sandbox;
+        let added = key_of(&pod(5, 11));
         run(&mut core, |c| c.pod_add(pod(5, 11)).unwrap());
-        let remote = RemotePod {
-            ip: Ipv4Addr::new(10, 130, 0, 7),
-            namespace: "x".into(),
-            labels: BTreeMap::new(),
+        let remote_key = key_in("x", Ipv4Addr::new(10, 130, 0, 7));
+        let remote = PodInfo {
+            ips: vec![std::net::IpAddr::V4(Ipv4Addr::new(10, 130, 0, 7))],
+            ..PodInfo::default()
         };
+        let remote_gone = remote_key.clone();
         let ops: Vec<(&str, Op)> = vec![
             (
                 "namespaces",
@@ -74,17 +74,20 @@ fn the_modes_that_do_not_enforce_networkpolicy_refuse_its_inputs() {
             ),
             ("namespaces", Box::new(|c| c.namespace_del("x"))),
             (
-                "a pod's namespace and labels",
-                Box::new(|c| c.pod_add_with_meta(pod(6, 11), Some(meta("x")))),
+                "a pod's labels",
+                Box::new(|c| c.pod_add_in("x", pod(6, 11), pod_labels())),
             ),
             (
                 "pod labels",
-                Box::new(move |c| c.pod_labels(&sandbox, BTreeMap::new())),
+                Box::new(move |c| c.pod_labels(&added, &LabelEdit::default())),
             ),
-            ("remote pods", Box::new(move |c| c.remote_pod_set(remote))),
             (
                 "remote pods",
-                Box::new(|c| c.remote_pod_del(Ipv4Addr::new(10, 130, 0, 7))),
+                Box::new(move |c| c.remote_pod_set(remote_key, remote)),
+            ),
+            (
+                "remote pods",
+                Box::new(move |c| c.remote_pod_del(&remote_gone)),
             ),
             (
                 "NetworkPolicy objects",
@@ -109,14 +112,14 @@ fn the_modes_that_do_not_enforce_networkpolicy_refuse_its_inputs() {
                 )
             );
         }
-        // A pod without a namespace is the seed's pod add, as before.
+        // A pod without labels is the seed's pod add, as before.
         run(&mut core, |c| {
-            c.pod_add_with_meta(pod(6, 11), None).unwrap()
+            c.pod_add_in("x", pod(6, 11), Labels::new()).unwrap()
         });
         assert!(core
             .state()
             .pods
-            .contains_key(&Ipv4Addr::new(10, 128, 0, 6)));
+            .contains_key(&key_in("x", Ipv4Addr::new(10, 128, 0, 6))));
     }
 }
 
@@ -128,7 +131,7 @@ fn networkpolicy_mode_refuses_a_namespace_of_vnid_0_and_a_policy_over_the_flow_l
 
     run(&mut core, |c| c.namespace_set(namespace("x", 11)).unwrap());
     run(&mut core, |c| {
-        c.pod_add_with_meta(pod(5, 0), Some(meta("x"))).unwrap()
+        c.pod_add_in("x", pod(5, 0), pod_labels()).unwrap()
     });
     // 60 ipBlocks, each a /16 minus 32 scattered hosts: far more flows than the limit.
     let blocks: Vec<String> = (0..60)

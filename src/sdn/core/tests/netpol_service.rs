@@ -4,7 +4,7 @@
 //! modes' tables have none of it (the seed's flows are their spec).
 
 use super::*;
-use crate::sdn::policy::networkpolicy::model::{Namespace, PodMeta};
+use crate::sdn::policy::networkpolicy::model::Namespace;
 
 const SERVICE_FLOWS: [&str; 3] = [
     "table=0, priority=300, in_port=2, ip, nw_src=10.128.0.0/23, nw_dst=10.128.0.0/14, actions=goto_table:25",
@@ -43,12 +43,8 @@ fn a_pod_brings_its_table_25_flow_and_takes_it_along() {
         labels: BTreeMap::new(),
     };
     run(&mut core, |c| c.namespace_set(x).unwrap());
-    let meta = PodMeta {
-        namespace: "x".into(),
-        labels: BTreeMap::new(),
-    };
     let ((), e) = run(&mut core, |c| {
-        c.pod_add_with_meta(pod(3, 0), Some(meta)).unwrap()
+        c.pod_add_in("x", pod(3, 0), BTreeMap::new()).unwrap()
     });
     let note = pod(3, 0).sandbox.note();
     let wanted = seed(&[
@@ -59,6 +55,7 @@ fn a_pod_brings_its_table_25_flow_and_takes_it_along() {
         "table=25, priority=100, ip, nw_src=10.128.0.3, actions=load:11->NXM_NX_REG0[], resubmit(,21)",
     ]);
     assert_eq!(diff(&e.flows), (none(), wanted.clone()));
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 0).ip, None).unwrap());
+    let x3 = key_in("x", pod(3, 0).ip);
+    let ((), e) = run(&mut core, |c| c.pod_del(&x3, None).unwrap());
     assert_eq!(diff(&e.flows), (wanted, none()));
 }

@@ -17,8 +17,8 @@ fn pod_add_is_the_seeds_four_flows_and_its_vnids_rule_for_the_first_user() {
     assert_eq!(diff(&e.flows), (none(), seed_of(&wanted)));
     assert_eq!(
         e.journal,
-        vec![Change::Pod {
-            ip: pod(3, 10).ip,
+        vec![Change::LocalPod {
+            key: key_of(&pod(3, 10)),
             pod: Some(pod(3, 10))
         }]
     );
@@ -33,7 +33,7 @@ fn pod_update_moves_the_pod_and_the_rules_follow_their_users() {
     let mut core = set_up(Mode::Multitenant);
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
     let (known, e) = run(&mut core, |c| {
-        c.pod_update(&pod(3, 10).sandbox, vnid(11)).unwrap()
+        c.pod_update(&key_of(&pod(3, 10)), vnid(11)).unwrap()
     });
     assert!(known);
     // Same flows (table, priority, match) with new actions are adds; no add before a delete.
@@ -41,8 +41,8 @@ fn pod_update_moves_the_pod_and_the_rules_follow_their_users() {
     adds.retain(|f| f.contains("load:11"));
     adds.push(vnid_rule(11));
     assert_eq!(diff(&e.flows), (seed(&[&vnid_rule(10)]), seed_of(&adds)));
-    assert_eq!(core.state().pods[&pod(3, 10).ip].vnid, vnid(11));
-    let unknown: SandboxId = "ee".repeat(32).parse().unwrap();
+    assert_eq!(core.state().pods[&key_of(&pod(3, 10))].vnid, vnid(11));
+    let unknown = PodKey::new("default", "unknown").unwrap();
     let (known, e) = run(&mut core, |c| c.pod_update(&unknown, vnid(12)).unwrap());
     assert!(!known, "the shell then looks for it on the switch");
     assert!(e.flows.is_empty() && e.journal.is_empty());
@@ -55,7 +55,9 @@ fn an_adopted_pod_gets_its_flows_without_a_veth() {
         veth: None,
         ..pod(3, 0)
     };
-    let ((), e) = run(&mut core, |c| c.pod_adopt(adopted).unwrap());
+    let ((), e) = run(&mut core, |c| {
+        c.pod_adopt(key_of(&adopted), adopted).unwrap()
+    });
     assert_eq!(diff(&e.flows), (none(), seed_of(&pod_3_flows(0))));
 }
 
@@ -63,12 +65,16 @@ fn an_adopted_pod_gets_its_flows_without_a_veth() {
 fn pod_teardown_removes_its_flows_and_the_rule_with_its_last_user() {
     let mut core = set_up(Mode::Multitenant);
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip, None).unwrap());
+    let ((), e) = run(&mut core, |c| {
+        c.pod_del(&key_of(&pod(3, 10)), None).unwrap()
+    });
     let mut gone = pod_3_flows(10);
     gone.push(vnid_rule(10));
     assert_eq!(diff(&e.flows), (seed_of(&gone), none()));
     // A pod the node does not know: nothing to do, no error (a repeated delete).
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(3, 10).ip, None).unwrap());
+    let ((), e) = run(&mut core, |c| {
+        c.pod_del(&key_of(&pod(3, 10)), None).unwrap()
+    });
     assert!(e.flows.is_empty() && e.journal.is_empty());
 }
 
@@ -80,7 +86,7 @@ fn a_pod_follows_the_port_number_ovsdb_shows() {
         c.follow_ports(|veth| (veth == "veth3").then_some(9))
             .unwrap()
     });
-    assert_eq!(core.state().pods[&pod(3, 0).ip].ofport, 9);
+    assert_eq!(core.state().pods[&key_of(&pod(3, 0))].ofport, 9);
     assert!(diff(&e.flows).1.iter().any(|f| f.contains("output:9")));
     // Ports that agree, or that OVSDB does not know (yet), change nothing.
     let ((), e) = run(&mut core, |c| c.follow_ports(|_| Some(9)).unwrap());
@@ -106,7 +112,7 @@ fn vnid_rules_live_while_a_pod_or_service_uses_the_vnid() {
     assert!(rule(&core));
     let ((), e) = run(&mut core, |c| c.service_add(svc.clone()).unwrap());
     assert_eq!(e.flows.adds.len(), 2, "the service's own flows only");
-    run(&mut core, |c| c.pod_del(pod(3, 5).ip, None).unwrap());
+    run(&mut core, |c| c.pod_del(&key_of(&pod(3, 5)), None).unwrap());
     assert!(rule(&core), "the service still uses VNID 5");
     let ((), e) = run(&mut core, |c| c.service_del(svc.ip).unwrap());
     assert!(!rule(&core));
@@ -323,7 +329,7 @@ fn operations_before_setup_are_refused_and_deletes_are_harmless() {
     };
     assert!(matches!(core.pod_add(pod(3, 0)), Err(Error::NotSetUp)));
     assert!(matches!(
-        core.pod_update(&pod(3, 0).sandbox, vnid(1)),
+        core.pod_update(&key_of(&pod(3, 0)), vnid(1)),
         Err(Error::NotSetUp)
     ));
     assert!(matches!(
@@ -340,7 +346,7 @@ fn operations_before_setup_are_refused_and_deletes_are_harmless() {
         core.egress_set(vnid(1), None),
         Err(Error::NotSetUp)
     ));
-    assert!(core.pod_del(pod(3, 0).ip, None).is_ok());
+    assert!(core.pod_del(&key_of(&pod(3, 0)), None).is_ok());
     assert!(core.service_del(Ipv4Addr::new(172, 30, 0, 1)).is_ok());
     let e = core.take_effects();
     assert!(e.flows.is_empty() && e.journal.is_empty());
@@ -363,11 +369,12 @@ fn a_batch_is_one_diff_and_one_record_and_a_failed_edit_leaves_the_others() {
         "10.128.2.0/23".parse().unwrap(),
     );
     assert!(matches!(refused, Err(Error::NotFound { .. })));
-    core.pod_del(pod(4, 10).ip, None).unwrap();
+    core.pod_del(&key_of(&pod(4, 10)), None).unwrap();
     let e = core.take_effects();
-    // Pod 4 came and went inside the batch: the switch sees pod 3, its rule and the subnet.
+    // Pod 4 came and went inside the batch: the switch sees pod 3, its rule and the subnet;
+    // the journal has pod 4's port marked for removal too.
     assert_eq!((e.flows.deletes.len(), e.flows.adds.len()), (0, 8));
-    assert_eq!(e.journal.len(), 4);
+    assert_eq!(e.journal.len(), 5);
     assert_eq!(e.vxlan_hosts.map(|h| h.len()), Some(1));
     core.commit();
     assert_eq!(core.state().pods.len(), 1);
@@ -379,10 +386,10 @@ fn a_rolled_back_batch_leaves_state_and_table_exactly_as_they_were() {
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
     let state = core.state().clone();
     let table = printed(&core.flows().iter().cloned().collect::<Vec<_>>());
-    core.pod_update(&pod(3, 10).sandbox, vnid(11)).unwrap();
+    core.pod_update(&key_of(&pod(3, 10)), vnid(11)).unwrap();
     core.hostsubnet_add(host_subnet(2, "10.128.2.0/23", None))
         .unwrap();
-    core.pod_del(pod(3, 10).ip, None).unwrap();
+    core.pod_del(&key_of(&pod(3, 10)), None).unwrap();
     assert!(!core.take_effects().flows.is_empty());
     core.rollback();
     assert_eq!(core.state(), &state);

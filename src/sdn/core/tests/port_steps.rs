@@ -4,7 +4,7 @@
 use super::*;
 use crate::sdn::core::ovsdb::Bandwidth;
 use crate::sdn::core::{PortStep, TakeBack};
-use crate::sdn::policy::networkpolicy::model::{Namespace, PodMeta};
+use crate::sdn::policy::networkpolicy::model::Namespace;
 use crate::sdn::state::{Change, PortIntent};
 use crate::value::IfName;
 
@@ -34,7 +34,9 @@ fn a_pod_add_asks_for_its_port_on_the_number_its_flows_use() {
         veth: None,
         ..pod(4, 0)
     };
-    let ((), e) = run(&mut core, |c| c.pod_adopt(adopted).unwrap());
+    let ((), e) = run(&mut core, |c| {
+        c.pod_adopt(key_of(&adopted), adopted).unwrap()
+    });
     assert!(e.ports.is_empty());
     let mut unset = Core::new(NodeState::default()).unwrap();
     let (refused, e) = run(&mut unset, |c| c.pod_add(pod(5, 0)));
@@ -55,12 +57,9 @@ fn a_pod_add_ovsdb_refused_is_taken_back_flows_journal_and_all() {
         .unwrap()
     });
     let before = core.flows().len();
-    let meta = PodMeta {
-        namespace: "ns".into(),
-        labels: Default::default(),
-    };
+    let labels = BTreeMap::from([("app".to_string(), "a".to_string())]);
     let ((), e) = run(&mut core, |c| {
-        c.pod_attach(pod(3, 10), Some(meta.clone())).unwrap()
+        c.pod_add_in("ns", pod(3, 10), labels).unwrap()
     });
     let take_back = take_back_of(&e.ports);
     let ((), undo) = run(&mut core, |c| {
@@ -69,10 +68,10 @@ fn a_pod_add_ovsdb_refused_is_taken_back_flows_journal_and_all() {
     // The flows the add put in go, in one transaction.
     assert_eq!(diff(&undo.flows), (diff(&e.flows).1, none()));
     assert_eq!(core.flows().len(), before);
-    assert!(core.state().pods.is_empty() && core.state().pod_meta.is_empty());
+    assert!(core.state().pods.is_empty() && core.state().pod_infos.is_empty());
     // The journal records the take-back; OVSDB is left alone (it holds no port of it).
-    assert!(undo.journal.contains(&Change::Pod {
-        ip: pod(3, 10).ip,
+    assert!(undo.journal.contains(&Change::LocalPod {
+        key: key_in("ns", pod(3, 10).ip),
         pod: None
     }));
     assert!(undo.ports.is_empty() && core.state().port_intents.is_empty());
@@ -105,11 +104,14 @@ fn taking_back_an_add_that_replaced_a_pod_brings_the_old_one_back() {
         ofport: 9,
         ..old.clone()
     };
-    let ((), e) = run(&mut core, |c| c.pod_add(new).unwrap());
+    let newer = PodKey::new("default", "newer").unwrap();
+    let ((), e) = run(&mut core, |c| {
+        c.pod_attach(newer, new, BTreeMap::new()).unwrap()
+    });
     let ((), undo) = run(&mut core, |c| {
         assert!(c.take_back(take_back_of(&e.ports), true).unwrap());
     });
-    assert_eq!(core.state().pods.get(&old.ip), Some(&old));
+    assert_eq!(core.state().pods.get(&key_of(&old)), Some(&old));
     assert!(diff(&undo.flows).1.iter().any(|f| f.contains("output:3")));
     // The old pod keeps its port; only the new veth's may go.
     assert_eq!(
@@ -126,7 +128,7 @@ fn a_pod_changed_since_its_add_is_not_taken_back() {
     let take_back = take_back_of(&e.ports);
     // Deleted meanwhile (a pod del that came right after the add).
     run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     let (taken, e) = run(&mut core, |c| c.take_back(take_back.clone(), true).unwrap());
     assert!(!taken);
@@ -141,7 +143,7 @@ fn a_pod_changed_since_its_add_is_not_taken_back() {
     });
     let (taken, _) = run(&mut core, |c| c.take_back(take_back, false).unwrap());
     assert!(!taken);
-    assert_eq!(core.state().pods[&pod(3, 0).ip].ofport, 7);
+    assert_eq!(core.state().pods[&key_of(&pod(3, 0))].ofport, 7);
 }
 
 #[test]
@@ -149,7 +151,7 @@ fn a_pod_del_removes_its_port_also_when_repeated() {
     let mut core = set_up(Mode::Subnet);
     run(&mut core, |c| c.pod_add(pod(3, 0)).unwrap());
     let ((), e) = run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     assert_eq!(
         e.ports,
@@ -163,12 +165,12 @@ fn a_pod_del_removes_its_port_also_when_repeated() {
         intent: Some(PortIntent::Removed)
     }));
     let ((), again) = run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     assert!(again.journal.is_empty());
     assert_eq!(again.ports, e.ports);
     // Without a veth there is no port to remove.
-    let ((), e) = run(&mut core, |c| c.pod_del(pod(4, 0).ip, None).unwrap());
+    let ((), e) = run(&mut core, |c| c.pod_del(&key_of(&pod(4, 0)), None).unwrap());
     assert!(e.ports.is_empty());
 }
 
@@ -204,7 +206,7 @@ fn pod_bandwidth_writes_its_limits_and_knows_what_to_put_back() {
     let (refused, e) = run(&mut core, |c| c.pod_bandwidth(veth("veth8"), limits, false));
     assert!(refused.is_err() && e.ports.is_empty());
     run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     let (refused, e) = run(&mut core, |c| c.pod_bandwidth(veth("veth3"), limits, true));
     assert!(refused.is_err() && e.ports.is_empty());
@@ -214,7 +216,8 @@ fn pod_bandwidth_writes_its_limits_and_knows_what_to_put_back() {
 fn a_rolled_back_batch_asks_nothing_of_ovsdb() {
     let mut core = set_up(Mode::Subnet);
     core.pod_add(pod(3, 0)).unwrap();
-    core.pod_del(pod(4, 0).ip, Some(veth("veth4"))).unwrap();
+    core.pod_del(&key_of(&pod(4, 0)), Some(veth("veth4")))
+        .unwrap();
     core.rollback();
     let ((), e) = run(&mut core, |c| c.pod_add(pod(5, 0)).unwrap());
     assert_eq!(e.ports.len(), 1, "only the new batch's step: {:?}", e.ports);

@@ -31,15 +31,18 @@ fn intent(core: &Core, name: &str) -> Option<PortIntent> {
 fn teardown_with_a_veth_journals_the_flows_and_the_ports_removal_as_one_record() {
     let mut core = set_up(Mode::Multitenant);
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
-    let ip = pod(3, 10).ip;
-    let ((), e) = run(&mut core, |c| c.pod_del(ip, Some(veth("veth3"))).unwrap());
+    let key = key_of(&pod(3, 10));
+    let ((), e) = run(&mut core, |c| c.pod_del(&key, Some(veth("veth3"))).unwrap());
     let mut gone = pod_3_flows(10);
     gone.push(vnid_rule(10));
     assert_eq!(diff(&e.flows), (seed_of(&gone), none()));
     assert_eq!(
         e.journal,
         vec![
-            Change::Pod { ip, pod: None },
+            Change::LocalPod {
+                key: key.clone(),
+                pod: None
+            },
             Change::PortIntent {
                 veth: veth("veth3"),
                 intent: Some(PortIntent::Removed),
@@ -49,7 +52,7 @@ fn teardown_with_a_veth_journals_the_flows_and_the_ports_removal_as_one_record()
     );
     assert_eq!(intent(&core, "veth3"), Some(PortIntent::Removed));
     // Deleted again (the runtime retries): nothing new to do or record.
-    let ((), e) = run(&mut core, |c| c.pod_del(ip, Some(veth("veth3"))).unwrap());
+    let ((), e) = run(&mut core, |c| c.pod_del(&key, Some(veth("veth3"))).unwrap());
     assert!(
         e.flows.is_empty() && e.journal.is_empty(),
         "{:?}",
@@ -61,7 +64,7 @@ fn teardown_with_a_veth_journals_the_flows_and_the_ports_removal_as_one_record()
 fn teardown_of_an_unknown_pod_still_marks_its_port_removed() {
     let mut core = set_up(Mode::Subnet);
     let ((), e) = run(&mut core, |c| {
-        c.pod_del(pod(9, 0).ip, Some(veth("veth9"))).unwrap()
+        c.pod_del(&key_of(&pod(9, 0)), Some(veth("veth9"))).unwrap()
     });
     assert!(e.flows.is_empty());
     assert_eq!(
@@ -77,7 +80,7 @@ fn teardown_of_an_unknown_pod_still_marks_its_port_removed() {
 fn a_pod_added_on_a_removed_ports_name_starts_afresh_in_the_same_record() {
     let mut core = set_up(Mode::Subnet);
     run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     let ((), e) = run(&mut core, |c| c.pod_add(pod(3, 0)).unwrap());
     assert_eq!(diff(&e.flows), (none(), seed_of(&pod_3_flows(0))));
@@ -88,8 +91,8 @@ fn a_pod_added_on_a_removed_ports_name_starts_afresh_in_the_same_record() {
                 veth: veth("veth3"),
                 intent: None,
             },
-            Change::Pod {
-                ip: pod(3, 0).ip,
+            Change::LocalPod {
+                key: key_of(&pod(3, 0)),
                 pod: Some(pod(3, 0)),
             },
         ]
@@ -102,7 +105,7 @@ fn bandwidth_is_refused_for_a_removed_pods_port_and_for_an_unknown_port() {
     let mut core = set_up(Mode::Subnet);
     run(&mut core, |c| c.pod_add(pod(3, 0)).unwrap());
     run(&mut core, |c| {
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap()
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap()
     });
     // A deleted pod's port is refused even when OVSDB still shows it (its removal is pending).
     let (result, e) = run(&mut core, |c| {
@@ -222,8 +225,8 @@ fn ports_confirmed_gone_are_forgotten_only_when_their_removal_was_wanted() {
         c.pod_add(pod(4, 0)).unwrap();
         c.pod_bandwidth(veth("veth4"), bandwidth(100), false)
             .unwrap();
-        c.pod_del(pod(3, 0).ip, Some(veth("veth3"))).unwrap();
-        c.pod_del(pod(5, 0).ip, Some(veth("veth5"))).unwrap();
+        c.pod_del(&key_of(&pod(3, 0)), Some(veth("veth3"))).unwrap();
+        c.pod_del(&key_of(&pod(5, 0)), Some(veth("veth5"))).unwrap();
     });
     let ((), e) = run(&mut core, |c| {
         c.forget_removed_ports(&[veth("veth3"), veth("veth4"), veth("veth7")])
@@ -260,7 +263,12 @@ fn a_pod_ip_reused_by_another_sandbox_replaces_the_old_pod_and_the_core_says_so(
         sandbox: "07".repeat(32).parse().unwrap(),
         ..pod(3, 11)
     };
-    let ((), e) = run(&mut core, |c| c.pod_add(newer.clone()).unwrap());
+    let newer_key = PodKey::new("default", "newer").unwrap();
+    let add = |c: &mut Core| {
+        c.pod_attach(newer_key.clone(), newer.clone(), BTreeMap::new())
+            .unwrap()
+    };
+    let ((), e) = run(&mut core, add);
     let (deletes, adds) = diff(&e.flows);
     // Table 20's flows match on the port, so the old pod's go; tables 40 and 70 are replaced
     // by the same match with the new port; VNID 10's rule goes with its last user.
@@ -270,19 +278,20 @@ fn a_pod_ip_reused_by_another_sandbox_replaces_the_old_pod_and_the_core_says_so(
     let mut new = seed_pod_flows(3, 7, 7, 11);
     new.push(vnid_rule(11));
     assert_eq!((deletes, adds), (seed_of(&old), seed_of(&new)));
-    assert_eq!(core.state().pods[&newer.ip], newer);
+    assert_eq!(core.state().pods[&newer_key], newer);
+    assert!(!core.state().pods.contains_key(&key_of(&pod(3, 10))));
     assert_eq!(
         e.notices,
         vec![Notice::PodIpReused {
             ip: newer.ip,
-            old: pod(3, 10).sandbox,
-            new: newer.sandbox,
+            old: key_of(&pod(3, 10)),
+            new: newer_key.clone(),
         }]
     );
     assert!(e.notices[0].is_warning());
     assert!(e.notices[0].to_string().contains("10.128.0.3 reused"));
-    // The same sandbox again (a repeated ADD) is no reuse.
-    let ((), e) = run(&mut core, |c| c.pod_add(newer).unwrap());
+    // The same pod again (a repeated ADD) is no reuse.
+    let ((), e) = run(&mut core, add);
     assert!(e.notices.is_empty() && e.flows.is_empty());
 }
 
@@ -297,7 +306,7 @@ fn a_port_that_moved_is_said_as_information() {
     assert_eq!(
         e.notices,
         vec![Notice::PortMoved {
-            ip: pod(3, 0).ip,
+            pod: key_of(&pod(3, 0)),
             veth: veth("veth3"),
             from: 3,
             to: 9,

@@ -309,7 +309,8 @@ fn a_rebuild_marks_the_dropped_pods_ports_removed_and_keeps_pending_removals() {
         c.pod_bandwidth(veth("veth3"), limited, false).unwrap();
         // A port of no pod that OVSDB showed, limited; and a deleted pod's pending removal.
         c.pod_bandwidth(veth("veth8"), limited, true).unwrap();
-        c.pod_del(pod(9, 10).ip, Some(veth("veth9"))).unwrap();
+        c.pod_del(&key_of(&pod(9, 10)), Some(veth("veth9")))
+            .unwrap();
     });
     let Ok(SetupPlan::Replace {
         outcome,

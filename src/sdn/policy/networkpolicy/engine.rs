@@ -139,7 +139,9 @@ impl Contributions {
                 .collect();
             vec![Instruction::ApplyActions(actions)]
         } else if self.allows > 0 {
-            vec![Instruction::GotoTable(Dir::of_table(key.table).next_table())]
+            vec![Instruction::GotoTable(
+                Dir::of_table(key.table).next_table(),
+            )]
         } else if self.drops > 0 {
             Vec::new()
         } else {
@@ -324,11 +326,8 @@ impl Plan {
         };
         for side in &self.sides {
             let dir = side.dir;
-            let targets = target_matches(
-                dir,
-                side.targets.namespace_vnid,
-                members(&side.targets.key),
-            );
+            let targets =
+                target_matches(dir, side.targets.namespace_vnid, members(&side.targets.key));
             for m in &targets {
                 put(FlowKey::new(dir.table(), PRIO_ISOLATION, m.clone()))?;
             }
@@ -348,7 +347,15 @@ impl Plan {
                 if targets.is_empty() || peers.as_ref().is_some_and(Vec::is_empty) {
                     continue;
                 }
-                for (key, _) in rule_parts(dir, rule.id, rule.priority, rule.clauses, &targets, peers.as_deref(), &rule.ports) {
+                for (key, _) in rule_parts(
+                    dir,
+                    rule.id,
+                    rule.priority,
+                    rule.clauses,
+                    &targets,
+                    peers.as_deref(),
+                    &rule.ports,
+                ) {
                     put(key)?;
                 }
             }
@@ -358,7 +365,14 @@ impl Plan {
 }
 
 impl RulePlan {
-    fn of(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, rule: &Rule, id: u32) -> RulePlan {
+    fn of(
+        cluster: Cidr,
+        dir: Dir,
+        namespace: &str,
+        ns: &Namespace,
+        rule: &Rule,
+        id: u32,
+    ) -> RulePlan {
         let peers = rule.peers.as_ref().map(|peers| {
             peers
                 .iter()
@@ -410,7 +424,11 @@ fn peer_plan(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, peer: &Pe
             if dir == Dir::Ingress && all {
                 PeerPlan::Group(GroupKey::namespaces(nss))
             } else {
-                PeerPlan::Group(GroupKey::pods(Scope::Selected(nss.clone()), pods.as_ref(), false))
+                PeerPlan::Group(GroupKey::pods(
+                    Scope::Selected(nss.clone()),
+                    pods.as_ref(),
+                    false,
+                ))
             }
         }
     }
@@ -422,7 +440,10 @@ fn target_matches(dir: Dir, namespace_vnid: Option<Vnid>, members: Vec<Member>) 
     match namespace_vnid {
         Some(vnid) if !members.is_empty() => vec![matches::target_namespace(dir, vnid)],
         Some(_) => Vec::new(),
-        None => members.iter().flat_map(|m| member_targets(dir, m)).collect(),
+        None => members
+            .iter()
+            .flat_map(|m| member_targets(dir, m))
+            .collect(),
     }
 }
 
@@ -441,7 +462,12 @@ fn rule_parts(
     if clauses.n == 1 {
         return targets
             .iter()
-            .map(|m| (FlowKey::new(table, PRIO_PLAIN_ALLOW, m.clone()), Part::Allow))
+            .map(|m| {
+                (
+                    FlowKey::new(table, PRIO_PLAIN_ALLOW, m.clone()),
+                    Part::Allow,
+                )
+            })
             .collect();
     }
     let clause = |k: u8| Part::Clause {
@@ -463,7 +489,10 @@ fn rule_parts(
                 .map(move |m| (FlowKey::new(table, priority, m.clone()), clause(k)))
         })
         .collect();
-    parts.push((FlowKey::new(table, priority, matches::conjunction(id)), Part::Allow));
+    parts.push((
+        FlowKey::new(table, priority, matches::conjunction(id)),
+        Part::Allow,
+    ));
     parts
 }
 
@@ -546,9 +575,14 @@ impl RuleState {
         }
     }
 
-    /// Every contribution of the rule, from the groups as they are.
+    /// Every contribution of the rule while it is active, from the groups as they are. Its
+    /// namespace-wide target is in for as long as it is active (it became active with it),
+    /// even when the last target left a moment ago.
     fn parts(&self, groups: &Groups, world: World) -> Vec<(FlowKey, Part)> {
-        let targets = self.targets.matches(self.dir, groups, world);
+        let targets = match self.targets.namespace_vnid {
+            Some(vnid) => vec![matches::target_namespace(self.dir, vnid)],
+            None => self.targets.matches(self.dir, groups, world),
+        };
         let peers = self.peers.as_ref().map(|sources| {
             sources
                 .iter()
@@ -815,7 +849,11 @@ impl Engine {
     }
 
     fn drop_flow(&mut self, dir: Dir, m: Match, add: bool) {
-        self.contribute(FlowKey::new(dir.table(), PRIO_ISOLATION, m), Part::Drop, add);
+        self.contribute(
+            FlowKey::new(dir.table(), PRIO_ISOLATION, m),
+            Part::Drop,
+            add,
+        );
     }
 
     /// A side's drops follow whether it has targets (namespace-wide), or are all put in
@@ -887,7 +925,11 @@ impl Engine {
                             let (table, dir) = (rule.dir.table(), rule.dir);
                             let (priority, part) = rule.target_part();
                             for m in member_targets(dir, &delta.member) {
-                                self.contribute(FlowKey::new(table, priority, m), part, delta.joined);
+                                self.contribute(
+                                    FlowKey::new(table, priority, m),
+                                    part,
+                                    delta.joined,
+                                );
                             }
                         }
                     }
@@ -897,7 +939,11 @@ impl Engine {
                         if rule.active {
                             let (dir, priority, part) = (rule.dir, rule.priority, rule.peer_part());
                             for m in member_peers(dir, &delta.member) {
-                                self.contribute(FlowKey::new(dir.table(), priority, m), part, delta.joined);
+                                self.contribute(
+                                    FlowKey::new(dir.table(), priority, m),
+                                    part,
+                                    delta.joined,
+                                );
                             }
                         }
                     }

@@ -18,14 +18,14 @@
 
 pub mod engine;
 mod ids;
-mod matches;
 pub mod limits;
+mod matches;
 pub mod model;
 pub mod names;
 mod parse;
 mod ranges;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,6 @@
 //! names and labels are checked by `names.rs`). The flows are computed from these.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
@@ -92,24 +91,6 @@ impl Namespace {
         labels.insert(NAMESPACE_NAME_LABEL.to_string(), self.name.clone());
         labels
     }
-}
-
-/// What a local pod carries beyond its flows' inputs: its namespace and labels.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodMeta {
-    pub namespace: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: Labels,
-}
-
-/// A pod on another node, needed to select peers by label.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RemotePod {
-    pub ip: Ipv4Addr,
-    pub namespace: String,
-    #[serde(default)]
-    pub labels: Labels,
 }
 
 /// A validated NetworkPolicy. `ingress` (`egress`) is Some exactly when its policyTypes has

@@ -1,13 +1,14 @@
-//! The flows of policies: a policy's rules as conjunctions over targets, peers and ports, in
-//! table 21 (egress) and table 80 (ingress), computed from the mode's part of the node state.
+//! A reference computation of the mode's flows, for the tests: every policy recomputed from
+//! the whole state by scans, as text (the node's first implementation, kept as the oracle
+//! the incremental engine is checked against). Nothing here is fast, and it need not be.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use super::limits::{too_many_flows, MAX_FLOWS};
-use super::model::{Labels, Namespace, NetPol, NetPolError, Peer, PodMeta, Port, RemotePod, Rule};
-use super::{ranges, Index, StoredNetPol};
-use super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+use super::super::engine::band_priority;
+use super::super::model::{Labels, Namespace, NetPol, Peer, Port, Rule};
+use super::super::{ranges, StoredNetPol};
+use super::super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
 use crate::sdn::types::SetupRequest;
 use crate::value::{Cidr, Vnid};
@@ -16,9 +17,7 @@ use crate::value::{Cidr, Vnid};
 pub struct View<'a> {
     pub setup: &'a SetupRequest,
     pub namespaces: &'a BTreeMap<String, Namespace>,
-    /// Local pods (their namespace and labels), by IP.
-    pub local: Vec<(Ipv4Addr, &'a PodMeta)>,
-    pub remote: &'a BTreeMap<Ipv4Addr, RemotePod>,
+    pub pods: &'a BTreeMap<crate::value::PodKey, crate::sdn::store::PodInfo>,
     pub netpols: &'a BTreeMap<String, StoredNetPol>,
 }
 
@@ -86,7 +85,7 @@ fn net(cidr: Cidr) -> String {
 }
 
 /// A flow's OpenFlow identity: table, priority, match.
-pub(super) type Key = (u8, u16, String);
+type Key = (u8, u16, String);
 
 /// The flow set being built: one body per OpenFlow identity (table, priority, match), up to
 /// `limit` flows (a computation that passes it stops with [`Exceeded`]).
@@ -121,7 +120,7 @@ impl Flows {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Body {
+enum Body {
     /// Clause flows of conjunctions: (id, clause k, of n), sorted.
     Conjunctions(BTreeSet<(u32, u8, u8)>),
     Actions(String),
@@ -138,7 +137,7 @@ impl Flows {
     fn clause(&mut self, table: u8, match_: String, id: u32, k: u8, n: u8) {
         let body = self
             .flows
-            .entry((table, PRIO_CONJUNCTION, match_))
+            .entry((table, band(id), match_))
             .or_insert_with(|| Body::Conjunctions(BTreeSet::new()));
         if let Body::Conjunctions(set) = body {
             set.insert((id, k, n));
@@ -148,38 +147,45 @@ impl Flows {
 
 impl<'a> View<'a> {
     fn pods(&self) -> impl Iterator<Item = PodRef<'a>> + '_ {
-        let local = self.local.iter().map(|(ip, meta)| PodRef {
-            ip: *ip,
-            namespace: &meta.namespace,
-            labels: &meta.labels,
-        });
-        let remote = self.remote.values().map(|p| PodRef {
-            ip: p.ip,
-            namespace: &p.namespace,
-            labels: &p.labels,
-        });
-        local.chain(remote)
+        self.pods.iter().flat_map(|(key, info)| {
+            info.ipv4s().map(move |ip| PodRef {
+                ip,
+                namespace: key.namespace(),
+                labels: &info.labels,
+            })
+        })
     }
 
-    /// The local pods `policy` selects.
+    /// The local pods `policy` selects (one per address).
     pub fn targets(&self, policy: &NetPol) -> Vec<Ipv4Addr> {
-        self.local
+        self.pods
             .iter()
-            .filter(|(_, m)| {
-                m.namespace == policy.namespace && policy.pod_selector.matches(&m.labels)
+            .filter(|(key, info)| {
+                info.local
+                    && key.namespace() == policy.namespace
+                    && policy.pod_selector.matches(&info.labels)
             })
-            .map(|(ip, _)| *ip)
+            .flat_map(|(_, info)| info.ipv4s())
             .collect()
     }
 
+    /// Whether `policy` selects a local pod at all (a pod without an address counts).
+    fn selects_any(&self, policy: &NetPol) -> bool {
+        self.pods.iter().any(|(key, info)| {
+            info.local
+                && key.namespace() == policy.namespace
+                && policy.pod_selector.matches(&info.labels)
+        })
+    }
+
     fn target_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid) -> BTreeSet<String> {
-        let pods = self.targets(policy);
-        if pods.is_empty() {
-            return BTreeSet::new();
-        }
         if policy.pod_selector.is_empty() {
+            if !self.selects_any(policy) {
+                return BTreeSet::new();
+            }
             return BTreeSet::from([format!("ip, {}={vnid}", dir.target_vnid())]);
         }
+        let pods = self.targets(policy);
         let field = dir.target_ip();
         pods.iter().map(|ip| format!("ip, {field}={ip}")).collect()
     }
@@ -317,103 +323,37 @@ impl<'a> View<'a> {
                 out.clause(table, m.clone(), id, k as u8 + 1, n);
             }
         }
-        out.add(
-            table,
-            PRIO_CONJUNCTION,
-            format!("conj_id={id}, ip"),
-            dir.allow(),
-        );
+        out.add(table, band(id), format!("conj_id={id}, ip"), dir.allow());
         Ok(())
     }
 
-    /// Every flow of every policy, merged.
+    /// Every flow of every policy, merged, as text.
     pub fn flows(&self) -> Vec<String> {
-        Index::build(self).texts()
-    }
-
-    /// The flows of the policy stored under `key` alone (none when there is none).
-    pub(super) fn flows_of_key(&self, key: &str) -> BTreeMap<Key, Body> {
         let mut out = Flows::unlimited();
-        if let Some(stored) = self.netpols.get(key) {
+        for stored in self.netpols.values() {
             // Never exceeded: there is no limit.
             let _ = self.policy_flows(stored, &mut out);
         }
         out.flows
-    }
-
-    /// The policies whose flows a pod of `namespace` with `labels` (local or remote) can
-    /// change: those of its namespace (targets, peers of their own namespace) and those whose
-    /// namespace selector peers take its namespace (and whose pod selector its labels).
-    pub fn watching_pod(&self, namespace: &str, labels: &Labels) -> Vec<String> {
-        let ns_labels = self
-            .namespaces
-            .get(namespace)
-            .map(Namespace::effective_labels);
-        self.netpols
-            .iter()
-            .filter(|(_, stored)| {
-                stored.policy.namespace == namespace
-                    || ns_labels.as_ref().is_some_and(|ns_labels| {
-                        peers_of(&stored.policy).any(|peer| match peer {
-                            Peer::Select {
-                                pods,
-                                namespaces: Some(nss),
-                            } => {
-                                nss.matches(ns_labels)
-                                    && pods.as_ref().is_none_or(|p| p.matches(labels))
-                            }
-                            _ => false,
-                        })
-                    })
+            .into_iter()
+            .map(|((table, priority, match_), body)| {
+                let actions = match body {
+                    Body::Conjunctions(set) => set
+                        .iter()
+                        .map(|(id, k, n)| format!("conjunction({id},{k}/{n})"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    Body::Actions(actions) => actions,
+                };
+                format!("table={table}, priority={priority}, {match_}, actions={actions}")
             })
-            .map(|(key, _)| key.clone())
             .collect()
-    }
-
-    /// The policies whose flows namespace `name` can change: its own, and every policy that
-    /// selects peers by namespace.
-    pub fn watching_namespace(&self, name: &str) -> Vec<String> {
-        self.netpols
-            .iter()
-            .filter(|(_, stored)| {
-                stored.policy.namespace == name
-                    || peers_of(&stored.policy).any(|peer| {
-                        matches!(
-                            peer,
-                            Peer::Select {
-                                namespaces: Some(_),
-                                ..
-                            }
-                        )
-                    })
-            })
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-
-    /// The flows `stored` alone would contribute (what `netpol list` counts).
-    pub fn flows_of(&self, stored: &StoredNetPol) -> usize {
-        let mut out = Flows::unlimited();
-        // Never exceeded: there is no limit.
-        let _ = self.policy_flows(stored, &mut out);
-        out.flows.len()
-    }
-
-    /// Refuses `stored` when it alone would need more than [`MAX_FLOWS`] flows here; the
-    /// computation stops as soon as it passes the limit.
-    pub fn check_flow_limit(&self, stored: &StoredNetPol) -> Result<(), NetPolError> {
-        let mut out = Flows::within(MAX_FLOWS);
-        self.policy_flows(stored, &mut out)
-            .map_err(|Exceeded| too_many_flows())
     }
 }
 
-fn peers_of(policy: &NetPol) -> impl Iterator<Item = &Peer> {
-    [&policy.ingress, &policy.egress]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .flat_map(|rule| rule.peers.iter().flatten())
+/// The priority of conjunction `id`'s flows (as the engine bands them).
+fn band(id: u32) -> u16 {
+    band_priority(id).unwrap_or(PRIO_CONJUNCTION)
 }
 
 fn port_matches(port: &Port) -> Vec<String> {

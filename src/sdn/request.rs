@@ -108,8 +108,11 @@ impl Edit {
     }
 }
 
+/// A look at the core that answers its asker: with what it saw, or with the refusal given.
+type Look = Box<dyn FnOnce(&Core, Option<Error>) + Send>;
+
 /// A look at the desired state (between batches: only what is on the switch and on disk).
-pub struct Read(Box<dyn FnOnce(&Core, Option<Error>) + Send>);
+pub struct Read(Look);
 
 impl Read {
     /// The look `look` at the core, answered on `reply`.

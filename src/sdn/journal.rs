@@ -349,30 +349,16 @@ mod tests {
         assert_eq!(state.pods.keys().collect::<Vec<_>>(), [&local]);
         assert_eq!(state.pods[&local].ofport, 5);
         assert_eq!(state.host_subnets.len(), 1);
-        let infos: Vec<(String, bool, Vec<(String, String)>)> = state
+        let infos: Vec<String> = state
             .pod_infos
             .iter()
-            .map(|(k, i)| {
-                (
-                    k.to_string(),
-                    i.local,
-                    i.labels.clone().into_iter().collect(),
-                )
-            })
+            .map(|(k, i)| format!("{k} local={} {:?}", i.local, i.labels))
             .collect();
         assert_eq!(
             infos,
-            vec![
-                (
-                    "x/ip-10-128-0-5".into(),
-                    true,
-                    vec![("app".into(), "web".into())]
-                ),
-                (
-                    "y/ip-10-128-2-9".into(),
-                    false,
-                    vec![("app".into(), "db".into())]
-                ),
+            [
+                r#"x/ip-10-128-0-5 local=true {"app": "web"}"#,
+                r#"y/ip-10-128-2-9 local=false {"app": "db"}"#,
             ]
         );
         std::fs::remove_dir_all(&old).unwrap();

@@ -285,8 +285,8 @@ fn a_namespace_change_moves_its_pods_in_and_out_of_selector_scoped_groups() {
     store.apply(namespace("y", 22, &[("team", "a")]), &mut raw);
     let vnids: Vec<(bool, Vnid)> = raw
         .iter()
-        .filter_map(|d| match &d.member {
-            Member::Pod { vnid, .. } | Member::Namespace { vnid, .. } => Some((d.joined, *vnid)),
+        .map(|d| match &d.member {
+            Member::Pod { vnid, .. } | Member::Namespace { vnid, .. } => (d.joined, *vnid),
         })
         .collect();
     let (v12, v22) = (Vnid::new(12).unwrap(), Vnid::new(22).unwrap());

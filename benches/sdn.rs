@@ -16,7 +16,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ofnode::sdn::journal::Journal;
-use ofnode::sdn::state::{Change, NodeState, Pod};
+use ofnode::sdn::state::{Change, NodeState};
+use ofnode::sdn::Pod;
 use ofnode::sdn::{Mode, Node, NodeConfig, PodAdd, SetupRequest, Vnid};
 use ofnode_harness::cpu::{own_cpu, process_cpu};
 use ofnode_harness::Ovs;

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{ARP_TO_LOCAL, FROM_POD, TO_LOCAL};
 use super::readback::{pod_flow, PodFlow};
-use super::state::Pod;
+use super::types::Pod;
 use crate::value::PodKey;
 
 /// The tables holding the counted flows: a poll asks for these three, never per pod.

@@ -13,7 +13,7 @@ pub enum Error {
     /// Bad NetworkPolicy-mode input (a policy, namespace, label): the message names the field;
     /// nothing was changed.
     #[error(transparent)]
-    NetPol(#[from] super::policy::networkpolicy::NetPolError),
+    Field(#[from] super::labels::FieldError),
     /// The operation conflicts with what the node holds (e.g. deleting a namespace in use).
     #[error("{what}")]
     Conflict { what: String },
@@ -83,5 +83,15 @@ impl From<crate::netlink::Error> for Error {
 impl From<StateError> for Error {
     fn from(e: StateError) -> Self {
         Error::State(Arc::new(e))
+    }
+}
+
+impl From<super::policy::WrongMode> for Error {
+    fn from(e: super::policy::WrongMode) -> Self {
+        Error::WrongMode {
+            what: e.what,
+            mode: e.mode,
+            accepted_in: e.accepted_in,
+        }
     }
 }

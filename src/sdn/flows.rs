@@ -10,8 +10,7 @@ use std::net::Ipv4Addr;
 
 use super::layout::*;
 use super::policy;
-use super::state::Pod;
-use super::types::{HostSubnet, Mode, Service, SetupRequest};
+use super::types::{HostSubnet, Mode, Pod, Service, SetupRequest};
 use crate::value::{Cidr, Vnid};
 
 /// The seed's rule version; bump it whenever the flows change.

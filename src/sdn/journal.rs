@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::legacy::{replay, RecordedChange};
-use super::state::{Change, NodeState};
+use super::state::{replay, Change, NodeState, RecordedChange};
 
 const SNAPSHOT: &str = "state.json";
 const SNAPSHOT_TMP: &str = "state.json.tmp";
@@ -251,8 +250,8 @@ fn replay_journal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdn::state::Pod;
-    use crate::sdn::store::PodInfo;
+    use crate::sdn::objects::PodInfo;
+    use crate::sdn::types::Pod;
     use crate::value::PodKey;
     use std::net::Ipv4Addr;
 

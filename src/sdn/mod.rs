@@ -26,13 +26,15 @@ pub mod flows;
 pub mod ha;
 pub mod host;
 pub mod journal;
+pub mod labels;
 pub mod layout;
-mod legacy;
 mod metrics;
 mod node;
+pub mod objects;
 mod ovs_bugs;
 pub mod policy;
 mod port_steps;
+pub mod produce;
 pub mod readback;
 mod replica;
 pub mod report;
@@ -51,13 +53,14 @@ pub use dns::DnsConfig;
 pub use drift::DriftTiming;
 pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
+pub use labels::{FieldError, Labels};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use policy::networkpolicy::model::{Labels, Namespace};
+pub use objects::{KnownPod, Namespace, PodInfo};
+pub use report::PodStatus;
 pub use report::{Detection, DriftReport, DriftStatus, Status};
-pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
-pub use store::{KnownPod, PodInfo};
+pub use state::{EgressState, LocalMulticast, NodeState};
 pub use types::{
-    EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, PodAdd,
+    EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, Pod, PodAdd,
     Protocol, Service, ServicePort, SetupRequest,
 };

@@ -13,8 +13,8 @@ use super::layout::{
     ARP_TO_LOCAL, FROM_POD, POLICY, REG_DESTINATION_VNID, REG_SOURCE_VNID, TO_LOCAL, TO_SERVICE,
     VERSION_NOTE,
 };
-use super::state::Pod;
 use super::types::Mode;
+use super::types::Pod;
 use crate::value::{MacAddr, SandboxId, Vnid};
 
 /// The seed's AlreadySetUp: the flows hold the version note of `mode`'s setup.

@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::legacy::{replay, RecordedChange};
-use super::state::{Change, NodeState};
+use super::state::{replay, Change, NodeState, RecordedChange};
 
 /// The key holding the base.
 pub const STATE_KEY: &str = "ofnode-ha-state";
@@ -140,8 +139,8 @@ pub fn read(ids: &BTreeMap<String, String>) -> Result<Option<NodeState>, String>
 mod tests {
     use super::*;
     use crate::sdn::core::tests::setup_request;
-    use crate::sdn::state::Pod;
     use crate::sdn::types::Mode;
+    use crate::sdn::types::Pod;
     use crate::value::PodKey;
 
     fn pod(n: u16) -> (PodKey, Pod) {

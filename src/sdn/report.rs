@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{Mode, SetupRequest};
+use super::types::{Mode, Pod, SetupRequest};
 
 /// A snapshot of the node for `ofnode status`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -81,4 +81,18 @@ pub struct DriftStatus {
     /// Repairs that changed the switch's table (also `ofnode_drift_repairs_total`).
     pub repairs: u64,
     pub last: Option<DriftReport>,
+}
+
+/// A pod as the node holds it, checked against the switch and OVSDB (the API's pod lookup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodStatus {
+    pub pod: Pod,
+    /// Its veth is a port of the bridge (false when the veth name is unknown).
+    pub port: bool,
+    /// Its flows (ovs-ofctl text) that the switch does not hold exactly; empty when all are in.
+    pub missing_flows: Vec<String>,
+    /// Its traffic at the last counter poll (`counters.rs`); absent when counters are off or
+    /// it has not been polled yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<super::counters::PodCounters>,
 }

@@ -12,8 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::core::{Core, SetupOutcome};
 use super::error::Error;
-use super::state::Pod;
-use super::types::SetupRequest;
+use super::types::{Pod, SetupRequest};
 use crate::value::IfName;
 
 /// Where an answer goes.

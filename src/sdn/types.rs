@@ -275,6 +275,19 @@ pub struct PodAdd {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// An attached pod: the add request plus the OpenFlow port OVS gave its veth. `veth` is None for
+/// a pod adopted from the switch's flows (found through its note), whose veth name is unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pod {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub veth: Option<IfName>,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+    pub sandbox: SandboxId,
+    pub vnid: Vnid,
+    pub ofport: u16,
+}
+
 /// Another node's pod subnet, reached over VXLAN (the seed's HostSubnet). `fixed_vnid` is the
 /// fixed-VNID annotation; `vtep_mac` is kept for the VXLAN device (not used by flows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

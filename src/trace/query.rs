@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::packet::{IpProto, Packet, Payload, DEFAULT_TTL};
-use crate::sdn::state::{NodeState, Pod};
+use crate::sdn::state::NodeState;
+use crate::sdn::types::Pod;
 use crate::unixctl::{resolve_target, UnixctlError};
 use crate::value::PodKey;
 

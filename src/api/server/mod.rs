@@ -192,7 +192,7 @@ pub fn status_of(err: &sdn::Error) -> StatusCode {
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
         // The request is sound but the node is not in a state (or mode) to take it.
         Error::NotSetUp | Error::WrongMode { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
-        Error::NetPol(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        Error::Field(_) => StatusCode::UNPROCESSABLE_ENTITY,
         // Applied (or refused) with the seed's input error: the request was understood.
         Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         // A peer (the switch, OVSDB) refused or failed it.

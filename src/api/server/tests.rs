@@ -36,10 +36,7 @@ fn node_errors_map_to_their_http_class() {
             },
             409,
         ),
-        (
-            sdn::policy::networkpolicy::NetPolError::new("spec", "bad").into(),
-            422,
-        ),
+        (sdn::FieldError::new("spec", "bad").into(), 422),
         (
             sdn::Error::Policy {
                 message: "m".into(),

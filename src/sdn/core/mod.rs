@@ -33,7 +33,7 @@ pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
 use super::error::Error;
-use super::policy::networkpolicy::engine::{Engine, FlowChange};
+use super::produce::netpol::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
 use super::store::{Delta, Store};
 use super::table::{self, Diff, Flow, FlowTable};

@@ -9,17 +9,18 @@ use std::ops::Bound;
 use super::desired::enforcing_setup;
 use super::Core;
 use crate::sdn::error::Error;
+use crate::sdn::labels::{check_labels, FieldError, Labels};
+use crate::sdn::objects::{Namespace, PodInfo};
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
-use crate::sdn::policy::networkpolicy::model::{Labels, Namespace, NetPol};
-use crate::sdn::policy::networkpolicy::names::check_labels;
-use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key, NetPolError};
+use crate::sdn::policy::networkpolicy::model::NetPol;
+use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key};
 use crate::sdn::policy::require_network_policy;
 use crate::sdn::state::Change;
-use crate::sdn::store::{PodInfo, PodKey};
 use crate::sdn::types::SetupRequest;
+use crate::value::PodKey;
 
 fn refuse(path: &str, reason: impl Into<String>) -> Error {
-    Error::NetPol(NetPolError::new(path, reason))
+    Error::Field(FieldError::new(path, reason))
 }
 
 /// Labels to set and to remove, as `kubectl label` takes them (`k=v`, `k-`).

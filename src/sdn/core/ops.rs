@@ -14,12 +14,13 @@ use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
+use crate::sdn::labels::Labels;
 use crate::sdn::layout::MAX_OFPORT;
-use crate::sdn::policy::networkpolicy::model::Labels;
-use crate::sdn::state::{Change, EgressState, LocalMulticast, Pod, PortIntent};
-use crate::sdn::store::{PodInfo, PodKey};
+use crate::sdn::objects::PodInfo;
+use crate::sdn::state::{Change, EgressState, LocalMulticast, PortIntent};
 use crate::sdn::table;
-use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
+use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Pod, Service};
+use crate::value::PodKey;
 use crate::value::{Cidr, IfName, InvalidInput, Vnid};
 
 fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use crate::ovsdb::{BridgeSpec, Cache, Datum, PortSpec};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
-use crate::sdn::state::{Change, NodeState, Pod, PortIntent};
+use crate::sdn::state::{Change, NodeState, PortIntent};
 use crate::sdn::store::PodKey;
+use crate::sdn::types::Pod;
 use crate::stream::Target;
 use crate::value::IfName;
 
@@ -330,8 +331,8 @@ fn observe_qos(cache: &Cache, qos: Option<&Datum>) -> ObservedQos {
 mod tests {
     use super::*;
     use crate::sdn::core::tests::setup_request;
-    use crate::sdn::state::Pod;
     use crate::sdn::types::Mode;
+    use crate::sdn::types::Pod;
 
     fn veth(name: &str) -> IfName {
         name.parse().unwrap()

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{Core, Repaired};
 use crate::sdn::error::Error;
 use crate::sdn::readback::holds_version_note;
-use crate::sdn::state::{Change, NodeState, Pod, PortIntent};
+use crate::sdn::state::{Change, NodeState, PortIntent};
 use crate::sdn::table::Diff;
+use crate::sdn::types::Pod;
 use crate::sdn::types::SetupRequest;
 
 /// What `setup` did.

@@ -17,7 +17,7 @@ use super::{Inner, Node};
 use crate::sdn::counters::{PodCounters, Snapshot, COUNTED_TABLES};
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
-use crate::sdn::state::Pod;
+use crate::sdn::types::Pod;
 use crate::value::PodKey;
 
 /// How often a waiting poller looks whether its node is gone.

@@ -5,8 +5,9 @@
 use super::Node;
 use crate::sdn::core::{LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
-use crate::sdn::policy::networkpolicy::model::{Namespace, NetPol};
-use crate::sdn::store::{KnownPod, PodInfo, PodKey};
+use crate::sdn::objects::{KnownPod, Namespace, PodInfo};
+use crate::sdn::policy::networkpolicy::model::NetPol;
+use crate::value::PodKey;
 
 impl Node {
     /// Creates or replaces a namespace (its labels replace the old set).

@@ -14,7 +14,7 @@ use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
 use crate::sdn::readback;
 use crate::sdn::request::{self, Edit, Envelope, Request};
-use crate::sdn::state::Pod;
+use crate::sdn::types::Pod;
 use crate::sdn::types::PodAdd;
 use crate::value::{IfName, PodKey, SandboxId, Vnid};
 

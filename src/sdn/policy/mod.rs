@@ -7,9 +7,7 @@ mod multitenant;
 pub mod networkpolicy;
 mod subnet;
 
-use super::error::Error;
-use super::state::Pod;
-use super::types::{Mode, SetupRequest};
+use super::types::{Mode, Pod, SetupRequest};
 use crate::value::Vnid;
 
 pub trait Policy: Sync {
@@ -43,9 +41,18 @@ pub trait Policy: Sync {
     }
 }
 
+/// An input of a mode given to a node in another (the node's error says it: `Error::WrongMode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrongMode {
+    pub what: String,
+    pub mode: Mode,
+    /// The modes that take it, by name.
+    pub accepted_in: String,
+}
+
 /// Refuses `what` (NetworkPolicy objects, namespaces, …) on a node in `mode` unless the mode
 /// enforces NetworkPolicy; the error names the node's mode and those that would take it.
-pub fn require_network_policy(mode: Mode, what: &str) -> Result<(), Error> {
+pub fn require_network_policy(mode: Mode, what: &str) -> Result<(), WrongMode> {
     if of(mode).enforces_network_policy() {
         return Ok(());
     }
@@ -54,7 +61,7 @@ pub fn require_network_policy(mode: Mode, what: &str) -> Result<(), Error> {
         .filter(|m| of(*m).enforces_network_policy())
         .map(Mode::name)
         .collect();
-    Err(Error::WrongMode {
+    Err(WrongMode {
         what: what.to_string(),
         mode,
         accepted_in: takers.join(" or "),

@@ -14,8 +14,8 @@ use std::net::Ipv4Addr;
 use slab::Slab;
 
 use super::index::Index;
-use super::objects::PodInfo;
-use crate::sdn::policy::networkpolicy::model::{Namespace, Selector};
+use crate::sdn::labels::Selector;
+use crate::sdn::objects::{Namespace, PodInfo};
 use crate::value::PodKey;
 use crate::value::Vnid;
 

@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
-use super::objects::PodInfo;
-use crate::sdn::policy::networkpolicy::model::{Namespace, Selector};
+use crate::sdn::labels::Selector;
+use crate::sdn::objects::{Namespace, PodInfo};
 use crate::value::PodKey;
 
 /// A label as an index key.

@@ -3,13 +3,11 @@
 //! watch, a journal replay — is a [`Change`] applied here; what it did to the groups comes
 //! back as [`Delta`]s, which the flow producers turn into flow changes.
 //!
-//! - `objects.rs`: what selectors see of a pod ([`PodInfo`]);
 //! - `index.rs`: pods by namespace, label and address, namespaces by label;
 //! - `groups.rs`: selector groups and their member deltas.
 
 mod groups;
 mod index;
-mod objects;
 #[cfg(test)]
 mod tests;
 
@@ -19,9 +17,9 @@ use std::net::Ipv4Addr;
 pub use crate::value::PodKey;
 pub use groups::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
 pub use index::Index;
-pub use objects::{KnownPod, NamedPort, PodInfo};
 
-use super::state::{Change, NodeState, Pod};
+use super::state::{Change, NodeState};
+use super::types::Pod;
 use crate::value::SandboxId;
 
 /// The desired state, indexed.

@@ -4,7 +4,9 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
-use crate::sdn::policy::networkpolicy::model::{Expression, Labels, Namespace, Operator, Selector};
+use crate::sdn::labels::{Expression, Labels, Operator, Selector};
+use crate::sdn::objects::Namespace;
+use crate::sdn::objects::PodInfo;
 use crate::sdn::state::{Change, NodeState};
 use crate::value::Vnid;
 
@@ -364,7 +366,7 @@ fn the_index_finds_pods_by_namespace_label_and_address() {
 
 #[test]
 fn local_pods_are_found_by_address_and_sandbox() {
-    use crate::sdn::state::Pod;
+    use crate::sdn::types::Pod;
     let mut store = Store::new(NodeState::default());
     let attached = Pod {
         veth: Some("veth5".parse().unwrap()),

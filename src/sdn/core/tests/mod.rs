@@ -21,9 +21,10 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use super::{Core, Effects};
-use crate::sdn::policy::networkpolicy::model::Labels;
-use crate::sdn::state::{NodeState, Pod};
+use crate::sdn::labels::Labels;
+use crate::sdn::state::NodeState;
 use crate::sdn::table::{parse_flow, Diff, Flow};
+pub(crate) use crate::sdn::types::Pod;
 use crate::sdn::types::{HostSubnet, Mode, SetupRequest};
 use crate::value::{MacAddr, PodKey, SandboxId, Vnid};
 

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use super::*;
 use crate::sdn::core::LabelEdit;
-use crate::sdn::policy::networkpolicy::model::{Labels, Namespace};
+use crate::sdn::labels::Labels;
+use crate::sdn::objects::Namespace;
+use crate::sdn::objects::PodInfo;
 use crate::sdn::policy::networkpolicy::parse_netpol;
-use crate::sdn::store::PodInfo;
 
 const NAMESPACES: usize = 50;
 const APPS: usize = 10;

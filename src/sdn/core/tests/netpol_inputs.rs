@@ -7,10 +7,11 @@ use std::net::Ipv4Addr;
 use super::*;
 use crate::sdn::core::LabelEdit;
 use crate::sdn::error::Error;
+use crate::sdn::labels::Labels;
+use crate::sdn::objects::Namespace;
+use crate::sdn::objects::PodInfo;
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
-use crate::sdn::policy::networkpolicy::model::{Labels, Namespace};
 use crate::sdn::policy::networkpolicy::parse_netpol;
-use crate::sdn::store::PodInfo;
 
 fn namespace(name: &str, v: u32) -> Namespace {
     Namespace {

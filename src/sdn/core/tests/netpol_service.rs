@@ -4,7 +4,7 @@
 //! modes' tables have none of it (the seed's flows are their spec).
 
 use super::*;
-use crate::sdn::policy::networkpolicy::model::Namespace;
+use crate::sdn::objects::Namespace;
 
 const SERVICE_FLOWS: [&str; 3] = [
     "table=0, priority=300, in_port=2, ip, nw_src=10.128.0.0/23, nw_dst=10.128.0.0/14, actions=goto_table:25",

@@ -4,7 +4,7 @@
 use super::*;
 use crate::sdn::core::ovsdb::Bandwidth;
 use crate::sdn::core::{PortStep, TakeBack};
-use crate::sdn::policy::networkpolicy::model::Namespace;
+use crate::sdn::objects::Namespace;
 use crate::sdn::state::{Change, PortIntent};
 use crate::value::IfName;
 

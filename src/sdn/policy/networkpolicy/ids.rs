@@ -70,7 +70,7 @@ impl<'a> FreeIds<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdn::policy::networkpolicy::model::Selector;
+    use crate::sdn::labels::Selector;
 
     fn policy(ingress: usize, egress: Option<usize>) -> NetPol {
         let rules = |n: usize| {

@@ -2,7 +2,7 @@
 //! bound. Each limit is checked when a policy is applied: a policy over one is refused with
 //! the field and the limit named, and nothing changes.
 
-use super::model::{Checked, NetPolError};
+use crate::sdn::labels::{Checked, FieldError};
 
 /// Rules in `spec.ingress`, and in `spec.egress`.
 pub const MAX_RULES: usize = 100;
@@ -19,7 +19,7 @@ pub const MAX_FLOWS: usize = 20_000;
 /// Refuses a list at `path` of `len` entries when it has more than `max`.
 pub fn check_len(path: &str, what: &str, len: usize, max: usize) -> Checked<()> {
     if len > max {
-        return Err(NetPolError::new(
+        return Err(FieldError::new(
             path,
             format!("{len} {what}: at most {max} are allowed"),
         ));
@@ -28,8 +28,8 @@ pub fn check_len(path: &str, what: &str, len: usize, max: usize) -> Checked<()> 
 }
 
 /// The refusal of a policy that needs more than [`MAX_FLOWS`] flows.
-pub fn too_many_flows() -> NetPolError {
-    NetPolError::new(
+pub fn too_many_flows() -> FieldError {
+    FieldError::new(
         "spec",
         format!(
             "needs more than {MAX_FLOWS} flows on this node (at most {MAX_FLOWS} per policy): \

@@ -16,14 +16,11 @@
 //!
 //! Everything here is pure: the node state in, flow texts out.
 
-pub mod engine;
 mod ids;
 pub mod limits;
-mod matches;
 pub mod model;
-pub mod names;
 mod parse;
-mod ranges;
+pub(crate) mod ranges;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -34,13 +31,12 @@ use crate::sdn::layout::{
     CLASSIFY, EGRESS_POLICY, FROM_SERVICE, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING,
     TO_REMOTE, TO_SERVICE, TUN_OFPORT,
 };
-use crate::sdn::state::Pod;
+use crate::sdn::types::Pod;
 use crate::sdn::types::SetupRequest;
 use crate::value::Vnid;
 use model::NetPol;
 
 pub use ids::allocate_ids;
-pub use model::NetPolError;
 pub use parse::parse_netpol;
 
 /// The conntrack zone of the mode (origin's value; non-zero keeps it apart from netfilter's
@@ -53,9 +49,9 @@ const PRIO_REPLY: u16 = 400;
 const PRIO_RELATED: u16 = 390;
 /// Table 21: traffic to a service passes here; its egress is judged after the DNAT.
 const PRIO_SERVICE: u16 = 300;
-pub(super) const PRIO_PLAIN_ALLOW: u16 = 210;
-pub(super) const PRIO_CONJUNCTION: u16 = 200;
-pub(super) const PRIO_ISOLATION: u16 = 100;
+pub(crate) const PRIO_PLAIN_ALLOW: u16 = 210;
+pub(crate) const PRIO_CONJUNCTION: u16 = 200;
+pub(crate) const PRIO_ISOLATION: u16 = 100;
 
 pub struct NetworkPolicy;
 

@@ -6,12 +6,12 @@
 use serde::Deserialize;
 
 use super::limits::{check_len, MAX_EXCEPTS, MAX_PEERS, MAX_PORTS, MAX_RULES};
-use super::model::{
-    Checked, Expression, Labels, NetPol, NetPolError, Operator, Peer, Port, Rule, Selector, L4,
-};
-use super::names::{
+use super::model::{NetPol, Peer, Port, Rule};
+use crate::sdn::labels::{
     check_dns_label, check_dns_subdomain, check_label_key, check_label_value, check_labels,
+    Checked, Expression, FieldError, Labels, Operator, Selector,
 };
+use crate::sdn::objects::L4;
 use crate::value::Cidr;
 
 #[derive(Deserialize)]
@@ -134,23 +134,23 @@ pub fn parse_netpol(json: &[u8]) -> Checked<NetPol> {
         } else {
             path
         };
-        NetPolError::new(path, e.into_inner().to_string())
+        FieldError::new(path, e.into_inner().to_string())
     })?;
     de.end()
-        .map_err(|e| NetPolError::new("<body>", format!("trailing data: {e}")))?;
+        .map_err(|e| FieldError::new("<body>", format!("trailing data: {e}")))?;
     raw.validated()
 }
 
 impl RawPolicy {
     fn validated(self) -> Checked<NetPol> {
         if self.api_version != "networking.k8s.io/v1" {
-            return Err(NetPolError::new(
+            return Err(FieldError::new(
                 "apiVersion",
                 format!("{:?}: expected \"networking.k8s.io/v1\"", self.api_version),
             ));
         }
         if self.kind != "NetworkPolicy" {
-            return Err(NetPolError::new(
+            return Err(FieldError::new(
                 "kind",
                 format!("{:?}: expected \"NetworkPolicy\"", self.kind),
             ));
@@ -158,12 +158,12 @@ impl RawPolicy {
         let name = self
             .metadata
             .name
-            .ok_or_else(|| NetPolError::new("metadata.name", "required"))?;
+            .ok_or_else(|| FieldError::new("metadata.name", "required"))?;
         check_dns_subdomain("metadata.name", &name)?;
         let namespace = self
             .metadata
             .namespace
-            .ok_or_else(|| NetPolError::new("metadata.namespace", "required"))?;
+            .ok_or_else(|| FieldError::new("metadata.namespace", "required"))?;
         check_dns_label("metadata.namespace", &namespace)?;
         let spec = self.spec;
         let (has_ingress, has_egress) = policy_types(&spec)?;
@@ -217,7 +217,7 @@ fn policy_types(spec: &RawSpec) -> Checked<(bool, bool)> {
         }
     };
     if types.len() > 2 {
-        return Err(NetPolError::new(
+        return Err(FieldError::new(
             "spec.policyTypes",
             "at most two entries (Ingress, Egress)",
         ));
@@ -228,7 +228,7 @@ fn policy_types(spec: &RawSpec) -> Checked<(bool, bool)> {
             "Ingress" => ingress = true,
             "Egress" => egress = true,
             other => {
-                return Err(NetPolError::new(
+                return Err(FieldError::new(
                     format!("spec.policyTypes[{i}]"),
                     format!("{other:?}: expected \"Ingress\" or \"Egress\""),
                 ))
@@ -271,12 +271,12 @@ fn rule(
 impl RawPeer {
     fn validated(self, path: &str) -> Checked<Peer> {
         match (self.pod_selector, self.namespace_selector, self.ip_block) {
-            (None, None, None) => Err(NetPolError::new(
+            (None, None, None) => Err(FieldError::new(
                 path,
                 "must specify one of podSelector, namespaceSelector or ipBlock",
             )),
             (None, None, Some(block)) => block.validated(&format!("{path}.ipBlock")),
-            (_, _, Some(_)) => Err(NetPolError::new(
+            (_, _, Some(_)) => Err(FieldError::new(
                 path,
                 "may not specify both ipBlock and another peer",
             )),
@@ -303,7 +303,7 @@ impl RawIpBlock {
         )?;
         if self.cidr.contains(':') {
             if let Some((i, bad)) = except.iter().enumerate().find(|(_, e)| !e.contains(':')) {
-                return Err(NetPolError::new(
+                return Err(FieldError::new(
                     format!("{path}.except[{i}]"),
                     format!("{bad:?} is not in the IPv6 cidr {:?}", self.cidr),
                 ));
@@ -313,15 +313,15 @@ impl RawIpBlock {
         let cidr: Cidr = self
             .cidr
             .parse()
-            .map_err(|e| NetPolError::new(format!("{path}.cidr"), format!("{e}")))?;
+            .map_err(|e| FieldError::new(format!("{path}.cidr"), format!("{e}")))?;
         let except = enumerate(except)
             .map(|(i, text)| {
                 let at = format!("{path}.except[{i}]");
                 let e: Cidr = text
                     .parse()
-                    .map_err(|e| NetPolError::new(at.clone(), format!("{e}")))?;
+                    .map_err(|e| FieldError::new(at.clone(), format!("{e}")))?;
                 if !cidr.contains(e.network()) || e.prefix() <= cidr.prefix() {
-                    return Err(NetPolError::new(
+                    return Err(FieldError::new(
                         at,
                         format!("{e} must be a strict subset of cidr {cidr}"),
                     ));
@@ -340,7 +340,7 @@ impl RawPort {
             Some("UDP") => L4::Udp,
             Some("SCTP") => L4::Sctp,
             Some(other) => {
-                return Err(NetPolError::new(
+                return Err(FieldError::new(
                     format!("{path}.protocol"),
                     format!("{other:?}: expected \"TCP\", \"UDP\" or \"SCTP\""),
                 ))
@@ -350,7 +350,7 @@ impl RawPort {
             u16::try_from(n)
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| NetPolError::new(at, format!("{n}: must be from 1 to 65535")))
+                .ok_or_else(|| FieldError::new(at, format!("{n}: must be from 1 to 65535")))
         };
         let first = match self.port {
             None => None,
@@ -359,7 +359,7 @@ impl RawPort {
                 // An int-or-string given as a numeric string is the number (as the API server).
                 Ok(n) => Some(port_number(format!("{path}.port"), n)?),
                 Err(_) => {
-                    return Err(NetPolError::new(
+                    return Err(FieldError::new(
                         format!("{path}.port"),
                         format!(
                             "{name:?}: named ports are not supported (ofnode knows no container port names)"
@@ -372,7 +372,7 @@ impl RawPort {
             (None, None) => None,
             (Some(p), None) => Some((p, p)),
             (None, Some(_)) => {
-                return Err(NetPolError::new(
+                return Err(FieldError::new(
                     format!("{path}.endPort"),
                     "may not be specified when `port` is not specified",
                 ))
@@ -380,7 +380,7 @@ impl RawPort {
             (Some(p), Some(end)) => {
                 let end = port_number(format!("{path}.endPort"), end)?;
                 if end < p {
-                    return Err(NetPolError::new(
+                    return Err(FieldError::new(
                         format!("{path}.endPort"),
                         format!("{end}: must be greater than or equal to `port` ({p})"),
                     ));
@@ -415,7 +415,7 @@ impl RawExpression {
             "Exists" => Operator::Exists,
             "DoesNotExist" => Operator::DoesNotExist,
             other => {
-                return Err(NetPolError::new(
+                return Err(FieldError::new(
                     format!("{path}.operator"),
                     format!("{other:?}: expected In, NotIn, Exists or DoesNotExist"),
                 ))
@@ -424,13 +424,13 @@ impl RawExpression {
         let values = self.values.unwrap_or_default();
         let needs_values = matches!(operator, Operator::In | Operator::NotIn);
         if needs_values && values.is_empty() {
-            return Err(NetPolError::new(
+            return Err(FieldError::new(
                 format!("{path}.values"),
                 "must be non-empty for In and NotIn",
             ));
         }
         if !needs_values && !values.is_empty() {
-            return Err(NetPolError::new(
+            return Err(FieldError::new(
                 format!("{path}.values"),
                 "must be empty for Exists and DoesNotExist",
             ));

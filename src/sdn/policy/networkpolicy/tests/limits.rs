@@ -8,7 +8,7 @@ fn list(n: usize, item: impl Fn(usize) -> String) -> String {
     (0..n).map(item).collect::<Vec<_>>().join(",")
 }
 
-fn refusal(spec: &str) -> NetPolError {
+fn refusal(spec: &str) -> FieldError {
     parse_netpol(wrap("x", "p", spec).as_bytes()).expect_err("over a limit")
 }
 

@@ -8,10 +8,12 @@ use std::net::Ipv4Addr;
 
 use ofnode_proto::FlowMod;
 
-use super::engine::Engine;
 use super::model::*;
 use super::*;
 use crate::sdn::core::tests::setup_request;
+use crate::sdn::labels::*;
+use crate::sdn::objects::*;
+use crate::sdn::produce::netpol::Engine;
 use crate::sdn::state::NodeState;
 use crate::sdn::store::Store;
 use crate::sdn::table::parse_flow;
@@ -75,8 +77,8 @@ struct World {
     netpols: BTreeMap<String, StoredNetPol>,
 }
 
-fn info(ip: Ipv4Addr, labels: &Labels, local: bool) -> (crate::sdn::store::PodInfo, Ipv4Addr) {
-    let info = crate::sdn::store::PodInfo {
+fn info(ip: Ipv4Addr, labels: &Labels, local: bool) -> (crate::sdn::objects::PodInfo, Ipv4Addr) {
+    let info = crate::sdn::objects::PodInfo {
         labels: labels.clone(),
         ips: vec![std::net::IpAddr::V4(ip)],
         local,
@@ -170,7 +172,7 @@ impl World {
     }
 
     /// Whether `stored` (not applied) fits the flow limit now.
-    fn check_flow_limit(&self, stored: &StoredNetPol) -> Result<(), NetPolError> {
+    fn check_flow_limit(&self, stored: &StoredNetPol) -> Result<(), FieldError> {
         let (store, engine) = self.engine();
         let ns = &self.namespaces[&stored.policy.namespace];
         engine.check_policy(

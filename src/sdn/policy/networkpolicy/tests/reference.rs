@@ -5,11 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use super::super::engine::band_priority;
-use super::super::model::{Labels, Namespace, NetPol, Peer, Port, Rule};
+use super::super::model::{NetPol, Peer, Port, Rule};
 use super::super::{ranges, StoredNetPol};
 use super::super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+use crate::sdn::labels::Labels;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
+use crate::sdn::objects::Namespace;
+use crate::sdn::produce::netpol::band_priority;
 use crate::sdn::types::SetupRequest;
 use crate::value::{Cidr, Vnid};
 
@@ -17,7 +19,7 @@ use crate::value::{Cidr, Vnid};
 pub struct View<'a> {
     pub setup: &'a SetupRequest,
     pub namespaces: &'a BTreeMap<String, Namespace>,
-    pub pods: &'a BTreeMap<crate::value::PodKey, crate::sdn::store::PodInfo>,
+    pub pods: &'a BTreeMap<crate::value::PodKey, crate::sdn::objects::PodInfo>,
     pub netpols: &'a BTreeMap<String, StoredNetPol>,
 }
 

@@ -21,11 +21,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use ofnode_proto::{Action, Conjunction, FlowMod, FlowModCommand, Instruction, Match};
 use slab::Slab;
 
-use super::limits::too_many_flows;
-use super::matches::{self, Dir};
-use super::model::{Namespace, NetPolError, Peer, Rule};
-use super::{StoredNetPol, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+mod matches;
+
+pub use matches::Dir;
+
+use crate::sdn::labels::FieldError;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
+use crate::sdn::objects::Namespace;
+use crate::sdn::policy::networkpolicy::limits::too_many_flows;
+use crate::sdn::policy::networkpolicy::model::{Peer, Rule};
+use crate::sdn::policy::networkpolicy::{
+    StoredNetPol, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW,
+};
 use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
 use crate::sdn::table::Flow;
 use crate::value::{Cidr, Vnid};
@@ -713,7 +720,7 @@ impl Engine {
         namespace: Option<&Namespace>,
         groups: &mut Groups,
         world: World,
-    ) -> Result<(), NetPolError> {
+    ) -> Result<(), FieldError> {
         if let Some(stored) = policy {
             check_ids(stored)?;
         }
@@ -738,7 +745,7 @@ impl Engine {
         groups: &Groups,
         world: World,
         limit: usize,
-    ) -> Result<(), NetPolError> {
+    ) -> Result<(), FieldError> {
         check_ids(stored)?;
         Plan::of(self.cluster, stored, namespace)
             .flows(|key| groups.preview(key, world), limit)
@@ -997,7 +1004,7 @@ fn peer_groups(rule: &RuleState) -> Vec<GroupId> {
 }
 
 /// Refuses a policy with a conjunction id past the last priority band.
-fn check_ids(stored: &StoredNetPol) -> Result<(), NetPolError> {
+fn check_ids(stored: &StoredNetPol) -> Result<(), FieldError> {
     let max = max_conjunction_id();
     if stored
         .ingress_ids
@@ -1005,7 +1012,7 @@ fn check_ids(stored: &StoredNetPol) -> Result<(), NetPolError> {
         .chain(&stored.egress_ids)
         .any(|id| *id > max)
     {
-        return Err(NetPolError::new(
+        return Err(FieldError::new(
             "spec",
             format!("the node holds at most {max} NetworkPolicy rules; delete some first"),
         ));

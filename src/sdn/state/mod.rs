@@ -2,44 +2,21 @@
 //! derived. It changes only through [`Change`]s, which are also what the journal records, so a
 //! restart replays exactly the changes that were acknowledged.
 
+mod legacy;
+
+pub use legacy::{replay, RecordedChange};
+
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::networkpolicy::model::Namespace;
-use super::policy::networkpolicy::StoredNetPol;
-use super::store::{PodInfo, PodKey};
-use super::types::{
-    Cidr, EgressNetworkPolicy, HostSubnet, IfName, MacAddr, SandboxId, Service, SetupRequest, Vnid,
+use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::policy::networkpolicy::StoredNetPol;
+use crate::sdn::types::{
+    Cidr, EgressNetworkPolicy, HostSubnet, IfName, Pod, Service, SetupRequest, Vnid,
 };
-
-/// An attached pod: the add request plus the OpenFlow port OVS gave its veth. `veth` is None for
-/// a pod adopted from the switch's flows (found through its note), whose veth name is unknown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pod {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub veth: Option<IfName>,
-    pub ip: Ipv4Addr,
-    pub mac: MacAddr,
-    pub sandbox: SandboxId,
-    pub vnid: Vnid,
-    pub ofport: u16,
-}
-
-/// A pod as the node holds it, checked against the switch and OVSDB (the API's pod lookup).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodStatus {
-    pub pod: Pod,
-    /// Its veth is a port of the bridge (false when the veth name is unknown).
-    pub port: bool,
-    /// Its flows (ovs-ofctl text) that the switch does not hold exactly; empty when all are in.
-    pub missing_flows: Vec<String>,
-    /// Its traffic at the last counter poll (`counters.rs`); absent when counters are off or
-    /// it has not been polled yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<super::counters::PodCounters>,
-}
+use crate::value::PodKey;
 
 /// Local multicast of an enabled VNID: the ports that receive it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,9 +50,9 @@ impl EgressState {
 
 /// Everything the node was asked to do: objects by identity (pods by `namespace/name`), the
 /// seed's other entities keyed the way its deletes address them. Journals written before pods
-/// had names load through `legacy.rs`.
+/// had names load through `state/legacy.rs`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "super::legacy::RecordedState")]
+#[serde(try_from = "legacy::RecordedState")]
 pub struct NodeState {
     #[serde(default)]
     pub setup: Option<SetupRequest>,

@@ -9,11 +9,12 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::networkpolicy::model::{Labels, Namespace};
-use super::policy::networkpolicy::StoredNetPol;
-use super::state::{Change, EgressState, LocalMulticast, NodeState, Pod, PortIntent};
-use super::store::{PodInfo, PodKey};
-use super::types::{HostSubnet, Service, SetupRequest};
+use super::{Change, EgressState, LocalMulticast, NodeState, PortIntent};
+use crate::sdn::labels::Labels;
+use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::policy::networkpolicy::StoredNetPol;
+use crate::sdn::types::{HostSubnet, Pod, Service, SetupRequest};
+use crate::value::PodKey;
 use crate::value::{Cidr, IfName, Vnid};
 
 /// The namespace of a legacy local pod that had none.

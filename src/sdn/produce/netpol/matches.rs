@@ -6,9 +6,10 @@ use std::net::Ipv4Addr;
 
 use ofnode_proto::{Field, Match};
 
-use super::model::{Port, L4};
-use super::ranges;
 use crate::sdn::layout::{REG_DESTINATION_VNID, REG_SOURCE_VNID};
+use crate::sdn::objects::L4;
+use crate::sdn::policy::networkpolicy::model::Port;
+use crate::sdn::policy::networkpolicy::ranges;
 use crate::value::{Cidr, Vnid};
 
 const ETH_TYPE_IPV4: u64 = 0x0800;

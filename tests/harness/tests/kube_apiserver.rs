@@ -377,22 +377,81 @@ fn harness_plays_kubelet_nodes_and_pods_with_status() {
 }
 
 #[test]
-fn cluster_api_server_is_reachable_from_every_node() {
-    let cluster = Cluster::start_with_kube_api(ClusterOptions {
-        nodes: 2,
-        mode: Mode::Subnet,
-        control: Control::SeedFlows,
-        echo: false,
-    })
-    .unwrap();
-    let api = cluster.kube_api().unwrap();
-    assert_eq!(api.url(), "https://192.0.2.1:6443");
-    let traces = Traces::of(api);
-    for node in cluster.nodes() {
-        let from_node = api.admin().in_netns(node.netns().name());
-        let ready = from_node.run(&["get", "--raw", "/readyz"]).unwrap();
-        assert_eq!(ready, "ok", "from node {}", node.index);
-    }
-    drop(cluster);
+fn cluster_api_server_is_reachable_from_every_node_and_a_panic_leaves_nothing() {
+    let (traces_tx, traces_rx) = std::sync::mpsc::channel();
+    let (checked_tx, checked_rx) = std::sync::mpsc::channel();
+    let outcome = std::panic::catch_unwind(move || {
+        let cluster = Cluster::start_with_kube_api(ClusterOptions {
+            nodes: 2,
+            mode: Mode::Subnet,
+            control: Control::SeedFlows,
+            echo: false,
+        })
+        .unwrap();
+        let api = cluster.kube_api().unwrap();
+        traces_tx.send(Traces::of(api)).unwrap();
+        assert_eq!(api.url(), "https://192.0.2.1:6443");
+        for node in cluster.nodes() {
+            let from_node = api.admin().in_netns(node.netns().name());
+            let ready = from_node.run(&["get", "--raw", "/readyz"]).unwrap();
+            assert_eq!(ready, "ok", "from node {}", node.index);
+        }
+        checked_tx.send(()).unwrap();
+        panic!("deliberate: the guards must stop everything on unwind");
+    });
+    let payload = outcome.expect_err("the closure always panics");
+    assert!(
+        checked_rx.try_recv().is_ok(),
+        "the checks failed: {:?}",
+        payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or(payload.downcast_ref::<&str>().copied())
+    );
+    traces_rx.recv().unwrap().assert_gone();
+}
+
+/// The run that is killed: started as a child process by
+/// `a_killed_run_is_reaped_by_the_next_one`, it starts an API server, says what it made and
+/// waits to be killed (never run on its own).
+#[test]
+#[ignore = "a child process of a_killed_run_is_reaped_by_the_next_one"]
+fn killed_run_child() {
+    let api = KubeApiServer::start().unwrap();
+    println!(
+        "MADE {} {} {}",
+        api.pid().unwrap(),
+        api.etcd().pid().unwrap(),
+        api.netns()
+    );
+    std::thread::sleep(std::time::Duration::from_secs(300));
+}
+
+#[test]
+fn a_killed_run_is_reaped_by_the_next_one() {
+    use std::io::BufRead;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_run_child", "--ignored", "--nocapture"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let made = stdout
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("MADE ").map(str::to_string));
+    // SIGKILL: no guard of the child runs.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let made = made.expect("the child started an API server");
+    let words: Vec<&str> = made.split_whitespace().collect();
+    let traces = Traces {
+        pids: words[..2].iter().map(|pid| pid.parse().unwrap()).collect(),
+        netns: words[2].to_string(),
+        dir: PathBuf::from(ofnode_harness::STATE_ROOT).join(format!("{}-{}", child.id(), words[2])),
+    };
+    assert!(traces.pids.iter().all(|pid| pid_alive(*pid)));
+    assert!(netns_exists(&traces.netns));
+    ofnode_harness::reap_stale();
     traces.assert_gone();
 }

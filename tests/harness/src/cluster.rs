@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
 use crate::etcd::Etcd;
-use crate::kube::{KubeApiServer, KubeError};
+use crate::kube::{KubeApiServer, KubeError, NodeObject};
 use crate::netns::{Netns, Veth};
 use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
@@ -194,6 +194,11 @@ impl Node {
         self.daemon.as_mut()
     }
 
+    /// The node's name: `node-<index>` (its etcd lease and its Node object use it).
+    pub fn name(&self) -> String {
+        format!("node-{}", self.index)
+    }
+
     /// `10.128.(2i).0/23`.
     pub fn subnet_cidr(&self) -> String {
         format!("{}/{SUBNET_PREFIX}", self.subnet)
@@ -303,9 +308,9 @@ impl Node {
         let text = format!(
             "[cluster]\nendpoints = [\"http://{ETCD_IP}:2379\"]\nnetwork = \"{CLUSTER_NETWORK}\"\n\
              subnet_prefix_len = {SUBNET_PREFIX}\nservice_network = \"{SERVICE_NETWORK}\"\n\
-             public_ip = \"{}\"\nnode_name = \"node-{}\"\nvtep_mac = \"{}\"\nlease_ttl = {}\n",
+             public_ip = \"{}\"\nnode_name = \"{}\"\nvtep_mac = \"{}\"\nlease_ttl = {}\n",
             self.underlay_ip,
-            self.index,
+            self.name(),
             self.vtep_mac()?,
             membership.lease_ttl,
         );
@@ -540,6 +545,20 @@ impl Cluster {
 
     pub fn kube_api_mut(&mut self) -> Option<&mut KubeApiServer> {
         self.kube_api.as_mut()
+    }
+
+    /// Registers every node with the API server as its kubelet would: a Node named
+    /// [`Node::name`] with its underlay IP as InternalIP and its subnet as pod CIDR, Ready.
+    pub fn register_kube_nodes(&self) -> Result<(), ClusterError> {
+        let api = self.kube_api.as_ref().ok_or_else(|| {
+            ClusterError::Invalid("the cluster has no API server (start_with_kube_api)".into())
+        })?;
+        for node in &self.nodes {
+            let mut object = NodeObject::new(&node.name(), node.underlay_ip);
+            object.pod_cidr = Some(node.subnet_cidr());
+            api.admin().create_node(&object)?;
+        }
+        Ok(())
     }
 
     /// The etcd the nodes lease their subnets in (with [`Cluster::start_with_etcd`]).

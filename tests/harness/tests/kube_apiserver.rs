@@ -396,6 +396,21 @@ fn cluster_api_server_is_reachable_from_every_node_and_a_panic_leaves_nothing() 
             let ready = from_node.run(&["get", "--raw", "/readyz"]).unwrap();
             assert_eq!(ready, "ok", "from node {}", node.index);
         }
+        cluster.register_kube_nodes().unwrap();
+        let nodes = api.admin().get_json(&["nodes"]).unwrap();
+        let registered: Vec<(&Value, &Value)> = nodes["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| (&n["metadata"]["name"], &n["spec"]["podCIDR"]))
+            .collect();
+        assert_eq!(
+            registered,
+            [
+                (&Value::from("node-0"), &Value::from("10.128.0.0/23")),
+                (&Value::from("node-1"), &Value::from("10.128.2.0/23")),
+            ]
+        );
         checked_tx.send(()).unwrap();
         panic!("deliberate: the guards must stop everything on unwind");
     });

@@ -7,7 +7,8 @@ use std::process::{Command, Output, Stdio};
 
 use super::KubeError;
 
-/// kubectl as one user: `kubectl --kubeconfig FILE ARGS…` inside a namespace.
+/// kubectl as one user: `kubectl --kubeconfig FILE --request-timeout=20s ARGS…` inside a
+/// namespace. A request never hangs a test; ARGS may override the timeout (the last one counts).
 #[derive(Debug, Clone)]
 pub struct Kubectl {
     program: PathBuf,

@@ -150,6 +150,20 @@ fn api_server_runs_the_cached_release_and_enforces_tls_and_rbac() {
         .apply(&NETWORK_POLICY.replace("default-deny", "alices"))
         .unwrap();
 
+    // A service account authenticates with a token the server signed with its key.
+    let account = api
+        .kubeconfig_for_service_account("kube-system", "ofnode-node")
+        .unwrap();
+    let as_account = api.kubectl_with(&account, "ofnode-node");
+    let whoami = as_account.json(&["auth", "whoami", "-o", "json"]).unwrap();
+    assert_eq!(
+        field(&whoami, "status.userInfo.username"),
+        "system:serviceaccount:kube-system:ofnode-node"
+    );
+    assert!(!as_account
+        .can_i("create", "networkpolicies", "default")
+        .unwrap());
+
     // A client that trusts another CA refuses the server; a client certificate another CA
     // signed (claiming system:masters) is not accepted by the server.
     let trusting_wrong = api.kubeconfig_trusting_another_ca("mallory").unwrap();

@@ -40,6 +40,7 @@ use crate::etcd::Etcd;
 use crate::netns::Netns;
 use crate::pki::{PeerFiles, Pki, Subject};
 use crate::process::{tail_lines, terminate_child, CommandError};
+use kubeconfig::Credentials;
 
 pub use binaries::{
     etcd_release, kubernetes_release, KubeBinaries, DEFAULT_TOOLS_CACHE, TOOLS_CACHE_ENV,
@@ -211,7 +212,7 @@ impl KubeApiServer {
             &server,
             &pki.ca_cert(),
             &admin_subject.common_name,
-            &admin_files,
+            Credentials::Certificate(&admin_files),
         )?;
         let serving = issue_serving_certificate(&pki, ip)?;
         let service_account = write_service_account_key(&dir)?;
@@ -461,7 +462,54 @@ impl KubeApiServer {
             .issue_for(&stem, &client_subject(user, group))
             .context(|| format!("issue a client certificate for {user}"))?;
         let path = self.dir.join(format!("{stem}.kubeconfig"));
-        kubeconfig::write(&path, &self.url(), &trusted.ca_cert(), user, &files)?;
+        kubeconfig::write(
+            &path,
+            &self.url(),
+            &trusted.ca_cert(),
+            user,
+            Credentials::Certificate(&files),
+        )?;
+        Ok(path)
+    }
+
+    /// A token of the service account `namespace/name` (created if missing), signed with the
+    /// server's service-account key through the TokenRequest API, valid for a day: what a pod
+    /// finds in `/var/run/secrets/kubernetes.io/serviceaccount/token`.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> Result<String, KubeError> {
+        let exists = self
+            .admin
+            .run(&["get", "serviceaccount", name, "-n", namespace]);
+        if exists.is_err() {
+            self.admin
+                .run(&["create", "serviceaccount", name, "-n", namespace])?;
+        }
+        let token =
+            self.admin
+                .run(&["create", "token", name, "-n", namespace, "--duration=24h"])?;
+        Ok(token.trim().to_string())
+    }
+
+    /// A kubeconfig that authenticates as the service account `namespace/name` with a token
+    /// ([`KubeApiServer::service_account_token`]); the user is
+    /// `system:serviceaccount:<namespace>:<name>`.
+    pub fn kubeconfig_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, KubeError> {
+        let token = self.service_account_token(namespace, name)?;
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        let n = self.minted.fetch_add(1, Ordering::Relaxed);
+        let path = self
+            .dir
+            .join(format!("serviceaccount{n}-{namespace}-{name}.kubeconfig"));
+        kubeconfig::write(
+            &path,
+            &self.url(),
+            &self.pki.ca_cert(),
+            &user,
+            Credentials::Token(&token),
+        )?;
         Ok(path)
     }
 

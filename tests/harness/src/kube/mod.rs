@@ -16,7 +16,8 @@
 //! [`Netns::run_in`]).
 //!
 //! Clients authenticate with certificates signed by the server's CA: the admin is in
-//! `system:masters`; [`KubeApiServer::kubeconfig_for`] mints one for any user and group.
+//! `system:masters`; [`KubeApiServer::kubeconfig_for`] mints one for any user and group, and
+//! [`KubeApiServer::kubeconfig_for_service_account`] one with a service account's token.
 //! There is no controller-manager, scheduler or kubelet: a test plays their part (it sets
 //! `spec.nodeName` and `status.podIP` itself, see [`PodObject`]). One consequence: a deleted
 //! Namespace stays `Terminating` (nobody empties it and removes its finalizer) unless the test
@@ -55,9 +56,6 @@ pub const API_SERVER_IP: Ipv4Addr = crate::cluster::ETCD_IP;
 pub const API_SERVER_PORT: u16 = 6443;
 /// `--service-cluster-ip-range`: the cluster's service network.
 pub const SERVICE_CLUSTER_IP_RANGE: &str = crate::cluster::SERVICE_NETWORK;
-/// The `kubernetes` Service's cluster IP, the first of the range (its serving certificate names
-/// it, as kubeadm's does).
-const KUBERNETES_SERVICE_IP: &str = "172.30.0.1";
 pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// The group whose members may do anything (bound to cluster-admin by the bootstrap policy).
 pub const ADMIN_GROUP: &str = "system:masters";
@@ -202,14 +200,13 @@ impl KubeApiServer {
         let pki = Pki::new_in("ofnode-harness kubernetes CA", &dir)
             .context(|| "make the cluster CA".into())?;
         let admin_kubeconfig = dir.join("admin.kubeconfig");
-        let server = format!("https://{ip}:{API_SERVER_PORT}");
         let admin_subject = client_subject("ofnode-harness-admin", Some(ADMIN_GROUP));
         let admin_files = pki
             .issue_for("admin", &admin_subject)
             .context(|| "issue the admin certificate".into())?;
         kubeconfig::write(
             &admin_kubeconfig,
-            &server,
+            &url_of(ip),
             &pki.ca_cert(),
             &admin_subject.common_name,
             Credentials::Certificate(&admin_files),
@@ -352,7 +349,7 @@ impl KubeApiServer {
 
     /// `https://IP:6443`.
     pub fn url(&self) -> String {
-        format!("https://{}:{API_SERVER_PORT}", self.ip)
+        url_of(self.ip)
     }
 
     pub fn ip(&self) -> Ipv4Addr {
@@ -575,6 +572,19 @@ impl Drop for KubeApiServer {
     }
 }
 
+fn url_of(ip: Ipv4Addr) -> String {
+    format!("https://{ip}:{API_SERVER_PORT}")
+}
+
+/// The `kubernetes` Service's cluster IP: the first address of the service range.
+fn kubernetes_service_ip() -> Result<Ipv4Addr, KubeError> {
+    SERVICE_CLUSTER_IP_RANGE
+        .split_once('/')
+        .and_then(|(network, _)| network.parse::<Ipv4Addr>().ok())
+        .map(|network| Ipv4Addr::from(u32::from(network) + 1))
+        .ok_or_else(|| KubeError::Other(format!("service range {SERVICE_CLUSTER_IP_RANGE}")))
+}
+
 /// `dist/kubernetes/crds/` of this checkout.
 pub fn crds_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/kubernetes/crds")
@@ -588,14 +598,15 @@ fn client_subject(user: &str, group: Option<&str>) -> Subject {
     }
 }
 
-/// The serving certificate: for `ip` and the names in-cluster clients use.
+/// The serving certificate: for `ip` and what in-cluster clients use (the `kubernetes`
+/// Service's cluster IP and names, as kubeadm's certificate has them).
 fn issue_serving_certificate(pki: &Pki, ip: Ipv4Addr) -> Result<PeerFiles, KubeError> {
     let subject = Subject {
         common_name: PROGRAM.to_string(),
         organization: None,
         alt_names: [
             &ip.to_string(),
-            KUBERNETES_SERVICE_IP,
+            &kubernetes_service_ip()?.to_string(),
             "kubernetes",
             "kubernetes.default",
             "kubernetes.default.svc",

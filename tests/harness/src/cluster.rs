@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
 use crate::etcd::Etcd;
-use crate::kube::{KubeApiServer, KubeError, NodeObject};
+use crate::kube::{KubeApiServer, KubeError, KubeOptions, NodeObject};
 use crate::netns::{Netns, Veth};
 use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
@@ -494,7 +494,11 @@ impl Cluster {
             None => None,
         };
         let kube_api = match kube_api {
-            true => Some(KubeApiServer::start_in(&underlay, ETCD_IP)?),
+            true => Some(KubeApiServer::start_in(
+                &underlay,
+                ETCD_IP,
+                KubeOptions::default(),
+            )?),
             false => None,
         };
         let mut cluster = Cluster {

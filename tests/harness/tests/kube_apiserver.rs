@@ -187,9 +187,8 @@ fn api_server_runs_the_cached_release_and_enforces_tls_and_rbac() {
 }
 
 #[test]
-fn crds_apply_and_every_kind_round_trips_and_bad_objects_are_refused() {
+fn crds_apply_every_kind_round_trips_bad_objects_are_refused_and_a_restart_keeps_them() {
     let api = KubeApiServer::start().unwrap();
-    let traces = Traces::of(&api);
     let admin = api.admin();
     api.install_crds().unwrap();
 
@@ -320,6 +319,23 @@ spec:
     assert!(admin.get_json(&["hostsubnets"]).unwrap()["items"]
         .as_array()
         .is_some_and(|items| items.len() == 1));
+
+    // A crash and a restart of the API server: clients are refused meanwhile, and every object
+    // is still there after (etcd kept them).
+    let mut api = api;
+    let crashed = api.pid().unwrap();
+    api.kill();
+    assert!(!pid_alive(crashed));
+    let refused = api.admin().run(&["get", "hostsubnets"]).unwrap_err();
+    assert!(refused.to_string().contains("was refused"), "{refused}");
+    api.spawn().unwrap();
+    let traces = Traces::of(&api);
+    let after = api.admin().get_json(&["hostsubnet", "node-1"]).unwrap();
+    assert_eq!(after["subnet"], "10.128.2.0/23");
+    assert_eq!(
+        api.admin().get_json(&["netnamespace", "tenant-a"]).unwrap()["netid"],
+        4242
+    );
 
     drop(api);
     traces.assert_gone();

@@ -141,6 +141,14 @@ impl<T> Context<T> for Result<T, CommandError> {
     }
 }
 
+/// How to start an API server beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct KubeOptions {
+    /// More kube-apiserver flags, after the harness's own (a later flag wins): say
+    /// `--watch-cache=false`, or `--feature-gates=…`.
+    pub extra_flags: Vec<String>,
+}
+
 /// A running kube-apiserver and its etcd. Both are killed (by PID) and their state removed on
 /// drop, also when the test panics.
 #[derive(Debug)]
@@ -154,6 +162,7 @@ pub struct KubeApiServer {
     service_account: ServiceAccountKey,
     admin: Kubectl,
     minted: AtomicU32,
+    options: KubeOptions,
     apiserver: Option<Child>,
     etcd: Option<Etcd>,
     /// The namespace of a standalone server, deleted last.
@@ -165,6 +174,11 @@ impl KubeApiServer {
     /// of that namespace's loopback device), for tests that need no nodes. Returns once
     /// `/readyz` says ready.
     pub fn start() -> Result<KubeApiServer, KubeError> {
+        KubeApiServer::start_with(KubeOptions::default())
+    }
+
+    /// [`KubeApiServer::start`] with `options`.
+    pub fn start_with(options: KubeOptions) -> Result<KubeApiServer, KubeError> {
         let binaries = KubeBinaries::from_cache()?;
         let netns = Netns::new("k").context(|| "create the API server's namespace".into())?;
         netns
@@ -177,7 +191,7 @@ impl KubeApiServer {
                 "lo",
             ])
             .context(|| format!("put {API_SERVER_IP} on lo"))?;
-        KubeApiServer::launch(binaries, &netns, API_SERVER_IP).map(|mut api| {
+        KubeApiServer::launch(binaries, &netns, API_SERVER_IP, options).map(|mut api| {
             api.own_netns = Some(netns);
             api
         })
@@ -185,14 +199,19 @@ impl KubeApiServer {
 
     /// Starts an API server inside `netns` (which stays the caller's) on `ip`, an address that
     /// namespace already has. Returns once `/readyz` says ready.
-    pub fn start_in(netns: &Netns, ip: Ipv4Addr) -> Result<KubeApiServer, KubeError> {
-        KubeApiServer::launch(KubeBinaries::from_cache()?, netns, ip)
+    pub fn start_in(
+        netns: &Netns,
+        ip: Ipv4Addr,
+        options: KubeOptions,
+    ) -> Result<KubeApiServer, KubeError> {
+        KubeApiServer::launch(KubeBinaries::from_cache()?, netns, ip, options)
     }
 
     fn launch(
         binaries: KubeBinaries,
         netns: &Netns,
         ip: Ipv4Addr,
+        options: KubeOptions,
     ) -> Result<KubeApiServer, KubeError> {
         let dir = crate::process::state_dir_for(netns.name()).join("kube");
         std::fs::create_dir_all(&dir)
@@ -233,6 +252,7 @@ impl KubeApiServer {
             service_account,
             admin,
             minted: AtomicU32::new(0),
+            options,
             apiserver: None,
             etcd: Some(etcd),
             own_netns: None,
@@ -286,6 +306,7 @@ impl KubeApiServer {
             .args(["netns", "exec", &self.netns])
             .arg(&self.binaries.kube_apiserver)
             .args(flags)
+            .args(&self.options.extra_flags)
             .stdin(Stdio::null())
             .stdout(open_log()?)
             .stderr(open_log()?)

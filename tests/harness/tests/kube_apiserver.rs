@@ -1,6 +1,7 @@
 //! Issue 28, item 1: a real kube-apiserver (and its etcd) from the per-machine cache build,
 //! started per test, with TLS, client certificates and RBAC; the seed's CustomResourceDefinitions
-//! of `dist/kubernetes/crds/` applied with kubectl; the harness playing kubelet (Node, Pod bound
+//! of `dist/kubernetes/crds/` applied with kubectl; the least-privilege roles of
+//! `dist/kubernetes/rbac.yaml` (item 6) for the node and the controller; the harness playing kubelet (Node, Pod bound
 //! to it, pod IP through the status subresource); reachable from every node of a cluster; and
 //! nothing left behind, processes stopped by PID and namespace deleted.
 
@@ -498,5 +499,123 @@ fn a_killed_run_is_reaped_by_the_next_one() {
     assert!(traces.pids.iter().all(|pid| pid_alive(*pid)));
     assert!(netns_exists(&traces.netns));
     ofnode_harness::reap_stale();
+    traces.assert_gone();
+}
+
+#[test]
+fn rbac_manifests_let_a_node_only_read_and_the_controller_only_allocate() {
+    let api = KubeApiServer::start().unwrap();
+    let traces = Traces::of(&api);
+    let admin = api.admin();
+    api.install_crds().unwrap();
+    admin
+        .apply_file(&kube::manifests_dir().join("rbac.yaml"))
+        .unwrap();
+    admin
+        .apply(
+            "apiVersion: network.openshift.io/v1\nkind: HostSubnet\nmetadata: {name: node-1}\n\
+             host: node-1\nhostIP: 192.0.2.12\nsubnet: 10.128.2.0/23\n---\n\
+             apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: default}\n\
+             netname: default\nnetid: 0\n",
+        )
+        .unwrap();
+    let before = admin
+        .get_json(&["hostsubnets,netnamespaces,networkpolicies", "-A"])
+        .unwrap();
+
+    // The node's service account reads everything it programs from ...
+    let node_config = api
+        .kubeconfig_for_service_account("ofnode", "ofnode-node")
+        .unwrap();
+    let node = api.kubectl_with(&node_config, "ofnode-node");
+    for resource in [
+        "pods",
+        "namespaces",
+        "nodes",
+        "services",
+        "endpointslices.discovery.k8s.io",
+        "networkpolicies.networking.k8s.io",
+        "hostsubnets.network.openshift.io",
+        "netnamespaces.network.openshift.io",
+        "egressnetworkpolicies.network.openshift.io",
+    ] {
+        for verb in ["list", "watch"] {
+            assert!(
+                node.can_i(verb, resource, "default").unwrap(),
+                "{verb} {resource}"
+            );
+        }
+    }
+    node.get_json(&["hostsubnets"]).unwrap();
+    // ... and changes none of it: a NetworkPolicy, a NetNamespace, a HostSubnet are refused.
+    let refused = [
+        node.apply(NETWORK_POLICY).unwrap_err(),
+        node.run(&[
+            "patch",
+            "netnamespace",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"netid":7}"#,
+        ])
+        .unwrap_err(),
+        node.run(&[
+            "patch",
+            "hostsubnet",
+            "node-1",
+            "--type=merge",
+            "-p",
+            r#"{"hostIP":"192.0.2.99"}"#,
+        ])
+        .unwrap_err(),
+        node.create(
+            "apiVersion: network.openshift.io/v1\nkind: HostSubnet\nmetadata: {name: node-2}\n\
+             host: node-2\nhostIP: 192.0.2.13\nsubnet: 10.128.4.0/23\n",
+        )
+        .unwrap_err(),
+    ];
+    for error in &refused {
+        assert!(error.is_forbidden(), "{error}");
+    }
+    assert!(!node.can_i("get", "secrets", "ofnode").unwrap());
+    let after = admin
+        .get_json(&["hostsubnets,netnamespaces,networkpolicies", "-A"])
+        .unwrap();
+    let specs = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                o["metadata"] = Value::Null;
+                o.to_string()
+            })
+            .collect()
+    };
+    assert_eq!(specs(&before), specs(&after));
+
+    // The controller allocates HostSubnets and NetNamespaces and holds its Lease, nothing more.
+    let controller_config = api
+        .kubeconfig_for_service_account("ofnode", "ofnode-controller")
+        .unwrap();
+    let controller = api.kubectl_with(&controller_config, "ofnode-controller");
+    controller
+        .create(
+            "apiVersion: network.openshift.io/v1\nkind: HostSubnet\nmetadata: {name: node-2}\n\
+             host: node-2\nhostIP: 192.0.2.13\nsubnet: 10.128.4.0/23\n---\n\
+             apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: tenant-a}\n\
+             netname: tenant-a\nnetid: 10\n---\n\
+             apiVersion: coordination.k8s.io/v1\nkind: Lease\n\
+             metadata: {name: ofnode-controller, namespace: ofnode}\n\
+             spec: {holderIdentity: controller-0, leaseDurationSeconds: 15}\n",
+        )
+        .unwrap();
+    assert!(!controller.can_i("create", "leases", "kube-system").unwrap());
+    assert!(!controller.can_i("create", "pods", "default").unwrap());
+    let refused = controller.apply(NETWORK_POLICY).unwrap_err();
+    assert!(refused.is_forbidden(), "{refused}");
+
+    drop(api);
     traces.assert_gone();
 }

@@ -606,9 +606,14 @@ fn kubernetes_service_ip() -> Result<Ipv4Addr, KubeError> {
         .ok_or_else(|| KubeError::Other(format!("service range {SERVICE_CLUSTER_IP_RANGE}")))
 }
 
+/// `dist/kubernetes/` of this checkout: the manifests (crds/, rbac.yaml).
+pub fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/kubernetes")
+}
+
 /// `dist/kubernetes/crds/` of this checkout.
 pub fn crds_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/kubernetes/crds")
+    manifests_dir().join("crds")
 }
 
 fn client_subject(user: &str, group: Option<&str>) -> Subject {

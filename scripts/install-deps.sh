@@ -49,3 +49,7 @@ fi
 for comp in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
 done
+
+# A real kube-apiserver, kubectl and etcd for the Kubernetes tests and the demo, built from the
+# Go module proxy once per machine into a cache keyed by release (tools/kube/README.md).
+"$(dirname "$0")/build-kube-tools.sh"

@@ -23,9 +23,12 @@
 //! subnets there (node `i`'s is whatever it leased; started one at a time they get
 //! `10.128.(2i).0/23` as above) and learn each other's from etcd.
 //!
+//! [`Cluster::start_with_kube_api`] starts a real kube-apiserver (and its own etcd) on the same
+//! underlay address, `https://192.0.2.1:6443`, before the nodes (see [`crate::kube`]).
+//!
 //! Drop order is the cleanup order: pods and external hosts are owned by the caller and drop
 //! first (their namespaces take their veths with them), then nodes (daemon, then OVS and the node
-//! namespace), then etcd, then the underlay namespace.
+//! namespace), then the API server, then etcd, then the underlay namespace.
 
 mod inventory;
 mod netpol;
@@ -40,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
 use crate::etcd::Etcd;
+use crate::kube::{KubeApiServer, KubeError, KubeOptions, NodeObject};
 use crate::netns::{Netns, Veth};
 use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
@@ -64,7 +68,8 @@ const UNDERLAY_BRIDGE: &str = "brU";
 const UNDERLAY_PORT: &str = "ul0";
 const PHYS_BRIDGE: &str = "br-phy";
 const MAX_PODS_PER_NODE: u8 = 200;
-/// etcd's address on the underlay bridge, when the nodes lease their subnets there.
+/// The underlay bridge's own address, where the services every node reaches live: etcd (when
+/// the nodes lease their subnets there) and the kube-apiserver.
 pub const ETCD_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 
 /// Nodes that take their subnets from etcd (`[cluster]`) instead of `setup` and
@@ -138,6 +143,8 @@ pub enum ClusterError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error("the cluster's API server: {0}")]
+    Kube(#[from] KubeError),
 }
 
 /// Adds "what was being done" to a failed command.
@@ -185,6 +192,11 @@ impl Node {
 
     pub fn daemon_mut(&mut self) -> Option<&mut Daemon> {
         self.daemon.as_mut()
+    }
+
+    /// The node's name: `node-<index>` (its etcd lease and its Node object use it).
+    pub fn name(&self) -> String {
+        format!("node-{}", self.index)
     }
 
     /// `10.128.(2i).0/23`.
@@ -296,9 +308,9 @@ impl Node {
         let text = format!(
             "[cluster]\nendpoints = [\"http://{ETCD_IP}:2379\"]\nnetwork = \"{CLUSTER_NETWORK}\"\n\
              subnet_prefix_len = {SUBNET_PREFIX}\nservice_network = \"{SERVICE_NETWORK}\"\n\
-             public_ip = \"{}\"\nnode_name = \"node-{}\"\nvtep_mac = \"{}\"\nlease_ttl = {}\n",
+             public_ip = \"{}\"\nnode_name = \"{}\"\nvtep_mac = \"{}\"\nlease_ttl = {}\n",
             self.underlay_ip,
-            self.index,
+            self.name(),
             self.vtep_mac()?,
             membership.lease_ttl,
         );
@@ -401,8 +413,10 @@ pub struct Cluster {
     /// ([`Cluster::settle_datapaths`]): set by the e2e tests, which observe steady states; empty
     /// for the benches, which time the changes themselves.
     settle_after_changes: Vec<usize>,
-    // Field order is drop order: nodes, etcd, then the underlay links and namespace.
+    // Field order is drop order: nodes, the API server, etcd, then the underlay links and
+    // namespace.
     nodes: Vec<Node>,
+    kube_api: Option<KubeApiServer>,
     etcd: Option<Etcd>,
     _underlay_links: Vec<Veth>,
     underlay: Netns,
@@ -412,7 +426,14 @@ impl Cluster {
     /// Builds the underlay and every node, sets each node up and tells it about every other
     /// node's subnet, and seeds the tunnel ARP caches so the first packet is not lost.
     pub fn start(options: ClusterOptions) -> Result<Cluster, ClusterError> {
-        Cluster::build(options, None, DaemonOpenflow::Passive)
+        Cluster::build(options, None, DaemonOpenflow::Passive, false)
+    }
+
+    /// [`Cluster::start`] with a real kube-apiserver on the underlay, started before the nodes:
+    /// `https://192.0.2.1:6443` ([`crate::kube::API_SERVER_IP`]) from every node's namespace.
+    /// The nodes are built and programmed as [`Cluster::start`] does.
+    pub fn start_with_kube_api(options: ClusterOptions) -> Result<Cluster, ClusterError> {
+        Cluster::build(options, None, DaemonOpenflow::Passive, true)
     }
 
     /// [`Cluster::start`] with the daemons' OpenFlow connection made the `openflow` way.
@@ -420,7 +441,7 @@ impl Cluster {
         options: ClusterOptions,
         openflow: DaemonOpenflow,
     ) -> Result<Cluster, ClusterError> {
-        Cluster::build(options, None, openflow)
+        Cluster::build(options, None, openflow, false)
     }
 
     /// Builds the underlay with an etcd on it ([`ETCD_IP`]) and starts every node's daemon
@@ -436,13 +457,14 @@ impl Cluster {
                 "etcd membership needs ofnode daemons".into(),
             ));
         }
-        Cluster::build(options, Some(membership), DaemonOpenflow::Passive)
+        Cluster::build(options, Some(membership), DaemonOpenflow::Passive, false)
     }
 
     fn build(
         options: ClusterOptions,
         membership: Option<EtcdMembership>,
         openflow: DaemonOpenflow,
+        kube_api: bool,
     ) -> Result<Cluster, ClusterError> {
         if options.mode == Mode::NetworkPolicy && matches!(options.control, Control::SeedFlows) {
             return Err(ClusterError::Invalid(
@@ -461,9 +483,23 @@ impl Cluster {
             .exec_ok(&["ip", "link", "add", UNDERLAY_BRIDGE, "type", "bridge"])
             .and_then(|_| underlay.exec_ok(&["ip", "link", "set", UNDERLAY_BRIDGE, "up"]))
             .context(|| "create the underlay bridge".into())?;
+        if membership.is_some() || kube_api {
+            add_service_address(&underlay)?;
+        }
         let etcd = match membership {
-            Some(_) => Some(start_etcd(&underlay)?),
+            Some(_) => Some(
+                Etcd::start_in(&underlay, ETCD_IP)
+                    .context(|| "start etcd on the underlay".into())?,
+            ),
             None => None,
+        };
+        let kube_api = match kube_api {
+            true => Some(KubeApiServer::start_in(
+                &underlay,
+                ETCD_IP,
+                KubeOptions::default(),
+            )?),
+            false => None,
         };
         let mut cluster = Cluster {
             mode: options.mode,
@@ -473,6 +509,7 @@ impl Cluster {
             membership,
             settle_after_changes: Vec::new(),
             nodes: Vec::new(),
+            kube_api,
             etcd,
             _underlay_links: Vec::new(),
             underlay,
@@ -503,6 +540,29 @@ impl Cluster {
         }
         cluster.seed_tunnel_arp()?;
         Ok(cluster)
+    }
+
+    /// The API server (with [`Cluster::start_with_kube_api`]).
+    pub fn kube_api(&self) -> Option<&KubeApiServer> {
+        self.kube_api.as_ref()
+    }
+
+    pub fn kube_api_mut(&mut self) -> Option<&mut KubeApiServer> {
+        self.kube_api.as_mut()
+    }
+
+    /// Registers every node with the API server as its kubelet would: a Node named
+    /// [`Node::name`] with its underlay IP as InternalIP and its subnet as pod CIDR, Ready.
+    pub fn register_kube_nodes(&self) -> Result<(), ClusterError> {
+        let api = self.kube_api.as_ref().ok_or_else(|| {
+            ClusterError::Invalid("the cluster has no API server (start_with_kube_api)".into())
+        })?;
+        for node in &self.nodes {
+            let mut object = NodeObject::new(&node.name(), node.underlay_ip);
+            object.pod_cidr = Some(node.subnet_cidr());
+            api.admin().create_node(&object)?;
+        }
+        Ok(())
     }
 
     /// The etcd the nodes lease their subnets in (with [`Cluster::start_with_etcd`]).
@@ -876,9 +936,8 @@ impl Cluster {
     }
 }
 
-/// Puts [`ETCD_IP`] on the underlay bridge and starts etcd there, reachable from every node
-/// through its br-phy.
-fn start_etcd(underlay: &Netns) -> Result<Etcd, ClusterError> {
+/// Puts [`ETCD_IP`] on the underlay bridge, where every node reaches it through its br-phy.
+fn add_service_address(underlay: &Netns) -> Result<(), ClusterError> {
     underlay
         .exec_ok(&[
             "ip",
@@ -888,13 +947,13 @@ fn start_etcd(underlay: &Netns) -> Result<Etcd, ClusterError> {
             "dev",
             UNDERLAY_BRIDGE,
         ])
-        .context(|| "put the etcd address on the underlay bridge".into())?;
-    // etcd's replies reach the nodes through OVS's userspace datapath, which passes a
-    // partially checksummed packet on as it is: let the kernel checksum them in full.
+        .context(|| "put the service address on the underlay bridge".into())?;
+    // Replies to the nodes go through OVS's userspace datapath, which passes a partially
+    // checksummed packet on as it is: let the kernel checksum them in full.
     underlay
         .exec_ok(&["ethtool", "-K", UNDERLAY_BRIDGE, "tx", "off"])
         .context(|| "turn off checksum offload on the underlay bridge".into())?;
-    Etcd::start_in(underlay, ETCD_IP).context(|| "start etcd on the underlay".into())
+    Ok(())
 }
 
 /// One EgressNetworkPolicy with a single Deny CIDR rule, as the ofnode CLI reads it.

@@ -1,5 +1,5 @@
-//! A private etcd (Debian's `etcd-server`, one member) on one address, its data in a state
-//! directory the reaper knows; stopped on drop.
+//! A private etcd (one member; Debian's `etcd-server` unless a caller names another binary) on
+//! one address, its data in a state directory the reaper knows; stopped on drop.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ const ETCDCTL: &str = "/usr/bin/etcdctl";
 /// A running etcd. `endpoint()` is its client URL.
 #[derive(Debug)]
 pub struct Etcd {
+    program: PathBuf,
     child: Option<Child>,
     /// The namespace it runs in (None: the test's own, on loopback).
     netns: Option<String>,
@@ -41,7 +42,19 @@ impl Etcd {
     /// and 2380. Its state lives in the namespace's state directory.
     pub fn start_in(netns: &Netns, ip: Ipv4Addr) -> Result<Etcd, CommandError> {
         let dir = crate::process::state_dir_for(netns.name()).join("etcd");
+        Etcd::start_program_in(Path::new(ETCD), netns, ip, dir)
+    }
+
+    /// Starts the etcd binary `program` inside `netns` on `ip`, ports 2379 and 2380, its state
+    /// in `dir` (inside the namespace's state directory, where the reaper finds its PID).
+    pub(crate) fn start_program_in(
+        program: &Path,
+        netns: &Netns,
+        ip: Ipv4Addr,
+        dir: PathBuf,
+    ) -> Result<Etcd, CommandError> {
         Etcd::launch(
+            program,
             Some(netns.name().to_string()),
             ip,
             (2379, 2380),
@@ -56,7 +69,15 @@ impl Etcd {
         crate::init();
         let ports = (free_port()?, free_port()?);
         let dir = crate::process::state_dir_for(&crate::unique_name("etcd"));
-        Etcd::launch(None, Ipv4Addr::LOCALHOST, ports, dir, true, false)
+        Etcd::launch(
+            Path::new(ETCD),
+            None,
+            Ipv4Addr::LOCALHOST,
+            ports,
+            dir,
+            true,
+            false,
+        )
     }
 
     /// Like [`Etcd::start_on_loopback`], serving `https://` with a fresh CA (made with
@@ -66,7 +87,15 @@ impl Etcd {
         let ports = (free_port()?, free_port()?);
         let dir = crate::process::state_dir_for(&crate::unique_name("etcd"));
         make_certificates(&dir, Ipv4Addr::LOCALHOST)?;
-        Etcd::launch(None, Ipv4Addr::LOCALHOST, ports, dir, true, true)
+        Etcd::launch(
+            Path::new(ETCD),
+            None,
+            Ipv4Addr::LOCALHOST,
+            ports,
+            dir,
+            true,
+            true,
+        )
     }
 
     /// The CA and a client certificate, for a TLS etcd.
@@ -79,6 +108,7 @@ impl Etcd {
     }
 
     fn launch(
+        program: &Path,
         netns: Option<String>,
         ip: Ipv4Addr,
         (client_port, peer_port): (u16, u16),
@@ -89,6 +119,7 @@ impl Etcd {
         std::fs::create_dir_all(&dir)
             .map_err(|e| CommandError::Other(format!("create {}: {e}", dir.display())))?;
         let mut etcd = Etcd {
+            program: program.to_path_buf(),
             child: None,
             netns,
             ip,
@@ -130,11 +161,11 @@ impl Etcd {
         self.child.as_ref().map(Child::id)
     }
 
-    fn command(&self, program: &str) -> Command {
+    fn command(&self, program: &Path) -> Command {
         match &self.netns {
             Some(ns) => {
                 let mut cmd = Command::new("ip");
-                cmd.args(["netns", "exec", ns, program]);
+                cmd.args(["netns", "exec", ns]).arg(program);
                 cmd
             }
             None => Command::new(program),
@@ -156,7 +187,7 @@ impl Etcd {
         let peer = format!("http://{}:{}", self.ip, self.peer_port);
         // `ip netns exec` execs etcd: the child's PID is etcd's own.
         let child = self
-            .command(ETCD)
+            .command(&self.program)
             .arg("--name=harness")
             .arg(format!("--data-dir={}", self.dir.join("data").display()))
             .arg(format!("--listen-client-urls={client}"))
@@ -170,7 +201,7 @@ impl Etcd {
             .stderr(log_err)
             .spawn()
             .map_err(|source| CommandError::Spawn {
-                command: ETCD.into(),
+                command: self.program.display().to_string(),
                 source,
             })?;
         // Where the reaper finds it if this process dies before its guard runs.
@@ -204,7 +235,7 @@ impl Etcd {
 
     /// Runs `etcdctl --endpoints URL ARGS…` (API v3) and returns its stdout.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, CommandError> {
-        let mut cmd = self.command(ETCDCTL);
+        let mut cmd = self.command(Path::new(ETCDCTL));
         cmd.env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoint()))
             .arg("--dial-timeout=2s")

@@ -11,6 +11,7 @@ pub mod cpu;
 mod daemon;
 mod etcd;
 pub mod ha;
+pub mod kube;
 mod netns;
 pub mod ofproxy;
 mod ovs;
@@ -26,10 +27,11 @@ pub use cluster::{
 };
 pub use daemon::{Daemon, OperationTotals, ONE_NODE_SETUP};
 pub use etcd::{Etcd, EtcdTlsFiles};
+pub use kube::{KubeApiServer, KubeError, Kubectl};
 pub use netns::{Netns, Veth};
 pub use ofproxy::OfProxy;
 pub use ovs::{Ovs, OvsOptions, OvsdbSsl};
-pub use pki::{PeerFiles, Pki};
+pub use pki::{PeerFiles, Pki, Subject};
 pub use process::{pid_alive, reap_stale, run, run_ok, CommandError, STATE_ROOT};
 pub use tmpfs::Tmpfs;
 

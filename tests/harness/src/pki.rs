@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
 
 use crate::process::CommandError;
@@ -16,6 +16,24 @@ pub struct Pki {
     dir: tempfile::TempDir,
     ca: Certificate,
     ca_key: KeyPair,
+}
+
+impl std::fmt::Debug for Pki {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pki")
+            .field("dir", &self.dir.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who a certificate names: Kubernetes reads the common name as the user and the organization
+/// as a group; TLS clients check the alternative names (DNS names or IP addresses).
+#[derive(Debug, Clone, Default)]
+pub struct Subject {
+    pub common_name: String,
+    /// At most one: rcgen writes one attribute of each type into a distinguished name.
+    pub organization: Option<String>,
+    pub alt_names: Vec<String>,
 }
 
 /// The three files a TLS peer needs.
@@ -31,11 +49,16 @@ fn pki_error(what: &str, e: impl std::fmt::Display) -> CommandError {
 }
 
 impl Pki {
-    /// A new CA named `name` (its certificate is `DIR/cacert.pem`).
+    /// A new CA named `name` (its certificate is `DIR/cacert.pem`), in a temporary directory.
     pub fn new(name: &str) -> Result<Pki, CommandError> {
+        Pki::new_in(name, &std::env::temp_dir())
+    }
+
+    /// A new CA whose directory is made inside `parent` (a state directory the reaper knows).
+    pub fn new_in(name: &str, parent: &Path) -> Result<Pki, CommandError> {
         let dir = tempfile::Builder::new()
             .prefix("ofnode-pki")
-            .tempdir()
+            .tempdir_in(parent)
             .map_err(|e| pki_error("temporary directory", e))?;
         let ca_key = KeyPair::generate().map_err(|e| pki_error("CA key", e))?;
         let mut params = CertificateParams::new(Vec::<String>::new())
@@ -65,10 +88,21 @@ impl Pki {
 
     /// A key and a certificate for `name`, signed by this CA, usable as client and as server.
     pub fn issue(&self, name: &str) -> Result<PeerFiles, CommandError> {
+        let subject = Subject {
+            common_name: name.to_string(),
+            organization: None,
+            alt_names: vec![name.to_string()],
+        };
+        self.issue_for(name, &subject)
+    }
+
+    /// A key and a certificate naming `subject`, signed by this CA, usable as client and as
+    /// server, written as `<stem>-privkey.pem` and `<stem>-cert.pem`.
+    pub fn issue_for(&self, stem: &str, subject: &Subject) -> Result<PeerFiles, CommandError> {
         let key = KeyPair::generate().map_err(|e| pki_error("key", e))?;
-        let mut params = CertificateParams::new(vec![name.to_string()])
+        let mut params = CertificateParams::new(subject.alt_names.clone())
             .map_err(|e| pki_error("certificate parameters", e))?;
-        params.distinguished_name.push(DnType::CommonName, name);
+        params.distinguished_name = distinguished_name(subject);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -78,14 +112,23 @@ impl Pki {
             .signed_by(&key, &self.ca, &self.ca_key)
             .map_err(|e| pki_error("certificate", e))?;
         let files = PeerFiles {
-            private_key: self.dir.path().join(format!("{name}-privkey.pem")),
-            certificate: self.dir.path().join(format!("{name}-cert.pem")),
+            private_key: self.dir.path().join(format!("{stem}-privkey.pem")),
+            certificate: self.dir.path().join(format!("{stem}-cert.pem")),
             ca_cert: self.ca_cert(),
         };
         write(&files.private_key, &key.serialize_pem())?;
         write(&files.certificate, &cert.pem())?;
         Ok(files)
     }
+}
+
+fn distinguished_name(subject: &Subject) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, subject.common_name.as_str());
+    if let Some(organization) = &subject.organization {
+        name.push(DnType::OrganizationName, organization.as_str());
+    }
+    name
 }
 
 fn write(path: &Path, pem: &str) -> Result<(), CommandError> {

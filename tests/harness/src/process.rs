@@ -175,9 +175,17 @@ fn reap_dir(dir: &Path) {
         let path: PathBuf = file.path();
         if path.extension().is_some_and(|ext| ext == "pid") {
             if let Some(pid) = read_pidfile(&path) {
-                // Our daemons (ovsdb-server, ovs-vswitchd, etcd), ofnode itself, and pingers of
-                // e2e tests.
-                for comm in ["ovsdb-server", "ovs-vswitchd", "etcd", "ofnode", "ping"] {
+                // Our daemons (ovsdb-server, ovs-vswitchd, etcd, kube-apiserver), ofnode
+                // itself, and pingers of e2e tests.
+                let ours = [
+                    "ovsdb-server",
+                    "ovs-vswitchd",
+                    "etcd",
+                    "kube-apiserver",
+                    "ofnode",
+                    "ping",
+                ];
+                for comm in ours {
                     if signal_if_ours(pid, comm, SIGKILL) {
                         wait_exit(pid, Duration::from_secs(3));
                     }

@@ -283,6 +283,7 @@ impl PodCounterStore {
 mod tests {
     use super::*;
     use crate::sdn::flows::{base_flows, pod_flows};
+    use crate::sdn::table::installed;
     use crate::sdn::types::{Mode, SetupRequest};
     use crate::value::Vnid;
 
@@ -303,10 +304,10 @@ mod tests {
         pod_flows(pod)
             .iter()
             .zip(1..)
-            .map(|(text, k)| FlowStats {
+            .map(|(fm, k)| FlowStats {
                 packet_count: k * n,
                 byte_count: k * n * 100,
-                ..crate::sdn::table::parse_flow(text).unwrap().as_stats()
+                ..installed(fm)
             })
             .collect()
     }
@@ -324,10 +325,10 @@ mod tests {
             gateway: "10.128.0.1".parse().unwrap(),
             mode: Mode::Multitenant,
         };
-        flows.extend(base_flows(&setup).iter().map(|text| FlowStats {
+        flows.extend(base_flows(&setup).iter().map(|fm| FlowStats {
             packet_count: 1_000,
             byte_count: 1_000_000,
-            ..crate::sdn::table::parse_flow(text).unwrap().as_stats()
+            ..installed(fm)
         }));
         let traffic = tally([&a, &b], &flows);
         // pod_flows: table 20 ARP (1), table 20 IP (2), table 40 ARP (3), table 70 IP (4).

@@ -38,6 +38,8 @@ mod replica;
 pub mod report;
 mod request;
 pub mod restore;
+#[cfg(test)]
+pub(crate) mod seed_text;
 pub mod state;
 pub mod store;
 pub mod table;

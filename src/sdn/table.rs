@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, BundleAdd, BundleFlags, DecodeError, FlowMod, FlowModCommand, FlowStats, Message,
+    text, DecodeError, FlowMod, FlowModCommand, FlowStats, Message, MAX_BUNDLED_MESSAGE_LEN,
     OFPTT_ALL, OFP_HEADER_LEN,
 };
 
@@ -169,7 +169,14 @@ impl std::fmt::Debug for Flow {
     }
 }
 
-/// Parses one flow of the seed's text.
+/// `fm` as a switch reports it once installed (for tests of what reads flows back).
+#[cfg(test)]
+pub fn installed(fm: &FlowMod) -> FlowStats {
+    Flow::from_flow_mod(fm.clone()).as_stats()
+}
+
+/// Parses one flow of the seed's text (tests write flows as the seed does).
+#[cfg(test)]
 pub fn parse_flow(flow: &str) -> Result<Flow, text::ParseError> {
     Ok(Flow::from_flow_mod(text::parse_flow(
         flow,
@@ -177,38 +184,17 @@ pub fn parse_flow(flow: &str) -> Result<Flow, text::ParseError> {
     )?))
 }
 
-/// The bytes a bundle add message puts around the message it carries.
-fn bundle_add_overhead() -> usize {
-    let inner = Message::BarrierRequest;
-    let mut alone = BytesMut::new();
-    inner.encode(0, &mut alone);
-    let mut added = BytesMut::new();
-    // A barrier fits any bundle add; were it refused, no flow would fit and the bound below
-    // comes out as zero repeats rather than a wrong large one.
-    match BundleAdd::encode_borrowed(0, BundleFlags::ATOMIC, &inner, 0, &mut added) {
-        Ok(()) => added.len().saturating_sub(alone.len()),
-        Err(_) => usize::MAX,
-    }
-}
-
 /// The largest `n` for which the flow `flow(n)` still fits in one bundle add message (whose
 /// length is a u16), for a flow that grows by the same bytes with each step of `n` (one more
 /// output port, one more VXLAN remote). The sizes come from the encoder itself.
-pub fn max_repeats(flow: impl Fn(usize) -> String) -> Result<usize, (String, text::ParseError)> {
-    let size = |n: usize| {
-        let text = flow(n);
-        match parse_flow(&text) {
-            Ok(parsed) => Ok(parsed.encoded().len()),
-            Err(e) => Err((text, e)),
-        }
-    };
-    let (one, two) = (size(1)?, size(2)?);
+pub fn max_repeats(flow: impl Fn(usize) -> FlowMod) -> usize {
+    let size = |n: usize| Flow::from_flow_mod(flow(n)).encoded().len();
+    let (one, two) = (size(1), size(2));
     let step = two.saturating_sub(one).max(1);
-    let limit = usize::from(u16::MAX).saturating_sub(bundle_add_overhead());
-    Ok(match limit.checked_sub(one) {
+    match MAX_BUNDLED_MESSAGE_LEN.checked_sub(one) {
         Some(room) => 1 + room / step,
         None => 0,
-    })
+    }
 }
 
 /// The flow_mod that deletes every flow of every table.
@@ -389,6 +375,7 @@ fn order_adds(adds: &mut [Flow]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ofnode_proto::{BundleAdd, BundleFlags, Field};
 
     fn take(table: &mut FlowTable) -> Diff {
         let diff = table.diff();
@@ -475,15 +462,17 @@ mod tests {
 
     #[test]
     fn max_repeats_is_the_last_count_whose_bundle_add_fits_a_u16_length() {
+        use crate::sdn::flowmod::{table, Actions};
         let flow = |n: usize| {
-            let outputs = vec!["output:65279"; n].join(",");
-            format!("table=120, priority=100, reg0=16777215, actions={outputs}")
+            let flow = table(120).priority(100).reg(Field::Reg(0), 0xff_ffffu32);
+            (0..n)
+                .fold(flow.into_actions(), |f, _| f.output(65279))
+                .build()
         };
-        let max = max_repeats(flow).unwrap();
+        let max = max_repeats(flow);
         let bundle_add_len = |n: usize| {
-            let fm = parse_flow(&flow(n)).unwrap().to_add().unwrap();
+            let fm = Message::FlowMod(flow(n));
             let mut out = BytesMut::new();
-            let fm = Message::FlowMod(fm);
             match BundleAdd::encode_borrowed(1, BundleFlags::ATOMIC, &fm, 7, &mut out) {
                 Ok(()) => out.len(),
                 Err(_) => usize::MAX,
@@ -492,7 +481,6 @@ mod tests {
         assert!(bundle_add_len(max) <= usize::from(u16::MAX), "{max}");
         assert!(bundle_add_len(max + 1) > usize::from(u16::MAX), "{max}");
         assert!((4000..4100).contains(&max), "{max}");
-        assert!(max_repeats(|_| "table=300, actions=drop".into()).is_err());
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Which flows each part of the desired state contributes. The desired table is the sum of
 //! these; a change of one entity swaps that entity's old flows for its new ones.
 
+use ofnode_proto::{text, FlowMod, FlowModCommand};
+
 use crate::sdn::egress::egress_flows;
+use crate::sdn::error::Error;
 use crate::sdn::flows;
 use crate::sdn::policy;
 use crate::sdn::policy::networkpolicy::View;
@@ -34,12 +37,21 @@ pub fn netpol_view<'a>(state: &'a NodeState, setup: &'a SetupRequest) -> View<'a
     }
 }
 
+/// A flow of the NetworkPolicy mode's index, which still writes them as text: the one place
+/// the node parses a flow it built (an error names the text: a bug in ofnode).
+pub fn parse_netpol_flow(flow: &str) -> Result<FlowMod, Error> {
+    text::parse_flow(flow, FlowModCommand::Add).map_err(|e| Error::Flow {
+        flow: flow.to_string(),
+        reason: e.to_string(),
+    })
+}
+
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
-pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
+pub fn entity_flows(state: &NodeState, entity: Entity) -> Result<Vec<FlowMod>, Error> {
     let Some(setup) = &state.setup else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    match entity {
+    Ok(match entity {
         Entity::Pod(ip) => state
             .pods
             .get(&ip)
@@ -76,19 +88,28 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Vec<String> {
             .get(&vnid)
             .map(|entry| egress_flows(vnid, entry).flows)
             .unwrap_or_default(),
-        Entity::NetPol => enforcing_setup(state)
-            .map(|setup| netpol_view(state, setup).flows())
-            .unwrap_or_default(),
+        Entity::NetPol => match enforcing_setup(state) {
+            Some(setup) => netpol_view(state, setup)
+                .flows()
+                .iter()
+                .map(|flow| parse_netpol_flow(flow))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        },
         Entity::Base => {
             let mut out = flows::base_flows(setup);
             out.push(flows::version_flow(setup.mode));
             out
         }
         Entity::Ovsdb => Vec::new(),
-        Entity::Everything => all_entities(state)
-            .flat_map(|entity| entity_flows(state, entity))
-            .collect(),
-    }
+        Entity::Everything => {
+            let mut flows = Vec::new();
+            for entity in all_entities(state) {
+                flows.extend(entity_flows(state, entity)?);
+            }
+            flows
+        }
+    })
 }
 
 /// Every entity of the state that contributes flows, setup's first.

@@ -24,8 +24,10 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
+use ofnode_proto::FlowMod;
+
 pub use self::ovsdb::{PortStep, TakeBack};
-pub use desired::{all_entities, enforcing_setup, entity_flows, netpol_view};
+pub use desired::{all_entities, enforcing_setup, entity_flows, netpol_view, parse_netpol_flow};
 pub use netpol::NetPolSummary;
 pub use notice::Notice;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
@@ -35,7 +37,7 @@ pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 use super::error::Error;
 use super::policy::networkpolicy::Index;
 use super::state::{Change, Entity, NodeState};
-use super::table::{self, Diff, Flow, FlowTable};
+use super::table::{Diff, Flow, FlowTable};
 use super::types::HostSubnet;
 
 /// The desired state, its flow table, and the open batch.
@@ -91,21 +93,31 @@ fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
-    flows
-        .iter()
-        .map(|f| table::parse_flow(f).map_err(|e| flow_error(f, e)))
-        .collect()
+/// A flow as the desired table holds it.
+fn held(fm: &FlowMod) -> Result<Flow, Error> {
+    Ok(Flow::from_flow_mod(fm.clone()))
 }
 
-/// The desired table of `state`, built entity by entity (never all flow texts at once), the
+/// The flows `entity` contributes in `state`, as the desired table holds them.
+fn held_flows_of(state: &NodeState, entity: Entity) -> Result<Vec<Flow>, Error> {
+    entity_flows(state, entity)?.iter().map(held).collect()
+}
+
+/// The NetworkPolicy index's flows (text), as the desired table holds them.
+fn held_netpol_flow(text: &str) -> Result<Flow, Error> {
+    held(&parse_netpol_flow(text)?)
+}
+
+/// The desired table of `state`, built entity by entity (never all flows at once), the
 /// NetworkPolicy mode's from its index.
 fn build_table(state: &NodeState, netpol: &Index) -> Result<FlowTable, Error> {
     let mut flows = Vec::new();
     for entity in all_entities(state).filter(|e| *e != Entity::NetPol) {
-        flows.extend(parse_all(&entity_flows(state, entity))?);
+        flows.extend(held_flows_of(state, entity)?);
     }
-    flows.extend(parse_all(&netpol.texts())?);
+    for text in netpol.texts() {
+        flows.push(held_netpol_flow(&text)?);
+    }
     Ok(FlowTable::from_flows(flows))
 }
 
@@ -152,9 +164,9 @@ impl Core {
         if let Some(keys) = self.netpol_watchers(&change) {
             return self.apply_netpol_change(change, keys);
         }
-        let old = parse_all(&entity_flows(&self.state, entity))?;
+        let old = held_flows_of(&self.state, entity)?;
         let undo = self.state.apply(change);
-        let new = match parse_all(&entity_flows(&self.state, entity)) {
+        let new = match held_flows_of(&self.state, entity) {
             Ok(new) => new,
             Err(e) => {
                 self.state.apply(undo);
@@ -210,7 +222,7 @@ impl Core {
         let entity = change.entity();
         let own_flows = |state: &NodeState| match entity {
             Entity::NetPol => Ok(Vec::new()),
-            _ => parse_all(&entity_flows(state, entity)),
+            _ => held_flows_of(state, entity),
         };
         let old = own_flows(&self.state)?;
         let undo = self.state.apply(change.clone());
@@ -221,10 +233,13 @@ impl Core {
         let changes = self
             .netpol
             .update(&netpol_view(&self.state, &setup), keys.clone());
-        let parse = |text: &String| table::parse_flow(text).map_err(|e| flow_error(text, e));
         let parsed = own_flows(&self.state).and_then(|new| {
-            let removed = changes.iter().filter_map(|c| c.before.as_ref()).map(parse);
-            let added = changes.iter().filter_map(|c| c.after.as_ref()).map(parse);
+            let removed = changes.iter().filter_map(|c| c.before.as_ref());
+            let added = changes.iter().filter_map(|c| c.after.as_ref());
+            let (removed, added) = (
+                removed.map(|text| held_netpol_flow(text)),
+                added.map(|text| held_netpol_flow(text)),
+            );
             Ok((
                 new,
                 removed.collect::<Result<Vec<_>, _>>()?,

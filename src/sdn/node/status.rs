@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use ofnode_proto::{FlowStatsRequest, OFPTT_ALL};
+use ofnode_proto::{format_flow_mod, FlowMod, FlowStatsRequest, OFPTT_ALL};
 
 use super::Node;
 use crate::sdn::error::Error;
@@ -15,7 +15,7 @@ use crate::sdn::readback;
 use crate::sdn::report::Status;
 use crate::sdn::request::{Read, Request};
 use crate::sdn::state::PodStatus;
-use crate::sdn::table::{parse_flow, Flow};
+use crate::sdn::table::Flow;
 use crate::sdn::types::Mode;
 use crate::value::{SandboxId, Vnid};
 
@@ -123,19 +123,12 @@ impl Node {
         })
     }
 
-    /// The flows of `wanted` (ovs-ofctl text) that the switch does not hold exactly.
-    async fn missing_flows(&self, wanted: &[String]) -> Result<Vec<String>, Error> {
-        let wanted = wanted
+    /// The flows of `wanted` that the switch does not hold exactly, as ovs-ofctl prints them.
+    async fn missing_flows(&self, wanted: &[FlowMod]) -> Result<Vec<String>, Error> {
+        let wanted: Vec<(&FlowMod, Flow)> = wanted
             .iter()
-            .map(|text| {
-                parse_flow(text)
-                    .map(|flow| (text, flow))
-                    .map_err(|e| Error::Flow {
-                        flow: text.clone(),
-                        reason: e.to_string(),
-                    })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+            .map(|fm| (fm, Flow::from_flow_mod(fm.clone())))
+            .collect();
         // Only the tables the flows are in: a pod's flows are a handful among many thousands.
         let tables: BTreeSet<u8> = wanted.iter().map(|(_, flow)| flow.table()).collect();
         let mut held = Vec::new();
@@ -150,7 +143,7 @@ impl Node {
         Ok(wanted
             .into_iter()
             .filter(|(_, flow)| !held.iter().any(|h| h.same(flow)))
-            .map(|(text, _)| text.clone())
+            .map(|(fm, _)| format_flow_mod(fm))
             .collect())
     }
 

@@ -93,9 +93,10 @@ fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// A flow as the desired table holds it.
+/// A flow as the desired table holds it; one that cannot be sent (it does not fit the bundle
+/// add it travels in) is refused, named: never held as an empty or cut flow.
 fn held(fm: &FlowMod) -> Result<Flow, Error> {
-    Ok(Flow::from_flow_mod(fm.clone()))
+    Flow::from_flow_mod(fm).map_err(|reason| Error::flow(fm, reason))
 }
 
 /// The flows `entity` contributes in `state`, as the desired table holds them.

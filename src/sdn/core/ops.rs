@@ -400,9 +400,8 @@ pub fn check_egress(
 pub fn max_multicast_ports() -> Result<usize, Error> {
     let vnid = Vnid::new(Vnid::MAX).unwrap_or_default();
     // Every port number encodes to the same width; the highest real one stands for all.
-    Ok(table::max_repeats(|n| {
-        local_multicast_delivery_flow(vnid, &vec![MAX_OFPORT; n])
-    }))
+    table::max_repeats(|n| local_multicast_delivery_flow(vnid, &vec![MAX_OFPORT; n]))
+        .map_err(Error::from)
 }
 
 /// Checks `multicast local`'s ports before anything is done: real OpenFlow port numbers, and
@@ -426,7 +425,7 @@ pub fn check_multicast_local(ofports: &[u16]) -> Result<(), Error> {
 /// Checks `multicast vxlan`'s remotes before anything is done: no more than table 111's one
 /// flow can send to.
 pub fn check_multicast_vxlan(remotes: &[Ipv4Addr]) -> Result<(), Error> {
-    let max = table::max_repeats(|n| vxlan_multicast_flow(&vec![Ipv4Addr::BROADCAST; n]));
+    let max = table::max_repeats(|n| vxlan_multicast_flow(&vec![Ipv4Addr::BROADCAST; n]))?;
     if remotes.len() > max {
         return Err(invalid(
             "multicast remotes",

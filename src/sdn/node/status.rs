@@ -125,10 +125,13 @@ impl Node {
 
     /// The flows of `wanted` that the switch does not hold exactly, as ovs-ofctl prints them.
     async fn missing_flows(&self, wanted: &[FlowMod]) -> Result<Vec<String>, Error> {
-        let wanted: Vec<(&FlowMod, Flow)> = wanted
+        let wanted = wanted
             .iter()
-            .map(|fm| (fm, Flow::from_flow_mod(fm.clone())))
-            .collect();
+            .map(|fm| match Flow::from_flow_mod(fm) {
+                Ok(flow) => Ok((fm, flow)),
+                Err(reason) => Err(Error::flow(fm, reason)),
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         // Only the tables the flows are in: a pod's flows are a handful among many thousands.
         let tables: BTreeSet<u8> = wanted.iter().map(|(_, flow)| flow.table()).collect();
         let mut held = Vec::new();
@@ -138,7 +141,9 @@ impl Node {
                 ..FlowStatsRequest::default()
             };
             let stats = self.inner.switch.dump_flows(filter).await?;
-            held.extend(stats.iter().map(Flow::from_stats));
+            for stats in &stats {
+                held.push(Flow::from_stats(stats)?);
+            }
         }
         Ok(wanted
             .into_iter()

@@ -7,6 +7,7 @@
 //! prints them.
 
 mod egress;
+mod flow_limits;
 mod netpol;
 mod netpol_inputs;
 mod netpol_service;

@@ -270,7 +270,6 @@ mod tests {
     use crate::sdn::core::tests::setup_request;
     use crate::sdn::flows;
     use crate::sdn::policy;
-    use crate::value::{MacAddr, SandboxId};
 
     /// The typed flows and the seed's lines, one by one: equal values that print alike.
     fn same<S: AsRef<str>>(what: &str, typed: Vec<FlowMod>, texts: &[S]) {
@@ -293,15 +292,8 @@ mod tests {
 
     fn pod(vnid: Vnid, ofport: u16, last: u8) -> Pod {
         Pod {
-            veth: None,
-            ip: Ipv4Addr::new(10, 128, 0, last),
-            mac: MacAddr([0x0a, 0x58, 0x0a, 0x80, 0x00, last]),
-            sandbox: format!("{last:02x}")
-                .repeat(32)
-                .parse::<SandboxId>()
-                .unwrap(),
-            vnid,
             ofport,
+            ..crate::sdn::core::tests::pod(last, vnid.get())
         }
     }
 
@@ -420,6 +412,95 @@ mod tests {
             }
             let typed = vec![flows::egress_drop_all_flow(vnid)];
             same("egress drop all", typed, &[egress_drop_all_flow(vnid)]);
+        }
+    }
+
+    /// One pod's flows as `entity_flows` makes them (the seed's four and the mode's), typed.
+    fn typed_pod_flows(mode: Mode, pod: &Pod) -> Vec<FlowMod> {
+        let mut flows = flows::pod_flows(pod);
+        flows.extend(policy::of(mode).pod_flows(pod));
+        flows.extend(policy::of(mode).vnid_flows(pod.vnid));
+        flows
+    }
+
+    /// The same flows the way they were made before: text, parsed.
+    fn parsed_pod_flows(mode: Mode, pod: &Pod) -> Vec<FlowMod> {
+        let mut texts = pod_flows(pod);
+        texts.extend(mode_pod_flows(mode, pod));
+        texts.extend(mode_vnid_flows(mode, pod.vnid));
+        parsed(&texts)
+    }
+
+    /// Each pod's flows, as the desired table holds them (encoded).
+    #[inline(never)]
+    fn held_pod_flows(pods: &[Pod], mode: Mode, make: fn(Mode, &Pod) -> Vec<FlowMod>) -> usize {
+        let mut bytes = 0;
+        for pod in pods {
+            for fm in make(mode, pod) {
+                let flow = crate::sdn::table::Flow::from_flow_mod(&fm).unwrap();
+                bytes += std::hint::black_box(flow).encoded().len();
+            }
+        }
+        bytes
+    }
+
+    #[inline(never)]
+    fn typed_work(pods: &[Pod], mode: Mode) -> usize {
+        held_pod_flows(pods, mode, typed_pod_flows)
+    }
+
+    #[inline(never)]
+    fn text_work(pods: &[Pod], mode: Mode) -> usize {
+        held_pod_flows(pods, mode, parsed_pod_flows)
+    }
+
+    /// What producing one pod's flows costs, typed against text parsed, per mode: the flow-mods
+    /// alone, and encoded as the desired table holds them. Prints; asserts nothing about time.
+    /// `cargo test --release --lib pod_flows_cost -- --ignored --nocapture`; under
+    /// `valgrind --tool=callgrind` compare the inclusive cost of `typed_work` and `text_work`.
+    #[test]
+    #[ignore]
+    fn pod_flows_cost_typed_against_text() {
+        use std::hint::black_box;
+        use std::time::Instant;
+        let n: usize = std::env::var("PODS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let pods: Vec<Pod> = (0..n)
+            .map(|i| {
+                let mut p = pod(
+                    Vnid::new(1 + (i as u32 % 1000)).unwrap(),
+                    3 + (i % 60_000) as u16,
+                    (i % 250) as u8,
+                );
+                p.ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 0)) + i as u32);
+                p
+            })
+            .collect();
+        let per_pod = |start: Instant| start.elapsed().as_nanos() as f64 / n as f64 / 1000.0;
+        for mode in Mode::ALL {
+            let each = |make: fn(Mode, &Pod) -> Vec<FlowMod>| {
+                let start = Instant::now();
+                for pod in &pods {
+                    black_box(make(mode, pod));
+                }
+                per_pod(start)
+            };
+            let (typed, text) = (each(typed_pod_flows), each(parsed_pod_flows));
+            let start = Instant::now();
+            black_box(typed_work(&pods, mode));
+            let typed_held = per_pod(start);
+            let start = Instant::now();
+            black_box(text_work(&pods, mode));
+            let text_held = per_pod(start);
+            let flows = typed_pod_flows(mode, &pods[1]).len();
+            println!(
+                "{mode:?} ({flows} flows/pod): flow-mods typed {typed:.2} µs, text parsed {text:.2} µs ({:.1}x); \
+                 encoded for the table: typed {typed_held:.2} µs, text {text_held:.2} µs ({:.1}x)",
+                text / typed,
+                text_held / typed_held
+            );
         }
     }
 }

@@ -51,7 +51,7 @@ pub(super) fn vnid(v: u32) -> Vnid {
 }
 
 /// Pod `last` (10.128.0.`last`, port `last`, sandbox of `last` repeated) in `vnid`.
-pub(super) fn pod(last: u8, v: u32) -> Pod {
+pub(crate) fn pod(last: u8, v: u32) -> Pod {
     Pod {
         veth: Some(format!("veth{last}").parse().unwrap()),
         ip: Ipv4Addr::new(10, 128, 0, last),

@@ -92,7 +92,8 @@ pub fn entity_flows(state: &NodeState, entity: Entity) -> Result<Vec<FlowMod>, E
             Some(setup) => netpol_view(state, setup)
                 .flows()
                 .iter()
-                .map(|flow| parse_netpol_flow(flow))
+                .map(String::as_str)
+                .map(parse_netpol_flow)
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         },

@@ -95,18 +95,18 @@ fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
 
 /// A flow as the desired table holds it; one that cannot be sent (it does not fit the bundle
 /// add it travels in) is refused, named: never held as an empty or cut flow.
-fn held(fm: &FlowMod) -> Result<Flow, Error> {
+pub fn held_flow(fm: &FlowMod) -> Result<Flow, Error> {
     Flow::from_flow_mod(fm).map_err(|reason| Error::flow(fm, reason))
 }
 
 /// The flows `entity` contributes in `state`, as the desired table holds them.
 fn held_flows_of(state: &NodeState, entity: Entity) -> Result<Vec<Flow>, Error> {
-    entity_flows(state, entity)?.iter().map(held).collect()
+    entity_flows(state, entity)?.iter().map(held_flow).collect()
 }
 
 /// The NetworkPolicy index's flows (text), as the desired table holds them.
 fn held_netpol_flow(text: &str) -> Result<Flow, Error> {
-    held(&parse_netpol_flow(text)?)
+    held_flow(&parse_netpol_flow(text)?)
 }
 
 /// The desired table of `state`, built entity by entity (never all flows at once), the
@@ -235,12 +235,9 @@ impl Core {
             .netpol
             .update(&netpol_view(&self.state, &setup), keys.clone());
         let parsed = own_flows(&self.state).and_then(|new| {
-            let removed = changes.iter().filter_map(|c| c.before.as_ref());
-            let added = changes.iter().filter_map(|c| c.after.as_ref());
-            let (removed, added) = (
-                removed.map(|text| held_netpol_flow(text)),
-                added.map(|text| held_netpol_flow(text)),
-            );
+            let removed = changes.iter().filter_map(|c| c.before.as_deref());
+            let added = changes.iter().filter_map(|c| c.after.as_deref());
+            let (removed, added) = (removed.map(held_netpol_flow), added.map(held_netpol_flow));
             Ok((
                 new,
                 removed.collect::<Result<Vec<_>, _>>()?,

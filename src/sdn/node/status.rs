@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use ofnode_proto::{format_flow_mod, FlowMod, FlowStatsRequest, OFPTT_ALL};
 
 use super::Node;
+use crate::sdn::core::held_flow;
 use crate::sdn::error::Error;
 use crate::sdn::flows::{pod_flows, version_note};
 use crate::sdn::ovs_bugs;
@@ -127,10 +128,7 @@ impl Node {
     async fn missing_flows(&self, wanted: &[FlowMod]) -> Result<Vec<String>, Error> {
         let wanted = wanted
             .iter()
-            .map(|fm| match Flow::from_flow_mod(fm) {
-                Ok(flow) => Ok((fm, flow)),
-                Err(reason) => Err(Error::flow(fm, reason)),
-            })
+            .map(|fm| Ok((fm, held_flow(fm)?)))
             .collect::<Result<Vec<_>, Error>>()?;
         // Only the tables the flows are in: a pod's flows are a handful among many thousands.
         let tables: BTreeSet<u8> = wanted.iter().map(|(_, flow)| flow.table()).collect();

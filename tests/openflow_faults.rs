@@ -429,7 +429,7 @@ async fn unsolicited_messages_of_every_type_leave_the_session_up() {
         if matches!(msg, Message::EchoRequest(_)) {
             echo_xids.push(xid);
         }
-        proxy.inject(&msg.to_bytes(xid)).unwrap();
+        proxy.inject(&msg.to_bytes(xid).unwrap()).unwrap();
     }
     // Still one session with the real switch: a transaction and a barrier go through on it.
     commit_flows(&switch, 0, 2).await.unwrap();

@@ -119,16 +119,18 @@ async fn a_five_flow_bundle_lands_exactly() {
     for &(table, priority, reg0, reg1, port) in &specs[3..] {
         let frame = Message::FlowMod(reg_flow(table, priority, reg0, reg1, port))
             .to_bytes(77)
+            .unwrap()
             .freeze();
         tx.push_encoded(frame).unwrap();
     }
     // What is not exactly one flow mod is refused and leaves the transaction as it was.
     let frame = Message::FlowMod(reg_flow(0, 1, 1, 1, 1))
         .to_bytes(1)
+        .unwrap()
         .freeze();
     assert!(tx.push_encoded(frame.slice(..frame.len() - 1)).is_err());
     assert!(tx
-        .push_encoded(Message::BarrierRequest.to_bytes(1).freeze())
+        .push_encoded(Message::BarrierRequest.to_bytes(1).unwrap().freeze())
         .is_err());
     assert_eq!(tx.len(), 5);
     tx.commit().await.unwrap();

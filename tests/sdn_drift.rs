@@ -303,7 +303,7 @@ async fn refusing_relay(listen: tokio::net::UnixListener, switch: std::path::Pat
                         },
                         data: frame.slice(..frame.len().min(64)),
                     });
-                    let bytes = refusal.to_bytes(xid).freeze();
+                    let bytes = refusal.to_bytes(xid).unwrap().freeze();
                     if to_node.lock().await.send(bytes).await.is_err() {
                         return;
                     }

@@ -49,12 +49,16 @@ fn control(ctrl_type: BundleCtrlType) -> Message {
 fn encode_transaction(flows: &[Message], out: &mut BytesMut) {
     let mut xid = 100;
     let flags = BundleFlags::ATOMIC | BundleFlags::ORDERED;
-    control(BundleCtrlType::OpenRequest).encode(xid, out);
+    control(BundleCtrlType::OpenRequest)
+        .try_encode(xid, out)
+        .expect("a bundle control fits");
     for fm in flows {
         xid += 1;
         BundleAdd::encode_borrowed(1, flags, fm, xid, out).expect("a pod flow fits");
     }
-    control(BundleCtrlType::CommitRequest).encode(xid + 1, out);
+    control(BundleCtrlType::CommitRequest)
+        .try_encode(xid + 1, out)
+        .expect("a bundle control fits");
 }
 
 /// A 1,000-flow dump as OVS sends it: flow stats replies of at most ~64 KiB, REPLY_MORE on all

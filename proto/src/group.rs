@@ -428,7 +428,7 @@ mod tests {
             ],
         };
         assert_eq!(msg, Message::GroupMod(expected));
-        assert_eq!(msg.to_bytes(xid).to_vec(), bytes);
+        assert_eq!(msg.to_bytes(xid).unwrap().to_vec(), bytes);
     }
 
     #[test]
@@ -483,7 +483,7 @@ mod tests {
                 vec![output(GroupType::FastFailover)],
             ),
         ] {
-            let bytes = Message::GroupMod(gm.clone()).to_bytes(2);
+            let bytes = Message::GroupMod(gm.clone()).to_bytes(2).unwrap();
             assert!(Message::decode(&bytes).is_err(), "{gm:?}");
         }
     }

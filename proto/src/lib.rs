@@ -13,7 +13,7 @@
 //!
 //! let text = "table=30, priority=200, ip, nw_dst=10.129.0.0/23, actions=goto_table:70";
 //! let flow_mod = parse_flow(text, FlowModCommand::Add)?;
-//! let bytes = Message::FlowMod(flow_mod.clone()).to_bytes(7); // an OFPT_FLOW_MOD frame
+//! let bytes = Message::FlowMod(flow_mod.clone()).to_bytes(7)?; // an OFPT_FLOW_MOD frame
 //! let (xid, decoded) = Message::decode(&bytes)?;
 //! assert_eq!((xid, decoded), (7, Message::FlowMod(flow_mod.clone())));
 //! // The line `ovs-ofctl -O OpenFlow13 dump-flows --no-stats` prints once it is installed:

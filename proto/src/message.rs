@@ -101,20 +101,11 @@ impl Message {
         result
     }
 
-    /// [`Message::try_encode`] for messages that cannot be too long (requests, replies and
-    /// flows of ordinary size). A message that does not fit is not written at all: `out` is
-    /// left unchanged, never given a frame whose length field lies. Where the size depends
-    /// on input, use `try_encode` to learn why.
-    pub fn encode(&self, xid: u32, out: &mut BytesMut) {
-        let _ = self.try_encode(xid, out);
-    }
-
-    /// Convenience: the encoded bytes of this message (empty when it does not fit; see
-    /// [`Message::encode`]).
-    pub fn to_bytes(&self, xid: u32) -> BytesMut {
+    /// The encoded bytes of this message (see [`Message::try_encode`]).
+    pub fn to_bytes(&self, xid: u32) -> Result<BytesMut, EncodeError> {
         let mut out = BytesMut::new();
-        self.encode(xid, &mut out);
-        out
+        self.try_encode(xid, &mut out)?;
+        Ok(out)
     }
 
     fn encode_frame(&self, xid: u32, out: &mut BytesMut) -> Result<(), EncodeError> {

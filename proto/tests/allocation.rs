@@ -110,7 +110,7 @@ fn header_claiming_more_than_the_input_errors_without_allocating() {
     );
     // The counter sees the decoder's allocations: a flow_mod with a match and actions needs some.
     let flow = text::parse_flow("in_port=1, actions=output:2", FlowModCommand::Add).unwrap();
-    let valid = Message::FlowMod(flow).to_bytes(9);
+    let valid = Message::FlowMod(flow).to_bytes(9).unwrap();
     let (result, (_, total)) = allocations_of_decode(&valid);
     assert!(result.is_ok(), "{result:?}");
     assert!(total > 0, "the counting allocator saw nothing");
@@ -239,7 +239,10 @@ fn sample_frames() -> Vec<Vec<u8>> {
         }),
         Message::Hello(Hello::default()),
     ];
-    messages.iter().map(|m| m.to_bytes(9).to_vec()).collect()
+    messages
+        .iter()
+        .map(|m| m.to_bytes(9).unwrap().to_vec())
+        .collect()
 }
 
 proptest! {

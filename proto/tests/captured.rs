@@ -20,7 +20,11 @@ fn roundtrip(s: &str, expected_xid: u32, expected: &Message) {
     let (xid, msg) = decode(s);
     assert_eq!(xid, expected_xid);
     assert_eq!(&msg, expected);
-    assert_eq!(&msg.to_bytes(xid)[..], &hex(s)[..], "re-encoding differs");
+    assert_eq!(
+        &msg.to_bytes(xid).unwrap()[..],
+        &hex(s)[..],
+        "re-encoding differs"
+    );
 }
 
 /// `table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, nw_dst=10.129.0.0/23,
@@ -155,7 +159,7 @@ fn service_flow_with_tcp_dst_and_ip_frag() {
             .with(Field::IpProto, 6)
             .with(Field::TcpDst, 443)
     );
-    assert_eq!(&msg.to_bytes(2)[..], &hex(tcp)[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &hex(tcp)[..]);
 
     // ... ip_frag=later ...
     let frag = "040e008800000002000000000000000000000000000000003c00000000000064\
@@ -165,7 +169,7 @@ fn service_flow_with_tcp_dst_and_ip_frag() {
     let (_, msg) = decode(frag);
     let Message::FlowMod(fm) = &msg else { panic!() };
     assert_eq!(fm.match_.exact(Field::IpFrag), Some(3));
-    assert_eq!(&msg.to_bytes(2)[..], &hex(frag)[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &hex(frag)[..]);
 }
 
 #[test]
@@ -192,7 +196,7 @@ fn remote_subnet_flow_with_set_field_tun_dst() {
             Action::output(1),
         ])]
     );
-    assert_eq!(&msg.to_bytes(2)[..], &hex(bytes)[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &hex(bytes)[..]);
 }
 
 #[test]
@@ -203,7 +207,7 @@ fn tun_src_match() {
     let (_, msg) = decode(bytes);
     let Message::FlowMod(fm) = &msg else { panic!() };
     assert_eq!(fm.match_, Match::new().with(Field::TunSrc, 0xc000_0203));
-    assert_eq!(&msg.to_bytes(2)[..], &hex(bytes)[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &hex(bytes)[..]);
 }
 
 #[test]
@@ -341,7 +345,7 @@ fn errors_from_ovs() {
     assert_eq!(err.offending_xid(), Some(0x12));
     assert!(err.to_string().starts_with("OFPBFC_BAD_ID"));
     assert_eq!(
-        &msg.to_bytes(xid)[..],
+        &msg.to_bytes(xid).unwrap()[..],
         &hex("0401002800000012ffff08fe4f4e460004040018000000124f4e4600000008fc0000000700040003")[..]
     );
 
@@ -388,7 +392,7 @@ fn flow_stats_request_and_reply_from_ovs() {
     assert_eq!(flows[0].instructions, seed.instructions);
     assert_eq!(flows[1].table_id, 253);
     assert_eq!(flows[1].priority, 0x8000);
-    assert_eq!(&msg.to_bytes(2)[..], &hex(reply)[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &hex(reply)[..]);
 }
 
 #[test]
@@ -462,7 +466,7 @@ fn desc_reply_from_ovs() {
     assert_eq!(desc.mfr_desc, "Nicira, Inc.");
     assert_eq!(desc.hw_desc, "Open vSwitch");
     assert_eq!(desc.sw_desc, "3.1.0");
-    assert_eq!(&msg.to_bytes(2)[..], &bytes[..]);
+    assert_eq!(&msg.to_bytes(2).unwrap()[..], &bytes[..]);
 }
 
 /// `ovs-ofctl -O OpenFlow13 monitor br0 watch:` asks OVS 3.1 for an ONF flow monitor (EXT-187
@@ -705,7 +709,7 @@ fn group_desc_reply_from_ovs_vswitchd() {
         "group_id=9,type=indirect,bucket=actions=group:7",
     ]);
     assert_eq!(
-        &msg.to_bytes(xid)[..],
+        &msg.to_bytes(xid).unwrap()[..],
         &hex(reply.trim())[..],
         "re-encoding differs"
     );

@@ -807,7 +807,7 @@ proptest! {
 
     #[test]
     fn corrupted_messages_never_panic(msg in any_message(), flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
-        let mut frame = msg.to_bytes(7).to_vec();
+        let mut frame = msg.to_bytes(7).unwrap().to_vec();
         for (at, byte) in flips {
             let i = at.index(frame.len());
             // Keep the outer length truthful so the corruption reaches the body decoders.
@@ -821,7 +821,7 @@ proptest! {
     /// Every proper prefix of a frame is refused: its header promises more bytes than arrived.
     #[test]
     fn truncated_messages_are_errors(msg in any_message()) {
-        let full = msg.to_bytes(7).to_vec();
+        let full = msg.to_bytes(7).unwrap().to_vec();
         for n in 0..full.len() {
             let result = Message::decode(&full[..n]);
             prop_assert!(result.is_err(), "{} of {} bytes decoded: {:?}", n, full.len(), result);
@@ -837,14 +837,14 @@ proptest! {
     /// decodes to the same value.
     #[test]
     fn relabelled_prefixes_decode_to_what_they_hold(msg in any_message(), cut in any::<prop::sample::Index>()) {
-        let full = msg.to_bytes(7).to_vec();
+        let full = msg.to_bytes(7).unwrap().to_vec();
         let n = cut.index(full.len());
         let mut short = full[..n].to_vec();
         if short.len() >= 4 {
             short[2..4].copy_from_slice(&(n as u16).to_be_bytes());
         }
         if let Ok((xid, decoded)) = Message::decode(&short) {
-            let again = decoded.to_bytes(xid);
+            let again = decoded.to_bytes(xid).unwrap();
             if matches!(decoded, Message::Hello(_)) {
                 prop_assert_eq!(Message::decode(&again), Ok((xid, decoded)));
             } else {

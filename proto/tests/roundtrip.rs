@@ -245,7 +245,7 @@ fn all_messages() -> Vec<Message> {
 fn every_message_round_trips() {
     for (i, msg) in all_messages().into_iter().enumerate() {
         let xid = 1000 + i as u32;
-        let bytes = msg.to_bytes(xid);
+        let bytes = msg.to_bytes(xid).unwrap();
         assert_eq!(message_length(&bytes), Some(bytes.len()), "{msg:?}");
         let (got_xid, decoded) = Message::decode(&bytes).unwrap_or_else(|e| panic!("{msg:?}: {e}"));
         assert_eq!(got_xid, xid);
@@ -257,7 +257,7 @@ fn every_message_round_trips() {
 #[test]
 fn truncations_and_extensions_are_errors() {
     for msg in all_messages() {
-        let bytes = msg.to_bytes(1).to_vec();
+        let bytes = msg.to_bytes(1).unwrap().to_vec();
         for cut in 0..bytes.len() {
             // Fix up the length field so the frame is self-consistent but short.
             let mut short = bytes[..cut].to_vec();
@@ -292,7 +292,8 @@ fn borrowed_bundle_add_encodes_like_the_owned_one() {
         flags,
         message: Box::new(inner.clone()),
     })
-    .to_bytes(9);
+    .to_bytes(9)
+    .unwrap();
     let mut borrowed = bytes::BytesMut::new();
     BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed).unwrap();
     assert_eq!(borrowed, owned);
@@ -307,7 +308,7 @@ fn framed_bundle_add_encodes_like_the_borrowed_one() {
     let mut borrowed = bytes::BytesMut::new();
     BundleAdd::encode_borrowed(3, flags, &inner, 9, &mut borrowed).unwrap();
     // The stored frame has some other xid; the add gives it its own.
-    let frame = inner.to_bytes(0);
+    let frame = inner.to_bytes(0).unwrap();
     let mut framed = bytes::BytesMut::new();
     BundleAdd::encode_framed(3, flags, &frame, 9, &mut framed).unwrap();
     assert_eq!(framed, borrowed);
@@ -320,18 +321,20 @@ fn framed_bundle_add_encodes_like_the_borrowed_one() {
 
 #[test]
 fn wrong_version_is_rejected() {
-    let mut bytes = Message::BarrierRequest.to_bytes(1).to_vec();
+    let mut bytes = Message::BarrierRequest.to_bytes(1).unwrap().to_vec();
     bytes[0] = 1;
     assert_eq!(Message::decode(&bytes), Err(DecodeError::BadVersion(1)));
 }
 
 #[test]
-fn too_long_message_is_refused_by_try_encode() {
+fn too_long_message_is_refused_by_try_encode_and_to_bytes() {
     let mut fm = FlowMod::new(FlowModCommand::Add);
     fm.instructions = vec![Instruction::ApplyActions(vec![Action::output(1); 5000])];
+    let msg = Message::FlowMod(fm);
     let mut out = bytes::BytesMut::new();
-    assert!(Message::FlowMod(fm).try_encode(1, &mut out).is_err());
+    assert!(msg.try_encode(1, &mut out).is_err());
     assert!(out.is_empty());
+    assert!(matches!(msg.to_bytes(1), Err(EncodeError::TooLong { .. })));
 }
 
 /// A flow mod of exactly `len` bytes (a multiple of 8): an empty match and one note.
@@ -343,7 +346,11 @@ fn flow_mod_of(len: usize) -> Message {
         len - 74
     ])])];
     let msg = Message::FlowMod(fm);
-    assert_eq!(msg.to_bytes(1).len(), len, "test flow of the wanted size");
+    assert_eq!(
+        msg.to_bytes(1).unwrap().len(),
+        len,
+        "test flow of the wanted size"
+    );
     msg
 }
 
@@ -369,7 +376,7 @@ fn bundle_add_frames_at_the_65535_byte_edge() {
 
     for len in [65_512, 65_520, 65_528] {
         let inner = flow_mod_of(len);
-        let frame = inner.to_bytes(0);
+        let frame = inner.to_bytes(0).unwrap();
         assert_eq!(length_field(&frame), len, "the flow mod alone is fine");
         let too_long = Err(EncodeError::TooLong {
             what: "bundle add message",
@@ -391,7 +398,7 @@ fn bundle_add_frames_at_the_65535_byte_edge() {
             message: Box::new(inner),
         });
         assert_eq!(add.try_encode(9, &mut out), too_long);
-        add.encode(9, &mut out);
+        assert_eq!(add.to_bytes(9).map(|_| ()), too_long);
         assert_eq!(
             &out[..],
             b"kept",
@@ -588,6 +595,6 @@ fn values_the_wire_cannot_hold_are_refused_not_cut() {
         },
     )])];
     for msg in [Message::FlowMod(fm), Message::FlowMod(conj)] {
-        assert_eq!(Message::decode(&msg.to_bytes(1)), Ok((1, msg)));
+        assert_eq!(Message::decode(&msg.to_bytes(1).unwrap()), Ok((1, msg)));
     }
 }

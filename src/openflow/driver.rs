@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::StreamExt;
 use ofnode_proto::{Header, Message, OFP_VERSION};
 use tokio::sync::mpsc;
@@ -131,7 +131,7 @@ impl<'a> Driver<'a> {
             Err(error) => return self.on_undecodable(&frame, error),
         };
         match msg {
-            Message::EchoRequest(data) => self.queue_message(xid, &Message::EchoReply(data)),
+            Message::EchoRequest(data) => self.queue_message(xid, &Message::EchoReply(data))?,
             msg @ (Message::PortStatus(_) | Message::PacketIn(_)) => offer_async(self.events, msg),
             msg => match self.routes.deliver(xid, msg, frame.len()) {
                 Delivery::Delivered => {}
@@ -206,7 +206,7 @@ impl<'a> Driver<'a> {
             Probe::Idle => {}
             Probe::Send => {
                 let xid = self.xids.next();
-                self.queue_message(xid, &Message::EchoRequest(Bytes::new()));
+                self.queue_message(xid, &Message::EchoRequest(Bytes::new()))?;
             }
             Probe::Dead => {
                 return Err(Error::timeout(
@@ -221,10 +221,9 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
-    fn queue_message(&mut self, xid: u32, msg: &Message) {
-        let mut out = BytesMut::new();
-        msg.encode(xid, &mut out);
-        self.queue.push(out.freeze());
+    fn queue_message(&mut self, xid: u32, msg: &Message) -> Result<(), Error> {
+        self.queue.push(msg.to_bytes(xid)?.freeze());
+        Ok(())
     }
 }
 

@@ -118,7 +118,7 @@ impl Handshake<'_> {
     async fn send(&mut self, messages: &[(u32, Message)]) -> Result<()> {
         let mut out = BytesMut::new();
         for (xid, msg) in messages {
-            msg.encode(*xid, &mut out);
+            msg.try_encode(*xid, &mut out)?;
         }
         self.writer
             .write_all(&out)

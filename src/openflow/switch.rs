@@ -231,7 +231,7 @@ impl Switch {
         let barrier = first + 1;
         let mut out = BytesMut::new();
         msg.try_encode(first, &mut out)?;
-        Message::BarrierRequest.encode(barrier, &mut out);
+        Message::BarrierRequest.try_encode(barrier, &mut out)?;
         let (tx, rx) = oneshot::channel();
         let route = Route::Range {
             first,
@@ -389,9 +389,7 @@ async fn bind_with_retry(supervisor: &Supervisor) -> Option<Listener> {
 
 /// The message's frame, or `Error::Encode` when it is too long for its length field.
 pub(crate) fn encode(xid: u32, msg: &Message) -> Result<Bytes> {
-    let mut out = BytesMut::new();
-    msg.try_encode(xid, &mut out)?;
-    Ok(out.freeze())
+    Ok(msg.to_bytes(xid)?.freeze())
 }
 
 pub(crate) fn unexpected(wanted: &str, got: &Message) -> Error {

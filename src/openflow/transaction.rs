@@ -387,7 +387,7 @@ impl Commit {
         let estimate = 64 + self.mods.len() * 256;
         let mut out = BytesMut::with_capacity(estimate.min(CHUNK_BYTES));
         bundle_control(self.bundle_id, BundleCtrlType::OpenRequest, self.flags)
-            .encode(self.xids.open, &mut out);
+            .try_encode(self.xids.open, &mut out)?;
         self.guard.armed = true;
         let mut total = 0;
         for index in 0..self.mods.len() {
@@ -402,7 +402,7 @@ impl Commit {
                     .await?;
             }
         }
-        Message::BarrierRequest.encode(self.xids.barrier(), &mut out);
+        Message::BarrierRequest.try_encode(self.xids.barrier(), &mut out)?;
         total += out.len();
         self.switch
             .submit(self.epoch, self.route.take(), out.freeze())

@@ -280,6 +280,7 @@ impl PodCounterStore {
 mod tests {
     use super::*;
     use crate::sdn::flows::{base_flows, pod_flows};
+    use crate::sdn::table::installed;
     use crate::sdn::types::{Mode, SetupRequest};
     use crate::value::Vnid;
 
@@ -304,10 +305,10 @@ mod tests {
         pod_flows(pod)
             .iter()
             .zip(1..)
-            .map(|(text, k)| FlowStats {
+            .map(|(fm, k)| FlowStats {
                 packet_count: k * n,
                 byte_count: k * n * 100,
-                ..crate::sdn::table::parse_flow(text).unwrap().as_stats()
+                ..installed(fm)
             })
             .collect()
     }
@@ -325,10 +326,10 @@ mod tests {
             gateway: "10.128.0.1".parse().unwrap(),
             mode: Mode::Multitenant,
         };
-        flows.extend(base_flows(&setup).iter().map(|text| FlowStats {
+        flows.extend(base_flows(&setup).iter().map(|fm| FlowStats {
             packet_count: 1_000,
             byte_count: 1_000_000,
-            ..crate::sdn::table::parse_flow(text).unwrap().as_stats()
+            ..installed(fm)
         }));
         let (ka, kb) = (key(1), key(2));
         let traffic = tally([(&ka, &a), (&kb, &b)], &flows);

@@ -4,6 +4,8 @@
 //! Unlike the seed, the flows are a final set: the node installs them in one atomic bundle, so
 //! the seed's temporary `cookie=1, priority=65535` drop flow is never needed.
 
+use ofnode_proto::FlowMod;
+
 use super::flows::{egress_drop_all_flow, egress_flow};
 use super::state::EgressState;
 use super::types::{Cidr, EgressNetworkPolicy, EgressRuleType, Vnid};
@@ -28,7 +30,7 @@ pub fn global_vnid_error(policies: &[EgressNetworkPolicy]) -> String {
 /// Table 100's flows for one VNID's policy input, and what the seed would say about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressFlows {
-    pub flows: Vec<String>,
+    pub flows: Vec<FlowMod>,
     /// The seed's input error when the policy cannot be honoured (the flows then drop all of
     /// the VNID's outgoing traffic and the error says so).
     pub error: Option<String>,
@@ -60,9 +62,20 @@ pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> EgressFlows {
         );
         return drop_all(error, Vec::new());
     };
+    let Ok(rules) = u16::try_from(policy.spec.egress.len()) else {
+        // Each rule has its own priority, and OpenFlow's are 16 bits.
+        let error = format!(
+            "EgressNetworkPolicy {}:{} has {} rules, more than the {} priorities a flow can have; dropping all traffic",
+            policy.namespace,
+            policy.name,
+            policy.spec.egress.len(),
+            u16::MAX
+        );
+        return drop_all(error, Vec::new());
+    };
     // The seed computes the rules (and warns about their selectors) before it checks the
     // resolver.
-    let (flows, corrected) = rule_flows(vnid, policy, entry);
+    let (flows, corrected) = rule_flows(vnid, policy, rules, entry);
     if let (Some(reason), Some(_)) = (&entry.resolver_error, entry.dns_names().next()) {
         let namespace = entry
             .namespaces
@@ -81,18 +94,17 @@ pub fn egress_flows(vnid: Vnid, entry: &EgressState) -> EgressFlows {
     }
 }
 
-/// One flow per selector of each rule (earlier rules get higher priorities), and the policy's
-/// name once per selector corrected.
+/// One flow per selector of each of the policy's `n_rules` rules (earlier rules get higher
+/// priorities), and the policy's name once per selector corrected.
 fn rule_flows(
     vnid: Vnid,
     policy: &EgressNetworkPolicy,
+    n_rules: u16,
     entry: &EgressState,
-) -> (Vec<String>, Vec<String>) {
-    let rules = &policy.spec.egress;
+) -> (Vec<FlowMod>, Vec<String>) {
     let mut flows = Vec::new();
     let mut corrected = Vec::new();
-    for (i, rule) in rules.iter().enumerate() {
-        let priority = rules.len() - i;
+    for (rule, priority) in policy.spec.egress.iter().zip((1..=n_rules).rev()) {
         let allow = rule.rule_type == EgressRuleType::Allow;
         let selectors: Vec<Cidr> = match (&rule.to.cidr_selector, &rule.to.dns_name) {
             (Some(cidr), _) => vec![*cidr],
@@ -126,6 +138,7 @@ fn destination(selector: Cidr) -> Option<Cidr> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::sdn::seed_text::parsed;
     use std::collections::BTreeMap;
 
     /// One policy of `rules` (JSON rule objects, comma-separated).
@@ -170,19 +183,19 @@ pub(crate) mod tests {
         assert_eq!(corrected, vec!["ns1:p1".to_string()], "the seed warns once");
         assert_eq!(
             flows,
-            vec![
+            parsed(&[
                 "table=100, reg0=42, priority=3, ip, nw_dst=192.0.2.0/24, actions=output:2",
                 "table=100, reg0=42, priority=2, ip, nw_dst=198.51.100.7/32, actions=output:2",
                 "table=100, reg0=42, priority=2, ip, nw_dst=198.51.100.8/32, actions=output:2",
                 "table=100, reg0=42, priority=1, ip, actions=drop",
-            ]
+            ])
         );
     }
 
     #[test]
     fn error_branches_drop_everything() {
         let vnid = Vnid::new(7).unwrap();
-        let drop = vec!["table=100, reg0=7, priority=1, actions=drop".to_string()];
+        let drop = parsed(&["table=100, reg0=7, priority=1, actions=drop"]);
         let shared = entry(&["a", "b"], vec![policy("a", "p", RULES)]);
         let dropped = |error: &str, corrected: &[&str]| EgressFlows {
             flows: drop.clone(),
@@ -222,8 +235,33 @@ pub(crate) mod tests {
         assert_eq!(
             egress_flows(vnid, &e),
             EgressFlows {
-                flows: vec!["table=100, reg0=7, priority=1, ip, actions=drop".to_string()],
+                flows: parsed(&["table=100, reg0=7, priority=1, ip, actions=drop"]),
                 error: None,
+                corrected: Vec::new(),
+            }
+        );
+    }
+
+    #[test]
+    fn more_rules_than_priorities_drop_everything() {
+        let vnid = Vnid::new(7).unwrap();
+        let rule = r#"{"type":"Allow","to":{"cidrSelector":"192.0.2.0/24"}}"#;
+        let fits = vec![rule; usize::from(u16::MAX)].join(",");
+        let e = entry(&["a"], vec![policy("a", "p", &fits)]);
+        let EgressFlows { flows, error, .. } = egress_flows(vnid, &e);
+        assert_eq!(error, None);
+        assert_eq!(flows.first().map(|f| f.priority), Some(u16::MAX));
+        assert_eq!(flows.last().map(|f| f.priority), Some(1));
+        let too_many = format!("{fits},{rule}");
+        let e = entry(&["a"], vec![policy("a", "p", &too_many)]);
+        assert_eq!(
+            egress_flows(vnid, &e),
+            EgressFlows {
+                flows: parsed(&["table=100, reg0=7, priority=1, actions=drop"]),
+                error: Some(
+                    "EgressNetworkPolicy a:p has 65536 rules, more than the 65535 priorities a flow can have; dropping all traffic"
+                        .to_string()
+                ),
                 corrected: Vec::new(),
             }
         );

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use ofnode_proto::{format_flow_mod, FlowMod};
+
 use super::journal::StateError;
 use super::types::InvalidInput;
 
@@ -46,8 +48,9 @@ pub enum Error {
     /// false the node did what the message says (e.g. "dropping all traffic").
     #[error("{message}")]
     Policy { message: String, applied: bool },
-    /// A flow the node built did not parse: a bug in ofnode, never the user's input.
-    #[error("internal error: flow {flow:?} did not parse: {reason}")]
+    /// A flow the node built cannot be sent: it does not fit one OpenFlow message (see
+    /// [`Error::flow`]), or its text did not parse (a bug in ofnode). Nothing was changed.
+    #[error("flow {flow:?} cannot be sent to the switch: {reason}")]
     Flow { flow: String, reason: String },
     /// High availability: this daemon is the standby; operations go to the active one.
     #[error("this ofnode (HA id {id}) is the standby; send operations to the active one{}",
@@ -60,6 +63,33 @@ pub enum Error {
     /// The node's task stopped (the daemon is shutting down).
     #[error("the node controller is shutting down")]
     Shutdown,
+}
+
+/// How much of a flow's text an error quotes: the match and the first actions, enough to find
+/// the flow (a refused clause flow's whole text can be ~100 KB of `conjunction(...)`).
+const QUOTED_FLOW_CHARS: usize = 300;
+
+impl Error {
+    /// The error for the flow `fm`, which cannot be sent for `reason`: it names the flow in
+    /// `ovs-ofctl` syntax, its actions cut after [`QUOTED_FLOW_CHARS`] characters.
+    pub fn flow(fm: &FlowMod, reason: impl std::fmt::Display) -> Error {
+        let mut flow = format_flow_mod(fm);
+        if let Some((cut, _)) = flow.char_indices().nth(QUOTED_FLOW_CHARS) {
+            let total = flow.len();
+            flow.truncate(cut);
+            flow.push_str(&format!("… ({total} characters in all)"));
+        }
+        Error::Flow {
+            flow,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl From<super::table::Unencodable> for Error {
+    fn from(e: super::table::Unencodable) -> Self {
+        Error::flow(&e.flow, e.reason)
+    }
 }
 
 impl From<crate::openflow::Error> for Error {

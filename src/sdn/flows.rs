@@ -1,16 +1,19 @@
-//! The seed's flows, as text in `ovs-ofctl add-flow` syntax, computed from validated inputs.
+//! The seed's flows, as typed flow-mods computed from validated inputs.
 //!
 //! Every function here is pure and mirrors one part of the seed's `ovsController` line for
-//! line (with the tables and ports named by `layout.rs`), so that a review against
-//! ../shared/seeds/ovscontroller.go.txt is a side-by-side read. The policy mode's own flows
-//! are `policy/`'s. The text is parsed once by `ofnode_proto` when a flow enters the desired
-//! table; `readback.rs` reads flows the switch holds back into values.
+//! line (with the tables and ports named by `layout.rs`, and the seed's words spelled by
+//! `flowmod.rs`), so that a review against ../shared/seeds/ovscontroller.go.txt is a
+//! side-by-side read. The policy mode's own flows are `policy/`'s. `readback.rs` reads flows
+//! the switch holds back into values.
 
 use std::net::Ipv4Addr;
 
+use ofnode_proto::{Field, FieldRange, FlowMod};
+
+use super::flowmod::{table, Actions, FlowBuilder, Transport};
 use super::layout::*;
 use super::policy;
-use super::types::{HostSubnet, Mode, Pod, Service, SetupRequest};
+use super::types::{HostSubnet, Mode, Pod, Protocol, Service, SetupRequest};
 use crate::value::{Cidr, Vnid};
 
 /// The seed's rule version; bump it whenever the flows change.
@@ -28,187 +31,238 @@ pub fn version_note(mode: Mode) -> String {
 }
 
 /// The rule-version flow; the last flow a setup writes, so a half-done setup never looks done.
-pub fn version_flow(mode: Mode) -> String {
-    format!("table={VERSION_NOTE}, actions=note:{}", version_note(mode))
+/// `table=253, actions=note:PP.VV`
+pub fn version_flow(mode: Mode) -> FlowMod {
+    table(VERSION_NOTE).note(&version_note_bytes(mode)).build()
 }
 
 /// The seed's SetupOVS flows, without table 111 (owned by [`vxlan_multicast_flow`]) and the
-/// version note (see [`version_flow`]), followed by the policy mode's flows.
-pub fn base_flows(setup: &SetupRequest) -> Vec<String> {
+/// version note (see [`version_flow`]), followed by the policy mode's flows. One flow a line,
+/// as the seed writes them.
+#[rustfmt::skip]
+pub fn base_flows(setup: &SetupRequest) -> Vec<FlowMod> {
     let cluster = setup.cluster_network;
     let service = setup.service_network;
     let local = setup.local_subnet;
     let gateway = setup.gateway;
     let (vxlan, tun) = (VXLAN_OFPORT, TUN_OFPORT);
+    let multicast = Cidr::MULTICAST;
+    let source_vnid = FieldRange::whole(REG_SOURCE_VNID);
     let mut flows = vec![
         // Table 0: initial dispatch based on in_port; vxlan0 first.
-        format!("table={CLASSIFY}, priority=200, in_port={vxlan}, arp, nw_src={cluster}, nw_dst={local}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:{VXLAN_INGRESS}"),
-        format!("table={CLASSIFY}, priority=200, in_port={vxlan}, ip, nw_src={cluster}, nw_dst={local}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:{VXLAN_INGRESS}"),
-        format!("table={CLASSIFY}, priority=200, in_port={vxlan}, ip, nw_src={cluster}, nw_dst=224.0.0.0/4, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:{VXLAN_INGRESS}"),
-        format!("table={CLASSIFY}, priority=150, in_port={vxlan}, actions=drop"),
+        table(CLASSIFY).priority(200).in_port(vxlan).arp().nw_src(cluster).nw_dst(local).move_bits(TUNNEL_VNID, source_vnid).goto(VXLAN_INGRESS),
+        table(CLASSIFY).priority(200).in_port(vxlan).ip().nw_src(cluster).nw_dst(local).move_bits(TUNNEL_VNID, source_vnid).goto(VXLAN_INGRESS),
+        table(CLASSIFY).priority(200).in_port(vxlan).ip().nw_src(cluster).nw_dst(multicast).move_bits(TUNNEL_VNID, source_vnid).goto(VXLAN_INGRESS),
+        table(CLASSIFY).priority(150).in_port(vxlan).drop(),
         // tun0
-        format!("table={CLASSIFY}, priority=250, in_port={tun}, ip, nw_dst=224.0.0.0/4, actions=drop"),
-        format!("table={CLASSIFY}, priority=200, in_port={tun}, arp, nw_src={gateway}, nw_dst={cluster}, actions=goto_table:{ROUTING}"),
-        format!("table={CLASSIFY}, priority=200, in_port={tun}, ip, actions=goto_table:{ROUTING}"),
-        format!("table={CLASSIFY}, priority=150, in_port={tun}, actions=drop"),
+        table(CLASSIFY).priority(250).in_port(tun).ip().nw_dst(multicast).drop(),
+        table(CLASSIFY).priority(200).in_port(tun).arp().nw_src(gateway).nw_dst(cluster).goto(ROUTING),
+        table(CLASSIFY).priority(200).in_port(tun).ip().goto(ROUTING),
+        table(CLASSIFY).priority(150).in_port(tun).drop(),
         // else, from a container
-        format!("table={CLASSIFY}, priority=100, arp, actions=goto_table:{FROM_POD}"),
-        format!("table={CLASSIFY}, priority=100, ip, actions=goto_table:{FROM_POD}"),
-        format!("table={CLASSIFY}, priority=0, actions=drop"),
+        table(CLASSIFY).priority(100).arp().goto(FROM_POD),
+        table(CLASSIFY).priority(100).ip().goto(FROM_POD),
+        table(CLASSIFY).priority(0).drop(),
         // Table 10: VXLAN ingress filtering; filled in by host subnets.
-        format!("table={VXLAN_INGRESS}, priority=0, actions=drop"),
+        table(VXLAN_INGRESS).priority(0).drop(),
         // Table 20: from a container; validate IP/MAC, assign the VNID; filled in by pods.
-        format!("table={FROM_POD}, priority=0, actions=drop"),
+        table(FROM_POD).priority(0).drop(),
         // Table 21: from a container; left to connection tracking by network policy.
-        format!("table={POLICY_CONNTRACK}, priority=0, actions=goto_table:{ROUTING}"),
+        table(POLICY_CONNTRACK).priority(0).goto(ROUTING),
         // Table 30: general routing.
-        format!("table={ROUTING}, priority=300, arp, nw_dst={gateway}, actions=output:{tun}"),
-        format!("table={ROUTING}, priority=200, arp, nw_dst={local}, actions=goto_table:{ARP_TO_LOCAL}"),
-        format!("table={ROUTING}, priority=100, arp, nw_dst={cluster}, actions=goto_table:{ARP_TO_REMOTE}"),
-        format!("table={ROUTING}, priority=300, ip, nw_dst={gateway}, actions=output:{tun}"),
-        format!("table={ROUTING}, priority=100, ip, nw_dst={service}, actions=goto_table:{TO_SERVICE}"),
-        format!("table={ROUTING}, priority=200, ip, nw_dst={local}, actions=goto_table:{TO_LOCAL}"),
-        format!("table={ROUTING}, priority=100, ip, nw_dst={cluster}, actions=goto_table:{TO_REMOTE}"),
+        table(ROUTING).priority(300).arp().nw_dst(gateway).output(tun).build(),
+        table(ROUTING).priority(200).arp().nw_dst(local).goto(ARP_TO_LOCAL),
+        table(ROUTING).priority(100).arp().nw_dst(cluster).goto(ARP_TO_REMOTE),
+        table(ROUTING).priority(300).ip().nw_dst(gateway).output(tun).build(),
+        table(ROUTING).priority(100).ip().nw_dst(service).goto(TO_SERVICE),
+        table(ROUTING).priority(200).ip().nw_dst(local).goto(TO_LOCAL),
+        table(ROUTING).priority(100).ip().nw_dst(cluster).goto(TO_REMOTE),
         // Multicast coming from the VXLAN, then from local pods.
-        format!("table={ROUTING}, priority=50, in_port={vxlan}, ip, nw_dst=224.0.0.0/4, actions=goto_table:{MULTICAST_TO_LOCAL}"),
-        format!("table={ROUTING}, priority=25, ip, nw_dst=224.0.0.0/4, actions=goto_table:{MULTICAST_OUT}"),
-        format!("table={ROUTING}, priority=0, ip, actions=goto_table:{EGRESS_POLICY}"),
-        format!("table={ROUTING}, priority=0, arp, actions=drop"),
+        table(ROUTING).priority(50).in_port(vxlan).ip().nw_dst(multicast).goto(MULTICAST_TO_LOCAL),
+        table(ROUTING).priority(25).ip().nw_dst(multicast).goto(MULTICAST_OUT),
+        table(ROUTING).priority(0).ip().goto(EGRESS_POLICY),
+        table(ROUTING).priority(0).arp().drop(),
         // Table 40: ARP to a local container; filled in by pods.
-        format!("table={ARP_TO_LOCAL}, priority=0, actions=drop"),
+        table(ARP_TO_LOCAL).priority(0).drop(),
         // Table 50: ARP to a remote container; filled in by host subnets.
-        format!("table={ARP_TO_REMOTE}, priority=0, actions=drop"),
+        table(ARP_TO_REMOTE).priority(0).drop(),
         // Table 60: IP to a service; filled in by services.
-        format!("table={TO_SERVICE}, priority=200, reg0=0, actions=output:{tun}"),
-        format!("table={TO_SERVICE}, priority=0, actions=drop"),
+        table(TO_SERVICE).priority(200).reg(REG_SOURCE_VNID, 0u32).output(tun).build(),
+        table(TO_SERVICE).priority(0).drop(),
         // Table 70: IP to a local container; filled in by pods.
-        format!("table={TO_LOCAL}, priority=0, actions=drop"),
+        table(TO_LOCAL).priority(0).drop(),
         // Table 80: IP policy enforcement; the policy mode adds its own below.
-        format!("table={POLICY}, priority=0, actions=drop"),
+        table(POLICY).priority(0).drop(),
         // Table 90: IP to a remote container; filled in by host subnets.
-        format!("table={TO_REMOTE}, priority=0, actions=drop"),
+        table(TO_REMOTE).priority(0).drop(),
         // Table 100: egress network policy dispatch; filled in by egress policies.
-        format!("table={EGRESS_POLICY}, priority=0, actions=output:{tun}"),
+        table(EGRESS_POLICY).priority(0).output(tun).build(),
         // Table 110: outbound multicast filtering; filled in by local multicast.
-        format!("table={MULTICAST_OUT}, priority=0, actions=drop"),
+        table(MULTICAST_OUT).priority(0).drop(),
         // Table 120: multicast delivery to local pods; filled in by local multicast.
-        format!("table={MULTICAST_TO_LOCAL}, priority=0, actions=drop"),
+        table(MULTICAST_TO_LOCAL).priority(0).drop(),
     ];
     let mode = policy::of(setup.mode);
     if !mode.replaces_gateway_exemption() {
         // Table 80: all traffic from the local node passes (kubelet probes).
-        flows.push(format!(
-            "table={POLICY}, priority=300, ip, nw_src={gateway}/32, actions=output:NXM_NX_REG2[]"
-        ));
+        flows.push(
+            table(POLICY)
+                .priority(300)
+                .ip()
+                .nw_src(gateway)
+                .output_reg(REG_OUTPUT_PORT)
+                .build(),
+        );
     }
     flows.extend(mode.base_flows(setup));
     flows
 }
 
 /// The seed's setupPodFlows.
-pub fn pod_flows(pod: &Pod) -> Vec<String> {
+#[rustfmt::skip]
+pub fn pod_flows(pod: &Pod) -> Vec<FlowMod> {
     let (ofport, ip, mac, vnid) = (pod.ofport, pod.ip, pod.mac, pod.vnid);
-    let note = pod.sandbox.note();
     vec![
         // ARP/IP traffic from the container
-        format!("table={FROM_POD}, priority=100, in_port={ofport}, arp, nw_src={ip}, arp_sha={mac}, actions=load:{vnid}->NXM_NX_REG0[], note:{note}, goto_table:{POLICY_CONNTRACK}"),
-        format!("table={FROM_POD}, priority=100, in_port={ofport}, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:{POLICY_CONNTRACK}"),
+        table(FROM_POD).priority(100).in_port(ofport).arp().nw_src(ip).arp_sha(mac).load(REG_SOURCE_VNID, vnid).note(pod.sandbox.bytes()).goto(POLICY_CONNTRACK),
+        table(FROM_POD).priority(100).in_port(ofport).ip().nw_src(ip).load(REG_SOURCE_VNID, vnid).goto(POLICY_CONNTRACK),
         // ARP request/response to the container (not isolated)
-        format!("table={ARP_TO_LOCAL}, priority=100, arp, nw_dst={ip}, actions=output:{ofport}"),
+        table(ARP_TO_LOCAL).priority(100).arp().nw_dst(ip).output(ofport).build(),
         // IP traffic to the container
-        format!("table={TO_LOCAL}, priority=100, ip, nw_dst={ip}, actions=load:{vnid}->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:{POLICY}"),
+        table(TO_LOCAL).priority(100).ip().nw_dst(ip).load(REG_DESTINATION_VNID, vnid).load(REG_OUTPUT_PORT, ofport).goto(POLICY),
     ]
 }
 
-/// The seed's AddHostSubnetRules, with the fixed-VNID annotation variant.
-pub fn host_subnet_flows(hs: &HostSubnet) -> Vec<String> {
+/// The seed's AddHostSubnetRules, with the fixed-VNID annotation variant: the tunnel id is the
+/// host subnet's fixed VNID (`load:V->NXM_NX_TUN_ID[0..31]`) or the packet's source VNID
+/// (`move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]`).
+pub fn host_subnet_flows(hs: &HostSubnet) -> Vec<FlowMod> {
     let (host, subnet, vxlan) = (hs.host_ip, hs.subnet, VXLAN_OFPORT);
-    let tunnel_id = match hs.fixed_vnid {
-        Some(vnid) => format!("load:{vnid}->NXM_NX_TUN_ID[0..31]"),
-        None => "move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]".to_string(),
+    let to_host = |flow: FlowBuilder| {
+        let flow = match hs.fixed_vnid {
+            Some(vnid) => flow.load_bits(TUNNEL_VNID, vnid),
+            None => flow.move_bits(FieldRange::whole(REG_SOURCE_VNID), TUNNEL_VNID),
+        };
+        flow.set_field(Field::TunDst, host).output(vxlan).build()
     };
     vec![
-        format!("table={VXLAN_INGRESS}, priority=100, tun_src={host}, actions=goto_table:{ROUTING}"),
-        format!("table={ARP_TO_REMOTE}, priority=100, arp, nw_dst={subnet}, actions={tunnel_id},set_field:{host}->tun_dst,output:{vxlan}"),
-        format!("table={TO_REMOTE}, priority=100, ip, nw_dst={subnet}, actions={tunnel_id},set_field:{host}->tun_dst,output:{vxlan}"),
+        table(VXLAN_INGRESS)
+            .priority(100)
+            .tun_src(host)
+            .goto(ROUTING),
+        to_host(table(ARP_TO_REMOTE).priority(100).arp().nw_dst(subnet)),
+        to_host(table(TO_REMOTE).priority(100).ip().nw_dst(subnet)),
     ]
+}
+
+/// The transport word of a service port's protocol.
+fn transport(protocol: Protocol) -> Transport {
+    match protocol {
+        Protocol::Tcp => Transport::Tcp,
+        Protocol::Udp => Transport::Udp,
+    }
 }
 
 /// The seed's AddServiceRules: a blanket rule for later IP fragments, then one per port.
-pub fn service_flows(svc: &Service) -> Vec<String> {
-    let base = format!("table={TO_SERVICE}, ip, nw_dst={}", svc.ip);
-    let action = format!(
-        ", priority=100, actions=load:{}->NXM_NX_REG1[], load:{TUN_OFPORT}->NXM_NX_REG2[], goto_table:{POLICY}",
-        svc.vnid
-    );
-    let mut flows = vec![format!("{base}, ip_frag=later{action}")];
+pub fn service_flows(svc: &Service) -> Vec<FlowMod> {
+    let to_service = || table(TO_SERVICE).priority(100);
+    let deliver = |flow: FlowBuilder| {
+        flow.load(REG_DESTINATION_VNID, svc.vnid)
+            .load(REG_OUTPUT_PORT, TUN_OFPORT)
+            .goto(POLICY)
+    };
+    // `ip, nw_dst=IP, ip_frag=later`, then `ip, nw_dst=IP, PROTO, PROTO_dst=PORT`.
+    let mut flows = vec![deliver(to_service().ip().nw_dst(svc.ip).later_fragments())];
     flows.extend(svc.ports.iter().map(|port| {
-        let proto = port.protocol;
-        format!("{base}, {proto}, {proto}_dst={}{action}", port.port)
+        let flow = to_service().ip().nw_dst(svc.ip);
+        deliver(flow.transport(transport(port.protocol)).tp_dst(port.port))
     }));
     flows
 }
 
-/// The seed's UpdateLocalMulticastFlows for an enabled VNID (a disabled VNID has no flows).
-/// The outputs are sorted as strings, exactly as the seed sorts them ("output:10" < "output:3").
-pub fn local_multicast_flows(vnid: Vnid, ofports: &[u16]) -> Vec<String> {
-    let mut flows = vec![format!(
-        "table={MULTICAST_OUT}, reg0={vnid}, actions=goto_table:{MULTICAST_TO_VXLAN}"
-    )];
+/// The seed's UpdateLocalMulticastFlows for an enabled VNID (a disabled VNID has no flows):
+/// `table=110, reg0=VNID, actions=goto_table:111`, and the delivery to its ports.
+pub fn local_multicast_flows(vnid: Vnid, ofports: &[u16]) -> Vec<FlowMod> {
+    let mut flows = vec![table(MULTICAST_OUT)
+        .reg(REG_SOURCE_VNID, vnid)
+        .goto(MULTICAST_TO_VXLAN)];
     if !ofports.is_empty() {
-        let mut outputs: Vec<String> = ofports.iter().map(|p| format!("output:{p}")).collect();
-        outputs.sort();
-        flows.push(format!(
-            "table={MULTICAST_TO_LOCAL}, priority=100, reg0={vnid}, actions={}",
-            outputs.join(",")
-        ));
+        flows.push(local_multicast_delivery_flow(vnid, ofports));
     }
     flows
 }
 
-/// The seed's UpdateVXLANMulticastFlows: table 111's only flow (setup's is the empty case).
-pub fn vxlan_multicast_flow(remotes: &[Ipv4Addr]) -> String {
-    if remotes.is_empty() {
-        return format!(
-            "table={MULTICAST_TO_VXLAN}, priority=100, actions=goto_table:{MULTICAST_TO_LOCAL}"
-        );
-    }
-    let mut actions: Vec<String> = remotes
+/// `table=120, priority=100, reg0=VNID, actions=output:P1,output:P2,…`, the outputs sorted as
+/// the seed sorts their text ("output:10" < "output:3").
+pub fn local_multicast_delivery_flow(vnid: Vnid, ofports: &[u16]) -> FlowMod {
+    let mut ports = ofports.to_vec();
+    ports.sort_by_key(|port| port.to_string());
+    let flow = table(MULTICAST_TO_LOCAL)
+        .priority(100)
+        .reg(REG_SOURCE_VNID, vnid);
+    ports
         .iter()
-        .map(|ip| format!("set_field:{ip}->tun_dst,output:{VXLAN_OFPORT}"))
-        .collect();
-    actions.sort();
-    format!(
-        "table={MULTICAST_TO_VXLAN}, priority=100, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],{},goto_table:{MULTICAST_TO_LOCAL}",
-        actions.join(",")
-    )
+        .fold(flow.into_actions(), |flow, port| flow.output(*port))
+        .build()
+}
+
+/// The seed's UpdateVXLANMulticastFlows: table 111's only flow (setup's is the empty case).
+/// The remotes are sorted as the seed sorts their `set_field:IP->tun_dst,output:1` text (by
+/// the address's text: what follows it is the same for all, and `-` sorts before any digit or
+/// dot, so an address that is a prefix of another's text sorts first either way).
+pub fn vxlan_multicast_flow(remotes: &[Ipv4Addr]) -> FlowMod {
+    let flow = table(MULTICAST_TO_VXLAN).priority(100);
+    if remotes.is_empty() {
+        return flow.goto(MULTICAST_TO_LOCAL);
+    }
+    let mut remotes = remotes.to_vec();
+    remotes.sort_by_key(|ip| ip.to_string());
+    let flow = flow.move_bits(FieldRange::whole(REG_SOURCE_VNID), TUNNEL_VNID);
+    remotes
+        .iter()
+        .fold(flow, |flow, ip| {
+            flow.set_field(Field::TunDst, *ip).output(VXLAN_OFPORT)
+        })
+        .goto(MULTICAST_TO_LOCAL)
 }
 
 /// An egress rule's flow (the seed's UpdateEgressNetworkPolicyRules); `dst` None means any.
-pub fn egress_flow(vnid: Vnid, priority: usize, dst: Option<Cidr>, allow: bool) -> String {
-    let dst = dst.map(|d| format!(", nw_dst={d}")).unwrap_or_default();
-    let action = if allow {
-        format!("output:{TUN_OFPORT}")
-    } else {
-        "drop".to_string()
+/// `table=100, reg0=VNID, priority=P, ip[, nw_dst=CIDR], actions=output:2` (allow) or `drop`.
+pub fn egress_flow(vnid: Vnid, priority: u16, dst: Option<Cidr>, allow: bool) -> FlowMod {
+    let flow = table(EGRESS_POLICY)
+        .reg(REG_SOURCE_VNID, vnid)
+        .priority(priority)
+        .ip();
+    let flow = match dst {
+        Some(dst) => flow.nw_dst(dst),
+        None => flow,
     };
-    format!("table={EGRESS_POLICY}, reg0={vnid}, priority={priority}, ip{dst}, actions={action}")
+    if allow {
+        flow.output(TUN_OFPORT).build()
+    } else {
+        flow.drop()
+    }
 }
 
 /// The flow that drops all of a VNID's outgoing traffic when its policy cannot be honoured.
-pub fn egress_drop_all_flow(vnid: Vnid) -> String {
-    format!("table={EGRESS_POLICY}, reg0={vnid}, priority=1, actions=drop")
+/// `table=100, reg0=VNID, priority=1, actions=drop`
+pub fn egress_drop_all_flow(vnid: Vnid) -> FlowMod {
+    table(EGRESS_POLICY)
+        .reg(REG_SOURCE_VNID, vnid)
+        .priority(1)
+        .drop()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sdn::core::tests::setup_request;
-    use crate::sdn::table::parse_flow;
+    use crate::sdn::seed_text::parsed;
     use crate::value::{MacAddr, SandboxId};
 
-    /// Every flow of every kind, with values that exercise each branch.
-    fn every_kind_of_flow() -> Vec<String> {
+    /// Every flow of every kind, with values that exercise each branch (each is checked against
+    /// the seed's text in `seed_text.rs`).
+    fn every_kind_of_flow() -> Vec<FlowMod> {
         let vnid = Vnid::new(42).unwrap();
         let pod = Pod {
             veth: None,
@@ -234,6 +288,7 @@ mod tests {
             flows.extend(base_flows(&setup_request(mode)));
             flows.push(version_flow(mode));
             flows.extend(policy::of(mode).vnid_flows(vnid));
+            flows.extend(policy::of(mode).pod_flows(&pod));
         }
         flows.extend(pod_flows(&pod));
         flows.extend(host_subnet_flows(&hs));
@@ -252,12 +307,11 @@ mod tests {
     }
 
     #[test]
-    fn every_flow_parses_and_lives_in_a_table_of_the_layout() {
-        for text in every_kind_of_flow() {
-            let flow = parse_flow(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    fn every_flow_lives_in_a_table_of_the_layout() {
+        for flow in every_kind_of_flow() {
             assert!(
-                crate::sdn::layout::table_name(flow.table()).is_some(),
-                "{text} is in a table the layout does not name"
+                crate::sdn::layout::table_name(flow.table_id).is_some(),
+                "{flow:?} is in a table the layout does not name"
             );
         }
     }
@@ -268,8 +322,8 @@ mod tests {
         assert_eq!(version_note(Mode::Multitenant), "01.03");
         assert_eq!(version_note(Mode::NetworkPolicy), "02.03");
         assert_eq!(
-            version_flow(Mode::Multitenant),
-            "table=253, actions=note:01.03"
+            vec![version_flow(Mode::Multitenant)],
+            parsed(&["table=253, actions=note:01.03"])
         );
     }
 }

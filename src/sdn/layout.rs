@@ -2,7 +2,7 @@
 //! comments), the fixed OpenFlow ports, and what the registers carry. `flows.rs` writes flows
 //! with these names, `readback.rs` reads flows back by them.
 
-use ofnode_proto::Field;
+use ofnode_proto::{Field, FieldRange};
 
 /// Table 0: dispatch by where a packet came from (VXLAN, tun0, a pod).
 pub const CLASSIFY: u8 = 0;
@@ -88,3 +88,9 @@ pub const REG_SOURCE_VNID: Field = Field::Reg(0);
 pub const REG_DESTINATION_VNID: Field = Field::Reg(1);
 /// reg2: the OpenFlow port a packet leaves by (table 80's `output:NXM_NX_REG2[]`).
 pub const REG_OUTPUT_PORT: Field = Field::Reg(2);
+/// NXM_NX_TUN_ID[0..31]: the VNID a VXLAN packet carries, in the tunnel id's low 32 bits.
+pub const TUNNEL_VNID: FieldRange = FieldRange {
+    field: Field::TunId,
+    ofs: 0,
+    n_bits: 32,
+};

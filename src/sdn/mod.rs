@@ -2,9 +2,10 @@
 //! ovscontroller.go.txt), each one atomic, over native OpenFlow, OVSDB and rtnetlink.
 //!
 //! - [`types`]: validated inputs; [`layout`]: tables, ports and registers named once;
-//!   [`flows`]: the seed's flows as text; [`policy`]: the policy modes (the seed's osdnPolicy);
-//!   [`egress`]: the egress policy branches; [`readback`]: flows read back into values;
-//!   [`counters`]: per-pod traffic counters from the pods' flows.
+//!   [`flowmod`]: typed flows in the seed's words; [`flows`]: the seed's flows; [`policy`]:
+//!   the policy modes (the seed's osdnPolicy); [`egress`]: the egress policy branches;
+//!   [`readback`]: flows read back into values; [`counters`]: per-pod traffic counters from
+//!   the pods' flows.
 //! - [`state`] and [`journal`]: the desired state and its journal on disk; [`table`]: the
 //!   desired flow table and its diffs.
 //! - [`core`]: the pure node core (operations on the state and table, and their effects).
@@ -22,6 +23,7 @@ pub mod dns;
 pub mod drift;
 pub mod egress;
 mod error;
+pub mod flowmod;
 pub mod flows;
 pub mod ha;
 pub mod host;
@@ -40,6 +42,8 @@ mod replica;
 pub mod report;
 mod request;
 pub mod restore;
+#[cfg(test)]
+pub(crate) mod seed_text;
 pub mod state;
 pub mod store;
 pub mod table;

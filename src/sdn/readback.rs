@@ -133,10 +133,11 @@ mod tests {
     use super::*;
     use crate::sdn::flows::{pod_flows, service_flows, version_flow};
     use crate::sdn::policy;
+    use crate::sdn::table::installed as stats;
     use crate::sdn::types::Service;
 
     /// A flow as the switch reports it after `ovs-ofctl add-flow TEXT`.
-    fn stats(flow: &str) -> FlowStats {
+    fn stats_of_text(flow: &str) -> FlowStats {
         crate::sdn::table::parse_flow(flow)
             .expect("our flows parse")
             .as_stats()
@@ -172,10 +173,11 @@ mod tests {
         });
         let to = Some(PodFlow::ToPod { ip: p.ip });
         assert_eq!(found, [from, from, to, to]);
-        let drop = stats("table=20, priority=0, actions=drop");
+        let drop = stats_of_text("table=20, priority=0, actions=drop");
         assert_eq!(pod_flow(&drop), None);
-        let routing =
-            stats("table=30, priority=200, ip, nw_dst=10.128.0.0/23, actions=goto_table:70");
+        let routing = stats_of_text(
+            "table=30, priority=200, ip, nw_dst=10.128.0.0/23, actions=goto_table:70",
+        );
         assert_eq!(pod_flow(&routing), None);
     }
 
@@ -186,7 +188,7 @@ mod tests {
         let flows: Vec<FlowStats> = pod_flows(&other)
             .iter()
             .chain(&pod_flows(&wanted))
-            .map(|f| stats(f))
+            .map(stats)
             .collect();
         let found = pod_by_note(&flows, &wanted.sandbox).expect("found by its note");
         assert_eq!(
@@ -208,12 +210,12 @@ mod tests {
             vnid: Vnid::new(5).unwrap(),
             ports: vec!["tcp/80".parse().unwrap()],
         };
-        let mut texts = pod_flows(&pod([10, 128, 0, 5], 3, 7, "ab"));
-        texts.extend(service_flows(&service));
+        let mut wanted = pod_flows(&pod([10, 128, 0, 5], 3, 7, "ab"));
+        wanted.extend(service_flows(&service));
         for vnid in [3, 5, 9, 12] {
-            texts.extend(rule(vnid));
+            wanted.extend(rule(vnid));
         }
-        let flows: Vec<FlowStats> = texts.iter().map(|f| stats(f)).collect();
+        let flows: Vec<FlowStats> = wanted.iter().map(stats).collect();
         let unused: Vec<u32> = unused_vnids(&flows).iter().map(|v| v.get()).collect();
         assert_eq!(unused, vec![9, 12]);
     }

@@ -89,7 +89,8 @@ pub struct PodStatus {
     pub pod: Pod,
     /// Its veth is a port of the bridge (false when the veth name is unknown).
     pub port: bool,
-    /// Its flows (ovs-ofctl text) that the switch does not hold exactly; empty when all are in.
+    /// Its flows that the switch does not hold exactly, as `ovs-ofctl dump-flows` prints them;
+    /// empty when all are in.
     pub missing_flows: Vec<String>,
     /// Its traffic at the last counter poll (`counters.rs`); absent when counters are off or
     /// it has not been polled yet.

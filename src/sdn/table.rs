@@ -17,8 +17,8 @@ use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 use ofnode_proto::{
-    text, BundleAdd, BundleFlags, DecodeError, FlowMod, FlowModCommand, FlowStats, Message,
-    OFPTT_ALL, OFP_HEADER_LEN,
+    text, DecodeError, EncodeError, FlowMod, FlowModCommand, FlowStats, Message,
+    BUNDLE_ADD_OVERHEAD, MAX_BUNDLED_MESSAGE_LEN, OFPTT_ALL, OFP_HEADER_LEN,
 };
 
 use super::layout::VERSION_NOTE;
@@ -36,23 +36,56 @@ const MATCH_LEN_AT: usize = MATCH_AT + 2;
 #[derive(Clone)]
 pub struct Flow(Bytes);
 
+/// A flow that does not encode, and why (with the flow, so that an error can name it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unencodable {
+    pub flow: Box<FlowMod>,
+    pub reason: EncodeError,
+}
+
+impl Unencodable {
+    fn of(flow: FlowMod, reason: EncodeError) -> Unencodable {
+        Unencodable {
+            flow: Box::new(flow),
+            reason,
+        }
+    }
+}
+
 impl Flow {
-    /// The flow a flow_mod adds (its command is ignored).
-    pub fn from_flow_mod(fm: FlowMod) -> Flow {
-        let fm = FlowMod {
-            command: FlowModCommand::Add,
-            cookie_mask: 0,
-            ..fm
-        };
-        let mut out = BytesMut::with_capacity(128);
-        Message::FlowMod(fm).encode(0, &mut out);
-        // Exactly its size: a big table holds tens of thousands of these.
-        Flow(Bytes::copy_from_slice(&out))
+    /// The flow a flow_mod adds (its command is ignored), or why it cannot be sent: it does
+    /// not encode as one message, or not inside the bundle add every flow of the node travels
+    /// in. Never an empty or cut flow.
+    pub fn from_flow_mod(fm: &FlowMod) -> Result<Flow, EncodeError> {
+        let flow = Flow::encode(fm)?;
+        let length = flow.0.len();
+        if length > MAX_BUNDLED_MESSAGE_LEN {
+            return Err(EncodeError::TooLong {
+                what: "bundle add message",
+                length: length + BUNDLE_ADD_OVERHEAD,
+                max: usize::from(u16::MAX),
+            });
+        }
+        Ok(flow)
     }
 
-    /// A flow the switch reported, in the same form.
-    pub fn from_stats(stats: &FlowStats) -> Flow {
-        Flow::from_flow_mod(FlowMod {
+    /// The flow a flow_mod adds, of any length one message can have.
+    fn encode(fm: &FlowMod) -> Result<Flow, EncodeError> {
+        let message = Message::FlowMod(FlowMod {
+            command: FlowModCommand::Add,
+            cookie_mask: 0,
+            ..fm.clone()
+        });
+        let mut out = BytesMut::with_capacity(128);
+        message.try_encode(0, &mut out)?;
+        // Exactly its size: a big table holds tens of thousands of these.
+        Ok(Flow(Bytes::copy_from_slice(&out)))
+    }
+
+    /// A flow the switch reported, in the same form (too long to send in a bundle, it can
+    /// still be deleted).
+    pub fn from_stats(stats: &FlowStats) -> Result<Flow, Unencodable> {
+        let fm = FlowMod {
             cookie: stats.cookie,
             table_id: stats.table_id,
             priority: stats.priority,
@@ -62,7 +95,8 @@ impl Flow {
             match_: stats.match_.clone(),
             instructions: stats.instructions.clone(),
             ..FlowMod::new(FlowModCommand::Add)
-        })
+        };
+        Flow::encode(&fm).map_err(|reason| Unencodable::of(fm, reason))
     }
 
     pub fn table(&self) -> u8 {
@@ -169,43 +203,38 @@ impl std::fmt::Debug for Flow {
     }
 }
 
-/// Parses one flow of the seed's text.
-pub fn parse_flow(flow: &str) -> Result<Flow, text::ParseError> {
-    Ok(Flow::from_flow_mod(text::parse_flow(
-        flow,
-        FlowModCommand::Add,
-    )?))
+/// `fm` as a switch reports it once installed (for tests of what reads flows back).
+#[cfg(test)]
+pub fn installed(fm: &FlowMod) -> FlowStats {
+    Flow::from_flow_mod(fm)
+        .expect("a test flow encodes")
+        .as_stats()
 }
 
-/// The bytes a bundle add message puts around the message it carries.
-fn bundle_add_overhead() -> usize {
-    let inner = Message::BarrierRequest;
-    let mut alone = BytesMut::new();
-    inner.encode(0, &mut alone);
-    let mut added = BytesMut::new();
-    // A barrier fits any bundle add; were it refused, no flow would fit and the bound below
-    // comes out as zero repeats rather than a wrong large one.
-    match BundleAdd::encode_borrowed(0, BundleFlags::ATOMIC, &inner, 0, &mut added) {
-        Ok(()) => added.len().saturating_sub(alone.len()),
-        Err(_) => usize::MAX,
-    }
+/// Parses one flow of the seed's text (tests write flows as the seed does).
+#[cfg(test)]
+pub fn parse_flow(flow: &str) -> Result<Flow, String> {
+    let fm = text::parse_flow(flow, FlowModCommand::Add).map_err(|e| e.to_string())?;
+    Flow::from_flow_mod(&fm).map_err(|e| e.to_string())
 }
 
 /// The largest `n` for which the flow `flow(n)` still fits in one bundle add message (whose
 /// length is a u16), for a flow that grows by the same bytes with each step of `n` (one more
-/// output port, one more VXLAN remote). The sizes come from the encoder itself.
-pub fn max_repeats(flow: impl Fn(usize) -> String) -> Result<usize, (String, text::ParseError)> {
+/// output port, one more VXLAN remote). The sizes come from the encoder itself; the error is
+/// a flow that does not encode for another reason than its length.
+pub fn max_repeats(flow: impl Fn(usize) -> FlowMod) -> Result<usize, Unencodable> {
     let size = |n: usize| {
-        let text = flow(n);
-        match parse_flow(&text) {
-            Ok(parsed) => Ok(parsed.encoded().len()),
-            Err(e) => Err((text, e)),
+        let fm = flow(n);
+        match Flow::from_flow_mod(&fm) {
+            Ok(flow) => Ok(flow.encoded().len()),
+            // Already too long for a bundle add: no count fits.
+            Err(EncodeError::TooLong { .. }) => Ok(usize::MAX),
+            Err(reason) => Err(Unencodable::of(fm, reason)),
         }
     };
     let (one, two) = (size(1)?, size(2)?);
     let step = two.saturating_sub(one).max(1);
-    let limit = usize::from(u16::MAX).saturating_sub(bundle_add_overhead());
-    Ok(match limit.checked_sub(one) {
+    Ok(match MAX_BUNDLED_MESSAGE_LEN.checked_sub(one) {
         Some(room) => 1 + room / step,
         None => 0,
     })
@@ -354,11 +383,11 @@ impl FlowTable {
     }
 
     /// What to change on a switch that holds `current` so that it holds this table.
-    pub fn reconcile(&self, current: &[FlowStats]) -> Diff {
+    pub fn reconcile(&self, current: &[FlowStats]) -> Result<Diff, Unencodable> {
         let mut diff = Diff::default();
         let mut seen: HashSet<&Flow> = HashSet::with_capacity(current.len());
         for stats in current {
-            let flow = Flow::from_stats(stats);
+            let flow = Flow::from_stats(stats)?;
             match self.flows.get_key_value(&flow) {
                 Some((wanted, _)) => {
                     seen.insert(wanted);
@@ -372,7 +401,7 @@ impl FlowTable {
         diff.adds
             .extend(self.flows.keys().filter(|f| !seen.contains(f)).cloned());
         order_adds(&mut diff.adds);
-        diff
+        Ok(diff)
     }
 }
 
@@ -388,7 +417,11 @@ fn order_adds(adds: &mut [Flow]) {
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
+    use crate::sdn::flowmod::table;
+    use ofnode_proto::{BundleAdd, BundleFlags, Field};
 
     fn take(table: &mut FlowTable) -> Diff {
         let diff = table.diff();
@@ -407,7 +440,7 @@ mod tests {
             FlowModCommand::Add,
         )
         .unwrap();
-        let f = Flow::from_flow_mod(fm.clone());
+        let f = Flow::from_flow_mod(&fm).unwrap();
         assert_eq!((f.table(), f.priority()), (70, 100));
         assert_eq!(f.to_add().unwrap(), fm);
         let other_actions = flow("table=70, priority=100, ip, nw_dst=10.128.0.5, actions=drop");
@@ -475,15 +508,17 @@ mod tests {
 
     #[test]
     fn max_repeats_is_the_last_count_whose_bundle_add_fits_a_u16_length() {
+        use crate::sdn::flowmod::Actions;
         let flow = |n: usize| {
-            let outputs = vec!["output:65279"; n].join(",");
-            format!("table=120, priority=100, reg0=16777215, actions={outputs}")
+            let flow = table(120).priority(100).reg(Field::Reg(0), 0xff_ffffu32);
+            (0..n)
+                .fold(flow.into_actions(), |f, _| f.output(65279))
+                .build()
         };
         let max = max_repeats(flow).unwrap();
         let bundle_add_len = |n: usize| {
-            let fm = parse_flow(&flow(n)).unwrap().to_add().unwrap();
+            let fm = Message::FlowMod(flow(n));
             let mut out = BytesMut::new();
-            let fm = Message::FlowMod(fm);
             match BundleAdd::encode_borrowed(1, BundleFlags::ATOMIC, &fm, 7, &mut out) {
                 Ok(()) => out.len(),
                 Err(_) => usize::MAX,
@@ -492,7 +527,65 @@ mod tests {
         assert!(bundle_add_len(max) <= usize::from(u16::MAX), "{max}");
         assert!(bundle_add_len(max + 1) > usize::from(u16::MAX), "{max}");
         assert!((4000..4100).contains(&max), "{max}");
-        assert!(max_repeats(|_| "table=300, actions=drop".into()).is_err());
+        // Too long at once: no count fits; a flow that cannot be sent at all: its error.
+        assert_eq!(max_repeats(|n| flow(n + 5000)), Ok(0));
+        let clause_zero = |_| table(120).conjunction(1, 0, 2).build();
+        let refused = max_repeats(clause_zero).unwrap_err();
+        assert_eq!(*refused.flow, clause_zero(1));
+        assert!(matches!(refused.reason, EncodeError::BadConjunction { .. }));
+    }
+
+    /// A clause flow of 5,000 rules (`conjunction` actions of 16 bytes each) is ~80 KB: more
+    /// than an OpenFlow length can say. It is refused with the reason, never held as an empty
+    /// flow (which is what the encoder's dropped error used to make of it).
+    #[test]
+    fn a_flow_longer_than_one_message_is_refused_never_held_empty() {
+        use crate::sdn::flowmod::Actions;
+        let clause = (1..=5000u32).fold(
+            table(80)
+                .priority(200)
+                .ip()
+                .nw_src(Ipv4Addr::new(10, 128, 0, 5))
+                .into_actions(),
+            |flow, id| flow.conjunction(id, 1, 2),
+        );
+        let refused = Flow::from_flow_mod(&clause.build());
+        assert!(
+            matches!(refused, Err(EncodeError::TooLong { length, max: 65_535, .. }) if length > 80_000),
+            "{refused:?}"
+        );
+    }
+
+    /// Every flow of the node travels in a bundle add, 24 bytes longer than the flow mod: one
+    /// that fits a message but not a bundle add is refused too. The switch may hold one (an
+    /// `ovs-ofctl add-flow` outside a bundle): it is read back, to be deleted.
+    #[test]
+    fn a_flow_that_fits_a_message_but_no_bundle_add_is_refused_but_read_back() {
+        use crate::sdn::flowmod::Actions;
+        // 8 header + 40 fixed + 8 empty match + 8 apply-actions header, then outputs of 16.
+        let flow = |outputs: usize| {
+            (0..outputs)
+                .fold(table(0).into_actions(), |flow, _| flow.output(1))
+                .build()
+        };
+        let fits = flow((MAX_BUNDLED_MESSAGE_LEN - 64) / 16);
+        assert!(Flow::from_flow_mod(&fits).is_ok());
+        let too_long = flow((MAX_BUNDLED_MESSAGE_LEN - 64) / 16 + 1);
+        let length = Flow::encode(&too_long).unwrap().encoded().len();
+        assert!(length > MAX_BUNDLED_MESSAGE_LEN && length <= usize::from(u16::MAX));
+        assert_eq!(
+            Flow::from_flow_mod(&too_long),
+            Err(EncodeError::TooLong {
+                what: "bundle add message",
+                length: length + BUNDLE_ADD_OVERHEAD,
+                max: 65_535,
+            })
+        );
+        let stats = Flow::encode(&too_long).unwrap().as_stats();
+        assert_eq!(
+            Flow::from_stats(&stats).map(|f| f.encoded().len()),
+            Ok(length)
+        );
     }
 
     #[test]

@@ -331,7 +331,7 @@ impl Writer {
             }
             read => read?,
         };
-        Ok(matches!(self.core.reconcile(&current), Reconcile::Patch(diff) if diff.is_empty()))
+        Ok(matches!(self.core.reconcile(&current)?, Reconcile::Patch(diff) if diff.is_empty()))
     }
 
     /// After a bundle of unknown outcome: makes the switch's table the desired one.
@@ -598,7 +598,7 @@ impl Writer {
         }
         await_session(&self.switch, self.connect_timeout).await?;
         let current = self.switch.dump_flows(FlowStatsRequest::default()).await?;
-        let plan = self.core.reconcile(&current);
+        let plan = self.core.reconcile(&current)?;
         drop(current);
         release_freed_memory();
         let repaired = plan.repaired(flows);

@@ -2,15 +2,15 @@
 //!
 //! The trace engine asks through [`Attribution`], which the node implements from its desired
 //! state (it knows which pod, service, host subnet or policy wants each flow). [`OwnerIndex`]
-//! is a ready implementation: flows in the seed's text with their owner, keyed the way
-//! OpenFlow identifies a flow (table, priority, match) and compared in ovs-ofctl's canonical
-//! text, so a flow written as `table=20, priority=100, in_port=3, ip, nw_src=…` is found from
-//! the trace's `ip,in_port=3,nw_src=…, priority 100`.
+//! is a ready implementation: flows (typed, or in the seed's text) with their owner, keyed the
+//! way OpenFlow identifies a flow (table, priority, match) and compared in ovs-ofctl's
+//! canonical text, so a flow written as `table=20, priority=100, in_port=3, ip, nw_src=…` is
+//! found from the trace's `ip,in_port=3,nw_src=…, priority 100`.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use ofnode_proto::{text, FlowModCommand, OFP_DEFAULT_PRIORITY};
+use ofnode_proto::{text, FlowMod, FlowModCommand, OFP_DEFAULT_PRIORITY};
 use serde::{Deserialize, Serialize};
 
 use super::parse::{Matched, Step};
@@ -18,6 +18,7 @@ use crate::sdn::core::{all_entities, entity_flows};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
 use crate::sdn::policy;
 use crate::sdn::state::{Entity, NodeState};
+use crate::sdn::Error;
 
 /// The object a flow exists for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -107,12 +108,19 @@ impl FlowKey {
 
     /// The key of a flow in `ovs-ofctl add-flow` syntax.
     pub fn of_flow_text(flow: &str) -> Result<FlowKey, text::ParseError> {
-        let fm = text::parse_flow(flow, FlowModCommand::Add)?;
-        Ok(FlowKey {
+        Ok(FlowKey::of_flow_mod(&text::parse_flow(
+            flow,
+            FlowModCommand::Add,
+        )?))
+    }
+
+    /// The key of a flow.
+    pub fn of_flow_mod(fm: &FlowMod) -> FlowKey {
+        FlowKey {
             table: fm.table_id,
             priority: fm.priority,
             match_: text::format_match(&fm.match_, OFP_DEFAULT_PRIORITY),
-        })
+        }
     }
 }
 
@@ -162,12 +170,17 @@ impl OwnerIndex {
         flows: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), text::ParseError> {
         for flow in flows {
-            let owners = self.owners.entry(FlowKey::of_flow_text(flow)?).or_default();
-            if !owners.contains(owner) {
-                owners.push(owner.clone());
-            }
+            self.add_owner(FlowKey::of_flow_text(flow)?, owner);
         }
         Ok(())
+    }
+
+    /// Records `owner` for the flow with this key.
+    fn add_owner(&mut self, key: FlowKey, owner: &Owner) {
+        let owners = self.owners.entry(key).or_default();
+        if !owners.contains(owner) {
+            owners.push(owner.clone());
+        }
     }
 
     pub fn name_port(&mut self, ofport: u32, name: impl Into<String>) {
@@ -176,7 +189,7 @@ impl OwnerIndex {
 
     /// The owners of every flow the node's desired state wants, and the names of its ports
     /// (the seed's vxlan0 and tun0, each pod's veth).
-    pub fn from_state(state: &NodeState) -> Result<OwnerIndex, text::ParseError> {
+    pub fn from_state(state: &NodeState) -> Result<OwnerIndex, Error> {
         let mut index = OwnerIndex::new();
         let Some(setup) = &state.setup else {
             return Ok(index);
@@ -232,7 +245,7 @@ impl OwnerIndex {
             };
             // The policy plugin's per-VNID flows belong to the tenant's policy, not the pod or
             // service that made them live.
-            let policy_flows: Vec<(String, Owner)> = vnid
+            let policy_flows: Vec<(FlowMod, Owner)> = vnid
                 .map(|vnid| {
                     let owner = Owner::NetworkPolicy { vnid: vnid.get() };
                     policy::of(setup.mode)
@@ -243,13 +256,11 @@ impl OwnerIndex {
                 })
                 .unwrap_or_default();
             for flow in &flows {
-                match policy_flows
+                let flow_owner = policy_flows
                     .iter()
                     .find(|(policy_flow, _)| policy_flow == flow)
-                {
-                    Some((_, policy_owner)) => index.add_flows(policy_owner, [flow.as_str()])?,
-                    None => index.add_flows(&owner, [flow.as_str()])?,
-                }
+                    .map_or(&owner, |(_, policy_owner)| policy_owner);
+                index.add_owner(FlowKey::of_flow_mod(flow), flow_owner);
             }
         }
         Ok(index)

@@ -23,6 +23,12 @@ impl Cidr {
         prefix: 0,
     };
 
+    /// 224.0.0.0/4: every IPv4 multicast group.
+    pub const MULTICAST: Cidr = Cidr {
+        addr: Ipv4Addr::new(224, 0, 0, 0),
+        prefix: 4,
+    };
+
     /// The /32 network of one address.
     pub fn host(addr: Ipv4Addr) -> Cidr {
         Cidr { addr, prefix: 32 }

@@ -217,7 +217,7 @@ impl FakePeer {
     pub async fn send(&mut self, xid: u32, msg: &ofnode_proto::Message) {
         use tokio::io::AsyncWriteExt;
         self.stream
-            .write_all(&msg.to_bytes(xid))
+            .write_all(&msg.to_bytes(xid).unwrap())
             .await
             .expect("send");
     }

@@ -236,7 +236,7 @@ impl Session {
 
     pub fn send(&mut self, msg: &Message, xid: u32) {
         let mut out = BytesMut::new();
-        msg.encode(xid, &mut out);
+        msg.try_encode(xid, &mut out).unwrap();
         self.stream.write_all(&out).unwrap();
     }
 

@@ -11,7 +11,7 @@ fn flow_mod_of(len: usize) -> FlowMod {
     let note = vec![0x5a; len - 74];
     let mut fm = FlowMod::new(FlowModCommand::Add);
     fm.instructions = vec![Instruction::ApplyActions(vec![Action::note(&note)])];
-    let encoded = Message::FlowMod(fm.clone()).to_bytes(0);
+    let encoded = Message::FlowMod(fm.clone()).to_bytes(0).unwrap();
     assert_eq!(encoded.len(), len, "test flow of the wanted size");
     fm
 }
@@ -39,7 +39,10 @@ async fn a_flow_mod_too_long_for_a_bundle_add_is_refused_when_pushed() {
     assert_eq!(tx.len(), 1, "refused flows are not in the transaction");
 
     // The same flow already encoded is refused by push_encoded.
-    let frame = Message::FlowMod(flow_mod_of(65_512)).to_bytes(0).freeze();
+    let frame = Message::FlowMod(flow_mod_of(65_512))
+        .to_bytes(0)
+        .unwrap()
+        .freeze();
     assert!(tx.push_encoded(frame).is_err());
     assert_eq!(tx.len(), 1);
 

@@ -1,6 +1,8 @@
 //! Which flows each part of the desired state contributes. The desired table is the sum of
 //! these; a change of one entity swaps that entity's old flows for its new ones.
 
+use ofnode_proto::FlowMod;
+
 use crate::sdn::egress::egress_flows;
 use crate::sdn::flows;
 use crate::sdn::policy;
@@ -16,7 +18,7 @@ pub fn enforcing_setup(state: &NodeState) -> Option<&SetupRequest> {
 }
 
 /// The flows `entity` contributes in `state` (none before setup: an unset node wants nothing).
-pub fn entity_flows(state: &NodeState, entity: &Entity) -> Vec<String> {
+pub fn entity_flows(state: &NodeState, entity: &Entity) -> Vec<FlowMod> {
     let Some(setup) = &state.setup else {
         return Vec::new();
     };
@@ -57,7 +59,7 @@ pub fn entity_flows(state: &NodeState, entity: &Entity) -> Vec<String> {
             .get(vnid)
             .map(|entry| egress_flows(*vnid, entry).flows)
             .unwrap_or_default(),
-        // The NetworkPolicy mode's flows are its engine's (`core/mod.rs`).
+        // The NetworkPolicy mode's flows are its engine's (`produce/netpol`).
         Entity::NetPol => Vec::new(),
         Entity::Base => {
             let mut out = flows::base_flows(setup);

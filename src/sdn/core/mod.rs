@@ -24,6 +24,8 @@ pub(crate) mod tests;
 
 use std::collections::HashSet;
 
+use ofnode_proto::FlowMod;
+
 pub use self::ovsdb::{PortStep, TakeBack};
 pub use desired::{all_entities, enforcing_setup, entity_flows};
 pub use netpol::{LabelEdit, NetPolSummary};
@@ -36,8 +38,11 @@ use super::error::Error;
 use super::produce::netpol::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
 use super::store::{Delta, Store};
-use super::table::{self, Diff, Flow, FlowTable};
+use super::table::{Diff, Flow, FlowTable};
 use super::types::HostSubnet;
+
+/// A flow a producer changed, as the table holds it: before and after (None: absent).
+type HeldChange = (Option<Flow>, Option<Flow>);
 
 /// The desired state, its flow table, and the open batch.
 #[derive(Debug)]
@@ -92,11 +97,10 @@ fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-fn parse_all(flows: &[String]) -> Result<Vec<Flow>, Error> {
-    flows
-        .iter()
-        .map(|f| table::parse_flow(f).map_err(|e| flow_error(f, e)))
-        .collect()
+/// A flow as the desired table holds it; one that cannot be sent (it does not fit the bundle
+/// add it travels in) is refused, named: never held as an empty or cut flow.
+pub fn held_flow(fm: &FlowMod) -> Result<Flow, Error> {
+    Flow::from_flow_mod(fm).map_err(|reason| Error::flow(fm, reason))
 }
 
 /// The NetworkPolicy mode's engine of `store`, every policy applied (None in the other modes).
@@ -125,14 +129,21 @@ fn build_netpol(store: &mut Store) -> Option<Engine> {
     Some(engine)
 }
 
+/// The flows `entity` contributes in `state`, as the desired table holds them.
+fn held_flows_of(state: &NodeState, entity: &Entity) -> Result<Vec<Flow>, Error> {
+    entity_flows(state, entity).iter().map(held_flow).collect()
+}
+
 /// The desired table of `store`, built entity by entity (never all flow texts at once), the
 /// NetworkPolicy mode's from its engine.
 fn build_table(store: &Store, netpol: Option<&Engine>) -> Result<FlowTable, Error> {
     let mut flows = Vec::new();
     for entity in all_entities(store.state()) {
-        flows.extend(parse_all(&entity_flows(store.state(), &entity))?);
+        flows.extend(held_flows_of(store.state(), &entity)?);
     }
-    flows.extend(netpol.into_iter().flat_map(Engine::flows));
+    for fm in netpol.into_iter().flat_map(Engine::flow_mods) {
+        flows.push(held_flow(&fm)?);
+    }
     Ok(FlowTable::from_flows(flows))
 }
 
@@ -173,10 +184,10 @@ impl Core {
                 "a whole-state change inside a batch",
             ));
         }
-        let old = parse_all(&entity_flows(self.state(), &entity))?;
+        let old = held_flows_of(self.state(), &entity)?;
         let mut deltas = Vec::new();
         let undo = self.store.apply(change.clone(), &mut deltas);
-        let built = parse_all(&entity_flows(self.state(), &entity))
+        let built = held_flows_of(self.state(), &entity)
             .and_then(|new| Ok((new, self.follow_netpol(&change, &deltas)?)));
         let (new, netpol) = match built {
             Ok(built) => built,
@@ -194,12 +205,12 @@ impl Core {
         for flow in new {
             self.table.insert(flow);
         }
-        for FlowChange { before, after } in netpol {
+        for (before, after) in netpol {
             if let Some(before) = before {
-                self.table.remove(&Flow::from_flow_mod(before));
+                self.table.remove(&before);
             }
             if let Some(after) = after {
-                self.table.insert(Flow::from_flow_mod(after));
+                self.table.insert(after);
             }
         }
         Ok(undo)
@@ -212,7 +223,7 @@ impl Core {
         &mut self,
         change: &Change,
         deltas: &[Delta],
-    ) -> Result<Vec<FlowChange>, Error> {
+    ) -> Result<Vec<HeldChange>, Error> {
         let Some(engine) = self.netpol.as_mut() else {
             return Ok(Vec::new());
         };
@@ -245,10 +256,14 @@ impl Core {
             }
         }
         let changes = engine.take_changes();
-        match failed {
-            Some(e) => Err(e.into()),
-            None => Ok(changes),
+        if let Some(e) = failed {
+            return Err(e.into());
         }
+        let held = |fm: Option<FlowMod>| fm.as_ref().map(held_flow).transpose();
+        changes
+            .into_iter()
+            .map(|FlowChange { before, after }| Ok((held(before)?, held(after)?)))
+            .collect()
     }
 
     /// Applies an operation's changes to the open batch: all of them, or (on error) none.

@@ -13,7 +13,7 @@ use super::ovsdb::{Bandwidth, PortStep, TakeBack};
 use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
 use crate::sdn::error::Error;
-use crate::sdn::flows::{local_multicast_flows, vxlan_multicast_flow};
+use crate::sdn::flows::{local_multicast_delivery_flow, vxlan_multicast_flow};
 use crate::sdn::labels::Labels;
 use crate::sdn::layout::MAX_OFPORT;
 use crate::sdn::objects::PodInfo;
@@ -451,14 +451,9 @@ pub fn check_egress(
 /// each, and it must fit one OpenFlow message inside a bundle add.
 pub fn max_multicast_ports() -> Result<usize, Error> {
     let vnid = Vnid::new(Vnid::MAX).unwrap_or_default();
-    table::max_repeats(|n| {
-        // Every port number encodes to the same width; the highest real one stands for all.
-        let ports = vec![MAX_OFPORT; n];
-        local_multicast_flows(vnid, &ports)
-            .pop()
-            .unwrap_or_default()
-    })
-    .map_err(|(flow, e)| super::flow_error(&flow, e))
+    // Every port number encodes to the same width; the highest real one stands for all.
+    table::max_repeats(|n| local_multicast_delivery_flow(vnid, &vec![MAX_OFPORT; n]))
+        .map_err(Error::from)
 }
 
 /// Checks `multicast local`'s ports before anything is done: real OpenFlow port numbers, and
@@ -482,8 +477,7 @@ pub fn check_multicast_local(ofports: &[u16]) -> Result<(), Error> {
 /// Checks `multicast vxlan`'s remotes before anything is done: no more than table 111's one
 /// flow can send to.
 pub fn check_multicast_vxlan(remotes: &[Ipv4Addr]) -> Result<(), Error> {
-    let max = table::max_repeats(|n| vxlan_multicast_flow(&vec![Ipv4Addr::BROADCAST; n]))
-        .map_err(|(flow, e)| super::flow_error(&flow, e))?;
+    let max = table::max_repeats(|n| vxlan_multicast_flow(&vec![Ipv4Addr::BROADCAST; n]))?;
     if remotes.len() > max {
         return Err(invalid(
             "multicast remotes",

@@ -115,11 +115,11 @@ impl Core {
     }
 
     /// What to do to a switch holding `current` so that it holds the desired table.
-    pub fn reconcile(&self, current: &[FlowStats]) -> Reconcile {
-        match self.state().setup {
+    pub fn reconcile(&self, current: &[FlowStats]) -> Result<Reconcile, Error> {
+        Ok(match self.state().setup {
             None => Reconcile::NotSetUp,
             Some(setup) if !holds_version_note(current, setup.mode) => Reconcile::InstallAll,
-            Some(_) => Reconcile::Patch(self.table.reconcile(current)),
-        }
+            Some(_) => Reconcile::Patch(self.table.reconcile(current)?),
+        })
     }
 }

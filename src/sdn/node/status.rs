@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use ofnode_proto::{FlowStatsRequest, OFPTT_ALL};
+use ofnode_proto::{format_flow_mod, FlowMod, FlowStatsRequest, OFPTT_ALL};
 
 use super::Node;
+use crate::sdn::core::held_flow;
 use crate::sdn::error::Error;
 use crate::sdn::flows::{pod_flows, version_note};
 use crate::sdn::ovs_bugs;
@@ -14,7 +15,7 @@ use crate::sdn::policy;
 use crate::sdn::readback;
 use crate::sdn::report::PodStatus;
 use crate::sdn::report::Status;
-use crate::sdn::table::{parse_flow, Flow};
+use crate::sdn::table::Flow;
 use crate::sdn::types::Mode;
 use crate::value::{PodKey, Vnid};
 
@@ -122,18 +123,11 @@ impl Node {
         })
     }
 
-    /// The flows of `wanted` (ovs-ofctl text) that the switch does not hold exactly.
-    async fn missing_flows(&self, wanted: &[String]) -> Result<Vec<String>, Error> {
+    /// The flows of `wanted` that the switch does not hold exactly, as ovs-ofctl prints them.
+    async fn missing_flows(&self, wanted: &[FlowMod]) -> Result<Vec<String>, Error> {
         let wanted = wanted
             .iter()
-            .map(|text| {
-                parse_flow(text)
-                    .map(|flow| (text, flow))
-                    .map_err(|e| Error::Flow {
-                        flow: text.clone(),
-                        reason: e.to_string(),
-                    })
-            })
+            .map(|fm| Ok((fm, held_flow(fm)?)))
             .collect::<Result<Vec<_>, Error>>()?;
         // Only the tables the flows are in: a pod's flows are a handful among many thousands.
         let tables: BTreeSet<u8> = wanted.iter().map(|(_, flow)| flow.table()).collect();
@@ -144,12 +138,14 @@ impl Node {
                 ..FlowStatsRequest::default()
             };
             let stats = self.inner.switch.dump_flows(filter).await?;
-            held.extend(stats.iter().map(Flow::from_stats));
+            for stats in &stats {
+                held.push(Flow::from_stats(stats)?);
+            }
         }
         Ok(wanted
             .into_iter()
             .filter(|(_, flow)| !held.iter().any(|h| h.same(flow)))
-            .map(|(text, _)| text.clone())
+            .map(|(fm, _)| format_flow_mod(fm))
             .collect())
     }
 

@@ -7,6 +7,8 @@ mod multitenant;
 pub mod networkpolicy;
 mod subnet;
 
+use ofnode_proto::FlowMod;
+
 use super::types::{Mode, Pod, SetupRequest};
 use crate::value::Vnid;
 
@@ -15,12 +17,12 @@ pub trait Policy: Sync {
     fn plugin_id(&self) -> u8;
 
     /// The mode's flows at setup (the seed's policy plugins' Start), after the base flows.
-    fn base_flows(&self, setup: &SetupRequest) -> Vec<String>;
+    fn base_flows(&self, setup: &SetupRequest) -> Vec<FlowMod>;
 
     /// The rules `vnid` needs while a pod or service uses it (the seed's EnsureVNIDRules). Every
     /// user wants them; the desired table counts the users, so they leave with the last one
     /// (the seed's SyncVNIDRules).
-    fn vnid_flows(&self, vnid: Vnid) -> Vec<String>;
+    fn vnid_flows(&self, vnid: Vnid) -> Vec<FlowMod>;
 
     /// True when the mode writes its own table 80 flow for traffic from the local node instead
     /// of the seed's `priority=300, nw_src=<gateway>` one.
@@ -29,7 +31,7 @@ pub trait Policy: Sync {
     }
 
     /// The flows a local pod needs beyond the seed's own (`flows::pod_flows`).
-    fn pod_flows(&self, _pod: &Pod) -> Vec<String> {
+    fn pod_flows(&self, _pod: &Pod) -> Vec<FlowMod> {
         Vec::new()
     }
 

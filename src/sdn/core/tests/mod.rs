@@ -7,6 +7,7 @@
 //! prints them.
 
 mod egress;
+mod flow_limits;
 mod netpol;
 mod netpol_inputs;
 mod netpol_service;
@@ -52,7 +53,7 @@ pub(super) fn vnid(v: u32) -> Vnid {
 }
 
 /// Pod `last` (10.128.0.`last`, port `last`, sandbox of `last` repeated) in `vnid`.
-pub(super) fn pod(last: u8, v: u32) -> Pod {
+pub(crate) fn pod(last: u8, v: u32) -> Pod {
     Pod {
         veth: Some(format!("veth{last}").parse().unwrap()),
         ip: Ipv4Addr::new(10, 128, 0, last),

@@ -137,12 +137,12 @@ fn setup_again_reconciles_and_other_parameters_rebuild_from_scratch() {
 #[test]
 fn an_empty_switch_or_one_without_the_note_gets_the_whole_table() {
     let core = set_up(Mode::Subnet);
-    assert_eq!(core.reconcile(&[]), Reconcile::InstallAll);
+    assert_eq!(core.reconcile(&[]).unwrap(), Reconcile::InstallAll);
     // Another mode's note is not this node's setup.
     let mut other = switch_of(&core);
     other.retain(|f| f.table_id != 253);
     other.push(stats_of("table=253, actions=note:01.03"));
-    assert_eq!(core.reconcile(&other), Reconcile::InstallAll);
+    assert_eq!(core.reconcile(&other).unwrap(), Reconcile::InstallAll);
     assert_eq!(
         Reconcile::InstallAll.repaired(core.flows().len()),
         Repaired::Reinstalled {
@@ -150,14 +150,14 @@ fn an_empty_switch_or_one_without_the_note_gets_the_whole_table() {
         }
     );
     let unset = Core::new(NodeState::default()).unwrap();
-    assert_eq!(unset.reconcile(&[]), Reconcile::NotSetUp);
+    assert_eq!(unset.reconcile(&[]).unwrap(), Reconcile::NotSetUp);
 }
 
 #[test]
 fn a_switch_equal_to_the_table_needs_nothing() {
     let mut core = set_up(Mode::Multitenant);
     run(&mut core, |c| c.pod_add(pod(3, 10)).unwrap());
-    let Reconcile::Patch(patch) = core.reconcile(&switch_of(&core)) else {
+    let Reconcile::Patch(patch) = core.reconcile(&switch_of(&core)).unwrap() else {
         panic!("the note is there");
     };
     assert!(patch.is_empty());
@@ -182,7 +182,7 @@ fn drift_repair_removes_foreign_flows_and_restores_missing_and_altered_ones() {
             *flow = stats_of("table=100, priority=0, actions=drop");
         }
     }
-    let plan = core.reconcile(&switch);
+    let plan = core.reconcile(&switch).unwrap();
     let Reconcile::Patch(patch) = &plan else {
         panic!("the note is there: {plan:?}");
     };
@@ -357,7 +357,7 @@ fn drift_repair_of_a_foreign_flow_alone_only_deletes_it() {
     ];
     let mut switch = switch_of(&core);
     switch.extend(foreign.iter().map(|f| stats_of(f)));
-    let plan = core.reconcile(&switch);
+    let plan = core.reconcile(&switch).unwrap();
     let Reconcile::Patch(patch) = &plan else {
         panic!("{plan:?}");
     };
@@ -389,7 +389,7 @@ fn drift_repair_of_a_modified_flow_alone_restores_it_without_a_delete() {
             flow.duration_sec = 60;
         }
     }
-    let plan = core.reconcile(&switch);
+    let plan = core.reconcile(&switch).unwrap();
     let Reconcile::Patch(patch) = &plan else {
         panic!("{plan:?}");
     };
@@ -411,7 +411,7 @@ fn the_resync_after_a_reconnect_adds_what_the_switch_lacks() {
         c.hostsubnet_add(host_subnet(2, "10.128.2.0/23", Some(7)))
             .unwrap();
     });
-    let Reconcile::Patch(patch) = core.reconcile(&before) else {
+    let Reconcile::Patch(patch) = core.reconcile(&before).unwrap() else {
         panic!("the note is there");
     };
     let mut lacking = seed_subnet_flows(2, "10.128.2.0/23", Some(7));

@@ -14,7 +14,8 @@
 //! Conjunction ids are allocated per rule when a policy is applied and kept in the node state,
 //! so a restart, resync or HA take-over computes the very same flows.
 //!
-//! Everything here is pure: the node state in, flow texts out.
+//! Everything here is pure: the node state in, flows out (the mode's own as typed flow-mods;
+//! the policies' as text, until their engine is typed).
 
 mod ids;
 pub mod limits;
@@ -24,12 +25,14 @@ pub(crate) mod ranges;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use ofnode_proto::FlowMod;
 use serde::{Deserialize, Serialize};
 
 use super::Policy;
+use crate::sdn::flowmod::{table, Actions, FlowBuilder, CT_NEW, CT_REL, CT_RPL, CT_TRK};
 use crate::sdn::layout::{
-    CLASSIFY, EGRESS_POLICY, FROM_SERVICE, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING,
-    TO_REMOTE, TO_SERVICE, TUN_OFPORT,
+    CLASSIFY, EGRESS_POLICY, FROM_SERVICE, POLICY, POLICY_COMMIT, POLICY_CONNTRACK,
+    REG_OUTPUT_PORT, REG_SOURCE_VNID, ROUTING, TO_REMOTE, TO_SERVICE, TUN_OFPORT,
 };
 use crate::sdn::types::Pod;
 use crate::sdn::types::SetupRequest;
@@ -60,7 +63,9 @@ impl Policy for NetworkPolicy {
         2
     }
 
-    fn base_flows(&self, setup: &SetupRequest) -> Vec<String> {
+    /// One flow a line, as the seed writes them.
+    #[rustfmt::skip]
+    fn base_flows(&self, setup: &SetupRequest) -> Vec<FlowMod> {
         let (gw, cluster, service, local, tun) = (
             setup.gateway,
             setup.cluster_network,
@@ -68,50 +73,57 @@ impl Policy for NetworkPolicy {
             setup.local_subnet,
             TUN_OFPORT,
         );
-        let commit = format!("ct(commit,zone={ZONE})");
+        // `ip, ct_state=+trk+new` (a new connection), `+trk+rpl` (a reply), `+trk+rel` (related).
+        let new = |flow: FlowBuilder| flow.ip().ct_state(CT_TRK | CT_NEW, 0);
+        let replies = |flow: FlowBuilder| flow.ip().ct_state(CT_TRK | CT_RPL, 0);
+        let related = |flow: FlowBuilder| flow.ip().ct_state(CT_TRK | CT_REL, 0);
         vec![
             // Track every IP packet exactly once.
-            format!("table={CLASSIFY}, priority=1000, ip, ct_state=-trk, actions=ct(zone={ZONE},table={CLASSIFY})"),
+            table(CLASSIFY).priority(1000).ip().ct_state(0, CT_TRK).ct_track(ZONE, CLASSIFY).build(),
             // Egress: replies and related ICMP skip policy; the rest is per policy (0: seed's).
-            format!("table={POLICY_CONNTRACK}, priority={PRIO_REPLY}, ip, ct_state=+trk+rpl, actions=goto_table:{ROUTING}"),
-            format!("table={POLICY_CONNTRACK}, priority={PRIO_RELATED}, ip, ct_state=+trk+rel, actions=goto_table:{ROUTING}"),
+            replies(table(POLICY_CONNTRACK).priority(PRIO_REPLY)).goto(ROUTING),
+            related(table(POLICY_CONNTRACK).priority(PRIO_RELATED)).goto(ROUTING),
             // Commit what leaves without passing table 80, after its egress check.
-            format!("table={ROUTING}, priority=301, ip, nw_dst={gw}, ct_state=+trk+new, actions={commit},output:{tun}"),
-            format!("table={ROUTING}, priority=150, ip, nw_dst={cluster}, ct_state=+trk+new, actions={commit},goto_table:{TO_REMOTE}"),
-            format!("table={ROUTING}, priority=101, ip, nw_dst={service}, ct_state=+trk+new, actions={commit},goto_table:{TO_SERVICE}"),
-            format!("table={ROUTING}, priority=1, ip, ct_state=+trk+new, actions={commit},goto_table:{EGRESS_POLICY}"),
+            new(table(ROUTING).priority(301)).nw_dst(gw).ct_commit(ZONE).output(tun).build(),
+            new(table(ROUTING).priority(150)).nw_dst(cluster).ct_commit(ZONE).goto(TO_REMOTE),
+            new(table(ROUTING).priority(101)).nw_dst(service).ct_commit(ZONE).goto(TO_SERVICE),
+            new(table(ROUTING).priority(1)).ct_commit(ZONE).goto(EGRESS_POLICY),
             // Services go to tun0 (kube-proxy); policy judges them after the DNAT: the packet
             // comes back in through tun0 with the pod's address, table 25 loads its VNID again
             // (per pod, `pod_flows`; other sources keep reg0=0, the node's) and table 21 judges
             // its egress towards the real destination.
-            format!("table={POLICY_CONNTRACK}, priority={PRIO_SERVICE}, ip, nw_dst={service}, actions=goto_table:{ROUTING}"),
-            format!("table={TO_SERVICE}, priority=150, ip, actions=output:{tun}"),
-            format!("table={CLASSIFY}, priority=300, in_port={tun}, ip, nw_src={local}, nw_dst={cluster}, actions=goto_table:{FROM_SERVICE}"),
-            format!("table={FROM_SERVICE}, priority=0, actions=goto_table:{ROUTING}"),
+            table(POLICY_CONNTRACK).priority(PRIO_SERVICE).ip().nw_dst(service).goto(ROUTING),
+            table(TO_SERVICE).priority(150).ip().output(tun).build(),
+            table(CLASSIFY).priority(300).in_port(tun).ip().nw_src(local).nw_dst(cluster).goto(FROM_SERVICE),
+            table(FROM_SERVICE).priority(0).goto(ROUTING),
             // Ingress: replies, related, the local node (kubelet probes), non-isolated pods.
-            format!("table={POLICY}, priority={PRIO_REPLY}, ip, ct_state=+trk+rpl, actions=output:NXM_NX_REG2[]"),
-            format!("table={POLICY}, priority={PRIO_RELATED}, ip, ct_state=+trk+rel, actions=output:NXM_NX_REG2[]"),
-            format!("table={POLICY}, priority=310, ip, nw_src={gw}, actions=goto_table:{POLICY_COMMIT}"),
-            format!("table={POLICY}, priority=50, ip, actions=goto_table:{POLICY_COMMIT}"),
+            replies(table(POLICY).priority(PRIO_REPLY)).output_reg(REG_OUTPUT_PORT).build(),
+            related(table(POLICY).priority(PRIO_RELATED)).output_reg(REG_OUTPUT_PORT).build(),
+            table(POLICY).priority(310).ip().nw_src(gw).goto(POLICY_COMMIT),
+            table(POLICY).priority(50).ip().goto(POLICY_COMMIT),
             // The one commit of local deliveries.
-            format!("table={POLICY_COMMIT}, priority=10, ip, ct_state=+trk+new, actions={commit},output:NXM_NX_REG2[]"),
-            format!("table={POLICY_COMMIT}, priority=0, ip, actions=output:NXM_NX_REG2[]"),
+            new(table(POLICY_COMMIT).priority(10)).ct_commit(ZONE).output_reg(REG_OUTPUT_PORT).build(),
+            table(POLICY_COMMIT).priority(0).ip().output_reg(REG_OUTPUT_PORT).build(),
         ]
     }
 
     /// Isolation comes from policies, not VNIDs.
-    fn vnid_flows(&self, _vnid: Vnid) -> Vec<String> {
+    fn vnid_flows(&self, _vnid: Vnid) -> Vec<FlowMod> {
         Vec::new()
     }
 
     /// The pod's service traffic, back from the DNAT through tun0, carries its VNID again
     /// (openshift-sdn's table 25), so that policies see the pod, not the node; its egress is
     /// judged by table 21 (a resubmit: goto_table only goes forward).
-    fn pod_flows(&self, pod: &Pod) -> Vec<String> {
-        let (ip, vnid) = (pod.ip, pod.vnid);
-        vec![format!(
-            "table={FROM_SERVICE}, priority=100, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], resubmit(,{POLICY_CONNTRACK})"
-        )]
+    /// `table=25, priority=100, ip, nw_src=IP, actions=load:VNID->NXM_NX_REG0[], resubmit(,21)`
+    fn pod_flows(&self, pod: &Pod) -> Vec<FlowMod> {
+        vec![table(FROM_SERVICE)
+            .priority(100)
+            .ip()
+            .nw_src(pod.ip)
+            .load(REG_SOURCE_VNID, pod.vnid)
+            .resubmit(POLICY_CONNTRACK)
+            .build()]
     }
 
     /// Its own table 80 flow for the gateway (which also commits) replaces the seed's.

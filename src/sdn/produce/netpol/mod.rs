@@ -34,7 +34,6 @@ use crate::sdn::policy::networkpolicy::{
     StoredNetPol, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW,
 };
 use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
-use crate::sdn::table::Flow;
 use crate::value::{Cidr, Vnid};
 
 /// Conjunction ids per priority band: 2048 `conjunction` actions of 16 bytes fit one flow.
@@ -680,11 +679,6 @@ impl Engine {
     /// Every flow it holds.
     pub fn flow_mods(&self) -> impl Iterator<Item = FlowMod> + '_ {
         self.flows.iter().filter_map(|(key, c)| c.flow_mod(key))
-    }
-
-    /// Every flow it holds, encoded.
-    pub fn flows(&self) -> Vec<Flow> {
-        self.flow_mods().map(Flow::from_flow_mod).collect()
     }
 
     fn contribute(&mut self, key: FlowKey, part: Part, add: bool) {

@@ -30,8 +30,8 @@ pub use resubmit::Resubmit;
 
 use crate::field::{Field, FieldRange};
 use crate::oxm::Match;
+use crate::text::error::ParseError;
 use crate::text::lexer::Token;
-use crate::text::ParseError;
 use crate::wire::{put_raw, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 

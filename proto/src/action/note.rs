@@ -4,9 +4,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_NOTE};
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::bad;
-use crate::text::ParseError;
 use crate::wire::{pad8, Reader};
 use crate::{DecodeError, EncodeError};
 

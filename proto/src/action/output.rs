@@ -9,9 +9,9 @@ use super::{
     OFPCML_NO_BUFFER,
 };
 use crate::field::FieldRange;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::{bad, number};
-use crate::text::{format_port, parse_port, ParseError};
+use crate::text::value::{format_port, parse_port};
 use crate::wire::Reader;
 use crate::{
     DecodeError, EncodeError, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL,

@@ -6,10 +6,9 @@ use crate::action::{format_list, Action, Ctx};
 use crate::group::{
     watchable, Bucket, GroupCommand, GroupDesc, GroupMod, GroupStats, GroupType, OFPG_ALL,
 };
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::parse::{bad, number};
-use crate::text::value::format_port;
-use crate::text::{parse_port, ParseError};
+use crate::text::value::{format_port, parse_port};
 use crate::{OFPG_ANY, OFPG_MAX, OFPP_ANY};
 
 /// The group type names ovs-ofctl prints (and reads; it also reads `fast_failover`).

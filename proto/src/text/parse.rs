@@ -5,40 +5,13 @@ use crate::field::Field;
 use crate::flow_mod::{FlowMod, FlowModCommand};
 use crate::instruction::Instruction;
 use crate::oxm::Match;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::value::{parse_field_value, parse_port, parse_uint, PROTOCOLS};
+use crate::text::value::{parse_field_value, parse_port, PROTOCOLS};
 use crate::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
     OFPFF_SEND_FLOW_REM,
 };
-
-/// Why a flow text was refused; every variant names the token at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    #[error("unknown keyword `{0}`")]
-    UnknownKeyword(String),
-    #[error("`{token}`: {reason}")]
-    BadToken { token: String, reason: String },
-    #[error("`{token}` needs `{needs}` in the match (OpenFlow 1.3 prerequisite)")]
-    Prerequisite { token: String, needs: &'static str },
-    #[error("unsupported action `{0}`")]
-    UnknownAction(String),
-    #[error("a flow to add or modify needs `actions=...` (use `actions=drop` to drop)")]
-    MissingActions,
-    #[error("`{0}`: a delete takes no actions")]
-    UnexpectedActions(String),
-    #[error("{0}")]
-    Syntax(String),
-    #[error("the actions do not fit the match: {0}")]
-    Inconsistent(String),
-}
-
-pub(crate) fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
-    ParseError::BadToken {
-        token: token.text.to_string(),
-        reason: reason.into(),
-    }
-}
 
 /// Parses a flow as `ovs-ofctl add-flow`/`mod-flows`/`del-flows` read it, e.g.
 /// `table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, actions=goto_table:10` or,
@@ -209,12 +182,6 @@ fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), 
             Ok(())
         }
     }
-}
-
-pub(crate) fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseError> {
-    parse_uint(text)
-        .and_then(|v| T::try_from(v).ok())
-        .ok_or_else(|| bad(token, format!("`{text}` is not a number in range")))
 }
 
 /// Match fields as written, resolved against the packet type once every token is read.

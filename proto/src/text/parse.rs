@@ -3,7 +3,7 @@
 use crate::action::{Action, Ctx};
 use crate::field::Field;
 use crate::flow_mod::{FlowMod, FlowModCommand};
-use crate::instruction::Instruction;
+use crate::instruction::{meter_in_range, Instruction};
 use crate::oxm::Match;
 use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
@@ -324,6 +324,7 @@ fn check_prereq(m: &Match, field: Field, token: &Token<'_>) -> Result<(), ParseE
 /// Instruction kinds in the only order OpenFlow 1.1+ allows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
+    Meter,
     Apply,
     Clear,
     Write,
@@ -331,8 +332,8 @@ enum Stage {
 }
 
 /// Parses an action list (`load:42->NXM_NX_REG0[], note:01.02, goto_table:21`, `drop`) into
-/// instructions: plain actions go to one apply_actions, followed by clear_actions,
-/// write_actions(...) and goto_table:N in that order.
+/// instructions: meter:N first, then plain actions in one apply_actions, followed by
+/// clear_actions, write_actions(...) and goto_table:N in that order.
 pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     let toks = tokens(text).map_err(ParseError::Syntax)?;
     if toks.iter().any(|t| t.key.eq_ignore_ascii_case("drop")) {
@@ -345,19 +346,24 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     }
     let mut apply = Vec::new();
     let mut rest = Vec::new();
-    let mut stage = Stage::Apply;
+    let mut stage = None;
     for token in &toks {
         let (next, item) = parse_instruction_token(token)?;
-        if next < stage || (next == stage && next != Stage::Apply) {
-            return Err(bad(token, "instructions must come in the order actions, clear_actions, write_actions, goto_table, each once"));
+        let out_of_order = stage.is_some_and(|s| next < s || (next == s && next != Stage::Apply));
+        if out_of_order {
+            return Err(bad(token, "instructions must come in the order meter, actions, clear_actions, write_actions, goto_table, each once"));
         }
-        stage = next;
+        stage = Some(next);
         match item {
             Ok(actions) => apply.extend(actions),
             Err(instruction) => rest.push(instruction),
         }
     }
-    let mut out = Vec::new();
+    // The meter instruction, if any, comes first in `rest` (the stages make it so).
+    let (meter, rest): (Vec<_>, Vec<_>) = rest
+        .into_iter()
+        .partition(|inst| matches!(inst, Instruction::Meter(_)));
+    let mut out = meter;
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }
@@ -377,6 +383,17 @@ fn parse_instruction_token(
     token: &Token<'_>,
 ) -> Result<(Stage, Result<Vec<Action>, Instruction>), ParseError> {
     Ok(match token.key.to_ascii_lowercase().as_str() {
+        "meter" => {
+            let value = token.value.ok_or_else(|| bad(token, "missing meter"))?;
+            let meter_id = number(token, value)?;
+            if !meter_in_range(meter_id) {
+                return Err(bad(
+                    token,
+                    "a flow's meter is 1 to 4294901760 (OFPMMFC_INVALID_METER)",
+                ));
+            }
+            (Stage::Meter, Err(Instruction::Meter(meter_id)))
+        }
         "goto_table" => {
             let value = token.value.ok_or_else(|| bad(token, "missing table"))?;
             (
@@ -390,7 +407,12 @@ fn parse_instruction_token(
             let inner = if inner.trim() == "drop" { "" } else { inner };
             let mut actions = Vec::new();
             for t in tokens(inner).map_err(ParseError::Syntax)? {
-                actions.extend(Action::parse(&t, Ctx::default())?);
+                let parsed = Action::parse(&t, Ctx::default())?;
+                if !parsed.iter().all(Action::allowed_in_action_set) {
+                    // ovs-ofctl sends it; the switch refuses it (OFPBAC_BAD_TYPE).
+                    return Err(bad(&t, "not an action an action set (write_actions) takes"));
+                }
+                actions.extend(parsed);
             }
             (Stage::Write, Err(Instruction::WriteActions(actions)))
         }

@@ -466,33 +466,13 @@ fn check_groups_on_the_bridge(
             .collect(),
     );
     assert_eq!(dumped, expected);
-    let xid = session.xid();
-    session.send(&Message::MultipartRequest(MultipartRequest::GroupDesc), xid);
     let mut ours = Vec::new();
-    loop {
-        let frame = session.recv_frame().expect("switch closed the connection");
-        let (got, reply) =
-            Message::decode(&frame).unwrap_or_else(|e| panic!("{e}: {}", hex(&frame)));
-        if got != xid {
-            continue;
-        }
-        let Message::MultipartReply(MultipartReply {
-            flags,
-            body: MultipartReplyBody::GroupDesc(descs),
-        }) = &reply
-        else {
-            panic!("unexpected reply {reply:?}");
+    for (frame, part) in multipart(session, MultipartRequest::GroupDesc) {
+        let MultipartReplyBody::GroupDesc(descs) = &part.body else {
+            panic!("unexpected reply {part:?}");
         };
-        assert_eq!(
-            hex(&reply.to_bytes(xid)),
-            hex(&frame),
-            "re-encoding the group desc reply"
-        );
         eprintln!("captured group desc reply: {}", hex(&frame));
         ours.extend(descs.iter().map(format_group_desc));
-        if flags & OFPMPF_REPLY_MORE == 0 {
-            break;
-        }
     }
     assert_eq!(sorted(ours), dumped);
 }

@@ -8,6 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::oxm::Match;
 use crate::packet::PacketIn;
 use crate::property::{self, RawProperty};
+use crate::reason::OFPR_NO_MATCH;
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError, NO_BUFFER};
 
@@ -160,7 +161,7 @@ impl PacketIn2 {
             buffer_id: self.buffer_id.filter(|&id| id != NO_BUFFER),
             table_id: self.table_id.unwrap_or(0),
             cookie: self.cookie.filter(|&c| c != NO_COOKIE),
-            reason: self.reason.unwrap_or(crate::OFPR_NO_MATCH),
+            reason: self.reason.unwrap_or(OFPR_NO_MATCH),
             metadata: self.metadata.as_ref().unwrap_or(&NO_METADATA),
             userdata: self.userdata.as_deref().unwrap_or_default(),
         }

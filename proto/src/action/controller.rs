@@ -12,8 +12,8 @@ use super::{
     must_be_zero, nx_fixed, nx_header, Action, Ctx, Kind, WireId, NXAST_CONTROLLER,
     NXAST_CONTROLLER2, OFPCML_NO_BUFFER,
 };
-use crate::packet::{packet_in_reason_name, OFPR_ACTION, OFPR_N_REASONS};
 use crate::property;
+use crate::reason::{packet_in_reason_name, OFPR_ACTION, OFPR_N_REASONS};
 use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
 use crate::text::value::{format_hex_dots, parse_hex_dots};

@@ -146,6 +146,12 @@ impl MeterBand {
     }
 }
 
+/// Whether a meter may be added or modified under this id (handle_meter_mod): 1 to
+/// [`OFPM_MAX`], or a virtual meter other than "all".
+pub(crate) fn settable(meter_id: u32) -> bool {
+    (1..=OFPM_MAX).contains(&meter_id) || matches!(meter_id, OFPM_SLOWPATH | OFPM_CONTROLLER)
+}
+
 fn encode_bands(bands: &[MeterBand], out: &mut BytesMut) {
     bands.iter().for_each(|b| b.encode(out));
 }
@@ -212,8 +218,9 @@ impl MeterMod {
         Ok(())
     }
 
-    /// ofputil_decode_meter_mod: a command OVS knows; for an add or modify, not both rate units
-    /// and bands as OVS reads them; a delete's flags and bands are not read (as in OVS).
+    /// ofputil_decode_meter_mod and handle_meter_mod: a command OVS knows; for an add or
+    /// modify, a meter id a meter may have, not both rate units, and bands as OVS reads them; a
+    /// delete's flags and bands are not read (as in OVS).
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<MeterMod, DecodeError> {
         let mut fixed = r.sub(METER_MOD_FIXED_LEN, "meter_mod")?;
         let raw_command = fixed.u16()?;
@@ -233,6 +240,12 @@ impl MeterMod {
             }
             r.rest();
             return Ok(MeterMod::delete(meter_id));
+        }
+        if !settable(meter_id) {
+            return Err(DecodeError::BadValue {
+                what: "meter id of an add or modify (OFPMMFC_INVALID_METER)",
+                value: u64::from(meter_id),
+            });
         }
         if flags & OFPMF_KBPS != 0 && flags & OFPMF_PKTPS != 0 {
             return Err(DecodeError::BadValue {
@@ -424,6 +437,9 @@ mod tests {
             "0000000300000001 0001001000000064 0000000000000000",
             // an experimenter band (OFPMMFC_BAD_BAND)
             "0000000100000001 ffff001000000064 0000000000002320",
+            // meter 0, meter "all" (OFPMMFC_INVALID_METER)
+            "0000000100000000 0001001000000064 0000000000000000",
+            "00000001ffffffff 0001001000000064 0000000000000000",
             // a band of 24 bytes, a band cut short
             "0000000100000001 0001001800000064 0000000000000000 0000000000000000",
             "0000000100000001 0001001000000064 00000000",

@@ -670,9 +670,14 @@ fn any_meter_mod() -> impl Strategy<Value = MeterMod> {
     )
         .prop_map(|(command, meter_id, flags, bands)| match command {
             MeterCommand::Delete => MeterMod::delete(meter_id),
+            // A meter id an add or modify may name.
             _ => MeterMod {
                 command,
-                meter_id,
+                meter_id: if meter_id == 0 || meter_id == OFPM_ALL {
+                    OFPM_CONTROLLER
+                } else {
+                    meter_id.min(OFPM_MAX)
+                },
                 flags,
                 bands,
             },

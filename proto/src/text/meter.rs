@@ -4,7 +4,7 @@
 //! (lib/ofp-meter.c).
 
 use crate::meter::{
-    BandType, MeterBand, MeterCommand, MeterConfig, MeterFeatures, MeterMod, MeterStats,
+    settable, BandType, MeterBand, MeterCommand, MeterConfig, MeterFeatures, MeterMod, MeterStats,
     OFPMBT_DROP, OFPMBT_DSCP_REMARK, OFPMF_BURST, OFPMF_KBPS, OFPMF_PKTPS, OFPMF_STATS, OFPM_ALL,
     OFPM_CONTROLLER, OFPM_MAX, OFPM_SLOWPATH,
 };
@@ -201,7 +201,7 @@ pub fn parse_meter(text: &str, command: MeterCommand) -> Result<MeterMod, ParseE
     };
     let bands = bands.ok_or_else(|| ParseError::Syntax("must specify bands".into()))?;
     let (meter_id, flags) = parse_head(head, true)?;
-    if meter_id == OFPM_ALL {
+    if !settable(meter_id) {
         return Err(ParseError::Syntax(
             "meter=all names every meter: only a delete takes it".into(),
         ));

@@ -1155,7 +1155,7 @@ fn c_a_real_packet_in_from_ovs_vswitchd() {
     ofnode_harness::init();
     let ovs = ofnode_harness::Ovs::start().unwrap();
     ovs.add_bridge("br0").unwrap();
-    let pod = ofnode_harness::Netns::new("c30pod").unwrap();
+    let pod = ofnode_harness::Netns::new("audpod").unwrap();
     let port = ofnode_harness::unique_name("aud");
     let _veth = ofnode_harness::Veth::new(&port, ovs.netns(), "eth0", &pod).unwrap();
     ovs.vsctl(&[

@@ -40,7 +40,10 @@ fn setup() -> SetupRequest {
 }
 
 fn labels(pairs: &[(&str, String)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 fn namespace(n: usize) -> Namespace {
@@ -147,7 +150,8 @@ impl World {
                 });
             } else {
                 step(&mut core, |c| {
-                    c.remote_pod_set(pod_key(i, n), remote_info(i, n, 0)).unwrap()
+                    c.remote_pod_set(pod_key(i, n), remote_info(i, n, 0))
+                        .unwrap()
                 });
             }
         }
@@ -200,14 +204,16 @@ fn run_world(world: &World) {
             let p = (i * 31) % world.policies;
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
             let json = policy_json(ns, k, k, 1 + i % 3);
-            c.netpol_apply(parse_netpol(json.as_bytes()).unwrap()).unwrap();
+            c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
+                .unwrap();
         }),
     ));
     rows.push((
         "policy added",
         measure(&mut core, |c, i| {
             let json = policy_json(i % namespaces, 100 + i, i, 0);
-            c.netpol_apply(parse_netpol(json.as_bytes()).unwrap()).unwrap();
+            c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
+                .unwrap();
         }),
     ));
     rows.push((
@@ -224,7 +230,8 @@ fn run_world(world: &World) {
                 set: pod_labels(remote(i), namespaces, 1 + i % 5),
                 remove: Vec::new(),
             };
-            c.pod_labels(&pod_key(remote(i), namespaces), &edit).unwrap();
+            c.pod_labels(&pod_key(remote(i), namespaces), &edit)
+                .unwrap();
         }),
     ));
     rows.push((
@@ -247,8 +254,11 @@ fn run_world(world: &World) {
     rows.push((
         "remote pod added",
         measure(&mut core, |c, i| {
-            c.remote_pod_set(pod_key(remote(i), namespaces), remote_info(remote(i), namespaces, 0))
-                .unwrap()
+            c.remote_pod_set(
+                pod_key(remote(i), namespaces),
+                remote_info(remote(i), namespaces, 0),
+            )
+            .unwrap()
         }),
     ));
     rows.push((
@@ -301,7 +311,8 @@ fn relist() {
             core.pod_attach(pod_key(i, n), attachment(i), pod_labels(i, n, 0))
                 .unwrap();
         } else {
-            core.remote_pod_set(pod_key(i, n), remote_info(i, n, 0)).unwrap();
+            core.remote_pod_set(pod_key(i, n), remote_info(i, n, 0))
+                .unwrap();
         }
     }
     for policy in policies {

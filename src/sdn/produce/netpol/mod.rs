@@ -334,6 +334,10 @@ impl Plan {
             let dir = side.dir;
             let targets =
                 target_matches(dir, side.targets.namespace_vnid, members(&side.targets.key));
+            if targets.is_empty() {
+                // No target here: no isolation and no rule flows (no peer is looked at).
+                continue;
+            }
             for m in &targets {
                 put(FlowKey::new(dir.table(), PRIO_ISOLATION, m.clone()))?;
             }
@@ -350,7 +354,7 @@ impl Plan {
                         })
                         .collect::<Vec<_>>()
                 });
-                if targets.is_empty() || peers.as_ref().is_some_and(Vec::is_empty) {
+                if peers.as_ref().is_some_and(Vec::is_empty) {
                     continue;
                 }
                 for (key, _) in rule_parts(
@@ -536,7 +540,12 @@ struct RuleState {
     id: u32,
     priority: u16,
     targets: Targets,
-    peers: Option<Vec<PeerSource>>,
+    /// What its peers are (None: every peer), as keys; kept for when it has targets.
+    peer_plan: Option<Vec<PeerPlan>>,
+    /// Its peers, while it has targets here (their groups are held only then: a rule that
+    /// selects no local pod costs no group), else none.
+    peers: Vec<PeerSource>,
+    armed: bool,
     ports: Vec<Match>,
     clauses: Clauses,
     active: bool,
@@ -544,8 +553,8 @@ struct RuleState {
 
 impl RuleState {
     fn peer_count(&self, groups: &Groups) -> Option<usize> {
-        self.peers.as_ref().map(|sources| {
-            sources
+        self.peer_plan.as_ref().map(|_| {
+            self.peers
                 .iter()
                 .map(|s| match s {
                     PeerSource::Fixed(m) => m.len(),
@@ -589,8 +598,8 @@ impl RuleState {
             Some(vnid) => vec![matches::target_namespace(self.dir, vnid)],
             None => self.targets.matches(self.dir, groups, world),
         };
-        let peers = self.peers.as_ref().map(|sources| {
-            sources
+        let peers = self.peer_plan.as_ref().map(|_| {
+            self.peers
                 .iter()
                 .flat_map(|s| match s {
                     PeerSource::Fixed(m) => m.clone(),
@@ -765,37 +774,23 @@ impl Engine {
             self.refresh_side(side, groups, world);
             applied.sides.push(side);
             for rule in side_plan.rules {
-                let peers = rule.peers.map(|peers| {
-                    peers
-                        .into_iter()
-                        .map(|p| match p {
-                            PeerPlan::Fixed(m) => PeerSource::Fixed(m),
-                            PeerPlan::Group(key) => {
-                                let g = groups.acquire(key, world);
-                                applied.groups.push(g);
-                                PeerSource::Group(g)
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                });
                 let state = RuleState {
                     dir: side_plan.dir,
                     id: rule.id,
                     priority: rule.priority,
                     targets,
-                    peers,
+                    peer_plan: rule.peers,
+                    peers: Vec::new(),
+                    armed: false,
                     ports: rule.ports,
                     clauses: rule.clauses,
                     active: false,
                 };
-                let peer_groups = peer_groups(&state);
                 let index = self.rules.insert(state);
-                // Its targets are its side's group; its peer groups were acquired for it.
+                // Its targets are its side's group; its peers' are acquired once it has any.
                 self.use_group(group, Use::RuleTargets(index));
-                for g in peer_groups {
-                    self.use_group(g, Use::RulePeers(index));
-                }
-                self.refresh_rule(index, groups, world);
+                let release = self.refresh_rule(index, groups, world);
+                release_all(groups, release);
                 applied.rules.push(index);
             }
         }
@@ -818,16 +813,16 @@ impl Engine {
     }
 
     fn unapply(&mut self, applied: Applied, groups: &mut Groups, world: World) {
+        let mut release = Vec::new();
         for index in applied.rules {
             if self.rules[index].active {
                 self.rule_flows(index, false, groups, world);
             }
+            release.extend(self.disarm(index));
             let rule = self.rules.remove(index);
             self.unuse_group(rule.targets.group, Use::RuleTargets(index));
-            for g in peer_groups(&rule) {
-                self.unuse_group(g, Use::RulePeers(index));
-            }
         }
+        release_all(groups, release);
         for index in applied.sides {
             let side = self.sides.remove(index);
             let dir = side.dir;
@@ -880,14 +875,61 @@ impl Engine {
         self.sides[index].present = now;
     }
 
-    /// A rule's flows follow whether it can allow anything here.
-    fn refresh_rule(&mut self, index: usize, groups: &Groups, world: World) {
+    /// A rule's groups and flows follow whether it can allow anything here: it holds its
+    /// peers' groups while it has targets, and has flows while it also has peers. Returns the
+    /// groups it let go, for the caller to release once no delta can name them any more.
+    fn refresh_rule(&mut self, index: usize, groups: &mut Groups, world: World) -> Vec<GroupId> {
+        let has_targets = self.rules[index].targets.count(groups) > 0;
+        if has_targets && !self.rules[index].armed {
+            self.arm(index, groups, world);
+        }
         let rule = &self.rules[index];
         let now = rule.should_be_active(groups);
         if now != rule.active {
             self.rule_flows(index, now, groups, world);
             self.rules[index].active = now;
         }
+        if !has_targets && self.rules[index].armed {
+            return self.disarm(index);
+        }
+        Vec::new()
+    }
+
+    /// Acquires a rule's peer groups (it has targets now).
+    fn arm(&mut self, index: usize, groups: &mut Groups, world: World) {
+        let plan = self.rules[index].peer_plan.clone().unwrap_or_default();
+        let peers: Vec<PeerSource> = plan
+            .into_iter()
+            .map(|p| match p {
+                PeerPlan::Fixed(m) => PeerSource::Fixed(m),
+                PeerPlan::Group(key) => PeerSource::Group(groups.acquire(key, world)),
+            })
+            .collect();
+        for source in &peers {
+            if let PeerSource::Group(g) = source {
+                self.use_group(*g, Use::RulePeers(index));
+            }
+        }
+        let rule = &mut self.rules[index];
+        rule.peers = peers;
+        rule.armed = true;
+    }
+
+    /// Lets go of an inactive rule's peer groups; returns them, to be released.
+    fn disarm(&mut self, index: usize) -> Vec<GroupId> {
+        let rule = &mut self.rules[index];
+        rule.armed = false;
+        let gone: Vec<GroupId> = std::mem::take(&mut rule.peers)
+            .into_iter()
+            .filter_map(|s| match s {
+                PeerSource::Group(g) => Some(g),
+                PeerSource::Fixed(_) => None,
+            })
+            .collect();
+        for g in &gone {
+            self.unuse_group(*g, Use::RulePeers(index));
+        }
+        gone
     }
 
     /// Adds or removes every flow of a rule, from the groups as they are.
@@ -900,7 +942,7 @@ impl Engine {
     /// Follows the members that joined and left groups (the store's [`Delta`]s of a change):
     /// each adds or removes its own matches' contributions; rules and sides whose emptiness
     /// changed add or remove all of theirs.
-    pub fn on_deltas(&mut self, deltas: &[Delta], groups: &Groups, world: World) {
+    pub fn on_deltas(&mut self, deltas: &[Delta], groups: &mut Groups, world: World) {
         let mut rules = BTreeSet::new();
         let mut sides = BTreeSet::new();
         for delta in deltas {
@@ -954,9 +996,12 @@ impl Engine {
         for index in sides {
             self.refresh_side(index, groups, world);
         }
+        // Released only now: a group's id may be given to a new group, which no delta names.
+        let mut release = Vec::new();
         for index in rules {
-            self.refresh_rule(index, groups, world);
+            release.extend(self.refresh_rule(index, groups, world));
         }
+        release_all(groups, release);
     }
 
     /// The local pods the policy stored under `key` selects, and the flows it alone has
@@ -986,15 +1031,10 @@ impl Engine {
     }
 }
 
-fn peer_groups(rule: &RuleState) -> Vec<GroupId> {
-    rule.peers
-        .iter()
-        .flatten()
-        .filter_map(|s| match s {
-            PeerSource::Group(g) => Some(*g),
-            PeerSource::Fixed(_) => None,
-        })
-        .collect()
+fn release_all(groups: &mut Groups, release: Vec<GroupId>) {
+    for group in release {
+        groups.release(group);
+    }
 }
 
 /// Refuses a policy with a conjunction id past the last priority band.

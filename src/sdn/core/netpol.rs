@@ -10,7 +10,7 @@ use super::desired::enforcing_setup;
 use super::Core;
 use crate::sdn::error::Error;
 use crate::sdn::labels::{check_labels, FieldError, Labels};
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{check_named_ports, NamedPort, Namespace, PodInfo};
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key};
@@ -225,11 +225,38 @@ impl Core {
         }])
     }
 
+    /// Sets a pod's named container ports (of this node or another), replacing the old ones:
+    /// what a policy's named port resolves to on it.
+    pub fn pod_ports(&mut self, key: &PodKey, ports: Vec<NamedPort>) -> Result<(), Error> {
+        self.require_enforcing("pod ports")?;
+        check_named_ports("ports", &ports)?;
+        let info = self
+            .state()
+            .pod_infos
+            .get(key)
+            .ok_or_else(|| Error::NotFound {
+                what: format!("pod {key}"),
+            })?;
+        let info = PodInfo {
+            ports,
+            ..info.clone()
+        }
+        .normalized();
+        if self.state().pod_infos.get(key) == Some(&info) {
+            return Ok(());
+        }
+        self.apply(vec![Change::PodInfo {
+            key: key.clone(),
+            info: Some(info),
+        }])
+    }
+
     /// Creates or replaces a pod of another node: its addresses inside the cluster network and
     /// outside this node's subnet, in a namespace that exists, not a local pod's key.
     pub fn remote_pod_set(&mut self, key: PodKey, info: PodInfo) -> Result<(), Error> {
         let setup = self.require_enforcing("remote pods")?;
         check_labels("labels", &info.labels)?;
+        check_named_ports("ports", &info.ports)?;
         self.require_namespace("pod", key.namespace())?;
         if self.state().pods.contains_key(&key) {
             return Err(refuse("pod", format!("{key} is a pod of this node")));

@@ -1,5 +1,6 @@
-//! Conjunction ids: one per rule, allocated when a policy is applied and kept in the node
-//! state, so that a restart, resync or HA take-over computes the very same flows.
+//! Conjunction ids: one per conjunction of a rule (its numbered ports, and its named ports),
+//! allocated when a policy is applied and kept in the node state, so that a restart, resync
+//! or HA take-over computes the very same flows.
 
 use std::collections::BTreeSet;
 
@@ -16,7 +17,12 @@ pub fn allocate_ids(
     old: Option<&StoredNetPol>,
     others: impl Iterator<Item = u32>,
 ) -> StoredNetPol {
-    let count = |rules: &Option<Vec<Rule>>| rules.as_ref().map_or(0, Vec::len);
+    // One id per conjunction a rule is (two for a rule with numbered and named ports).
+    let count = |rules: &Option<Vec<Rule>>| {
+        rules
+            .as_ref()
+            .map_or(0, |rules| rules.iter().map(Rule::conjunctions).sum())
+    };
     let mut used: BTreeSet<u32> = others.collect();
     let mut keep = |old_ids: Option<&Vec<u32>>, n: usize| -> Vec<Option<u32>> {
         (0..n)

@@ -548,7 +548,21 @@ fn policy_types_default_as_the_api_server_does() {
         p.ingress.unwrap()[0].ports[0],
         Port {
             protocol: L4::Tcp,
-            range: Some((80, 80))
+            range: Some((80, 80)),
+            name: None,
+        }
+    );
+    let p = policy(&wrap(
+        "x",
+        "p",
+        r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http"}]}]}"#,
+    ));
+    assert_eq!(
+        p.ingress.unwrap()[0].ports[0],
+        Port {
+            protocol: L4::Tcp,
+            range: None,
+            name: Some("http".into()),
         }
     );
 }
@@ -558,9 +572,14 @@ fn policy_types_default_as_the_api_server_does() {
 fn bad_policies_are_refused_naming_the_field() {
     let cases = [
         (
-            r#"{"podSelector":{},"ingress":[{"ports":[{"port":80},{"port":"http"}]}]}"#,
+            r#"{"podSelector":{},"ingress":[{"ports":[{"port":80},{"port":"HTTP_1"}]}]}"#,
             "spec.ingress[0].ports[1].port",
-            "named ports are not supported",
+            "is not a port name",
+        ),
+        (
+            r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http","endPort":90}]}]}"#,
+            "spec.ingress[0].ports[0].endPort",
+            "named",
         ),
         (
             r#"{"podSelector":{},"bogus":1}"#,

@@ -177,10 +177,20 @@ fn main() {
             .expect("namespace set");
     }
     let client = ours
-        .add_pod_in(0, &namespace(0), 100, &labels(&[("app", "client")]))
+        .add_named_pod(
+            0,
+            (&namespace(0), "client"),
+            100,
+            &labels(&[("app", "client")]),
+        )
         .expect("client pod");
     let server = ours
-        .add_pod_in(0, &namespace(1), 101, &labels(&[("app", "probe")]))
+        .add_named_pod(
+            0,
+            (&namespace(1), "probe"),
+            101,
+            &labels(&[("app", "probe")]),
+        )
         .expect("server pod");
     let ours_pair = ProbePair {
         _servers: Servers::start(server.netns(), "probe".into()).expect("servers"),
@@ -403,6 +413,8 @@ fn add_local_ports(cluster: &Cluster) {
         node.cli(&[
             "pod",
             "add",
+            "--pod",
+            &format!("{}/local-{i}", namespace(ns)),
             "--veth",
             &format!("bp{i}"),
             "--ip",
@@ -413,8 +425,6 @@ fn add_local_ports(cluster: &Cluster) {
             &format!("{:064x}", 0xb000 + i),
             "--vnid",
             &vnid,
-            "--namespace",
-            &namespace(ns),
             "--label",
             &app,
         ])
@@ -444,10 +454,10 @@ fn add_remote_pods(cluster: &Cluster) {
             "pod",
             "remote",
             "set",
+            "--pod",
+            &format!("{}/remote-{i}", namespace(i % NAMESPACES)),
             "--ip",
             &ip,
-            "--namespace",
-            &namespace(i % NAMESPACES),
             "--label",
             &app,
         ])

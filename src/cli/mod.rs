@@ -92,7 +92,7 @@ pub enum Command {
     Netpol(NetpolCommand),
     /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
     Trace {
-        /// The pod it leaves: its IP, sandbox id (or a unique prefix), or host veth.
+        /// The pod it leaves: its NAMESPACE/NAME, IP, sandbox id (or a unique prefix), or host veth.
         #[arg(long, value_name = "POD|IP")]
         from: String,
         /// Its destination [default: the node's gateway].

@@ -60,7 +60,7 @@ pub use ha::{HaConfig, HaRole, HaStatus};
 pub use labels::{FieldError, Labels};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use objects::{KnownPod, NamedPort, Namespace, PodInfo};
+pub use objects::{KnownPod, NamedPort, Namespace, PodInfo, L4};
 pub use report::PodStatus;
 pub use report::{Detection, DriftReport, DriftStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState};

@@ -791,10 +791,12 @@ impl Cluster {
             .ok_or_else(|| ClusterError::Invalid(format!("no node {}", pod.node)))?;
         pod.ofport = match &self.control {
             Control::Ofnode(_) => {
-                let (ip, vnid) = (pod.ip.to_string(), pod.vnid.to_string());
+                let (key, ip, vnid) = (pod.key(), pod.ip.to_string(), pod.vnid.to_string());
                 let mut args = vec![
                     "pod",
                     "add",
+                    "--pod",
+                    &key,
                     "--veth",
                     &pod.host_veth,
                     "--ip",
@@ -806,9 +808,6 @@ impl Cluster {
                     "--vnid",
                     &vnid,
                 ];
-                if let Some(namespace) = &pod.namespace {
-                    args.extend(["--namespace", namespace]);
-                }
                 let labels = netpol::label_args(&pod.labels);
                 args.extend(labels.iter().map(String::as_str));
                 let out = node.cli(&args)?;

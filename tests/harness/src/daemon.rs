@@ -244,10 +244,12 @@ impl Daemon {
         }
     }
 
-    /// `ofnode pod add` of the pod on `veth` (a port-to-be in the daemon's namespace) with
-    /// `ip`, `mac`, `sandbox` (64 hex digits) in `vnid`; its OpenFlow port.
+    /// `ofnode pod add` of pod `pod` (`NAMESPACE/NAME`) on `veth` (a port-to-be in the
+    /// daemon's namespace) with `ip`, `mac`, `sandbox` (64 hex digits) in `vnid`; its OpenFlow
+    /// port.
     pub fn pod_add(
         &self,
+        pod: &str,
         veth: &str,
         ip: &str,
         mac: &str,
@@ -258,6 +260,8 @@ impl Daemon {
         let out = self.cli(&[
             "pod",
             "add",
+            "--pod",
+            pod,
             "--veth",
             veth,
             "--ip",

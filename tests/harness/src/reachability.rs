@@ -103,9 +103,10 @@ pub struct Model {
 
 impl Model {
     /// Creates x, y, z × a, b, c, pod `i` (in that order) on node `i % nodes`, and starts their
-    /// servers. Namespace `ns` is tenant `vnid(ns)`. In networkpolicy mode the namespaces (with
-    /// their labels) are set on every node first, the pods carry their namespace and labels,
-    /// and every node is told about the other nodes' pods.
+    /// servers. Pod `a` of namespace `x` is pod `x/a` to ofnode, and namespace `ns` is tenant
+    /// `vnid(ns)`. In networkpolicy mode the namespaces (with their labels) are set on every
+    /// node first, the pods carry their labels, and every node is told about the other nodes'
+    /// pods.
     pub fn create(cluster: &Cluster, vnid: impl Fn(&str) -> u32) -> Result<Model, ClusterError> {
         let netpol = cluster.mode == Mode::NetworkPolicy;
         if netpol {
@@ -120,11 +121,13 @@ impl Model {
             .enumerate()
         {
             let node = index % cluster.nodes().len();
-            let pod = if netpol {
-                cluster.add_pod_in(node, namespace, vnid(namespace), &labels(&[("pod", name)]))?
+            let pod_labels = if netpol {
+                labels(&[("pod", name)])
             } else {
-                cluster.add_pod(node, vnid(namespace))?
+                Vec::new()
             };
+            let pod =
+                cluster.add_named_pod(node, (namespace, name), vnid(namespace), &pod_labels)?;
             pods.push(ModelPod {
                 namespace,
                 name,

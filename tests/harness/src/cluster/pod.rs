@@ -143,12 +143,18 @@ pub struct Pod {
     pub sandbox: String,
     pub vnid: u32,
     pub ofport: u32,
-    /// The pod's Kubernetes namespace and labels, given to `ofnode pod add` when set (the
-    /// networkpolicy mode needs them; other modes store them).
-    pub namespace: Option<String>,
+    /// The pod's Kubernetes namespace and name: its key `NAMESPACE/NAME` in every ofnode pod
+    /// command. [`DEFAULT_NAMESPACE`] and `pod-<node>-<n>` unless the test names it.
+    pub namespace: String,
+    pub name: String,
+    /// Its labels, given to `ofnode pod add` (the networkpolicy mode's selectors see them; the
+    /// other modes refuse them).
     pub labels: Vec<(String, String)>,
     netns: Netns,
 }
+
+/// The namespace of pods a test does not place in one.
+pub const DEFAULT_NAMESPACE: &str = "default";
 
 impl Pod {
     /// Creates the namespace and its veth, addressed and routed; not yet attached to br0.
@@ -165,7 +171,8 @@ impl Pod {
             sandbox: format!("{:032x}{:032x}", node.index + 1, u32::from(number) + 1),
             vnid,
             ofport: 0,
-            namespace: None,
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            name: format!("pod-{}-{number}", node.index),
             labels: Vec::new(),
             netns,
         };
@@ -215,6 +222,11 @@ impl Pod {
                 .context(|| format!("pod {ip}: {}", argv.join(" ")))?;
         }
         Ok(pod)
+    }
+
+    /// `NAMESPACE/NAME`: the pod's key in ofnode.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
     }
 }
 

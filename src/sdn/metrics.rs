@@ -92,9 +92,11 @@ pub struct Metrics {
     pub pod_counter_polls: AtomicU64,
     pub pod_counter_poll_errors: AtomicU64,
     pub pod_counters: super::counters::PodCounterStore,
+    /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
+    pub megaflow_purges: super::megaflows::PurgeCounters,
 }
 
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+pub(super) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} counter");
     let _ = writeln!(out, "{name} {value}");
@@ -242,6 +244,7 @@ impl Metrics {
             load(&self.pod_counter_poll_errors),
         );
         self.pod_counters.render(&mut out);
+        self.megaflow_purges.render(&mut out);
         self.operation_latency.render(
             &mut out,
             "ofnode_operation_duration_seconds",

@@ -13,7 +13,8 @@
 //!   drift repair and high availability.
 //! - [`Node`] (`node/`): the operations' async front; [`dns`]: egress DNS names; [`host`]:
 //!   tun0, routes, forwarding; [`report`]: what the node reports; `ovs_bugs`: Open vSwitch
-//!   bugs the operator is told about.
+//!   bugs the operator is told about; `megaflows`: the purge of the datapath's cached flows
+//!   on a switch with the stale-megaflow bug.
 
 mod config;
 pub mod core;
@@ -26,6 +27,7 @@ pub mod flows;
 pub mod ha;
 pub mod host;
 pub mod layout;
+mod megaflows;
 mod metrics;
 mod node;
 mod ovs_bugs;
@@ -52,8 +54,9 @@ pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
+pub use ovs_bugs::StaleMegaflows;
 pub use policy::networkpolicy::model::{Labels, Namespace, RemotePod};
-pub use report::{Detection, DriftReport, DriftStatus, Status};
+pub use report::{Detection, DriftReport, DriftStatus, StaleMegaflowStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState, Pod, PodStatus};
 pub use types::{
     EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, PodAdd,

@@ -28,6 +28,7 @@ use super::dns::Dns;
 use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
 use super::ha::HaShared;
+use super::megaflows::Megaflows;
 use super::metrics::Metrics;
 use super::port_steps::{Answer, Deferred, PortSteps};
 use super::request::{Edit, Envelope, Read, Reply, Request, SetupDone};
@@ -87,6 +88,9 @@ pub struct Writer {
     /// Carries out the batches' port steps in OVSDB; without it (a writer with no OVSDB) they
     /// are dropped and their edits answered with the batch.
     pub port_steps: Option<PortSteps>,
+    /// Purges the datapath's cached flows after each bundle on a switch with the
+    /// stale-megaflow bug (`megaflows.rs`); without it (a writer with no OVSDB), never.
+    pub megaflows: Option<Megaflows>,
     requests: mpsc::Receiver<Envelope>,
     max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -124,6 +128,7 @@ impl Writer {
             dns,
             ha: None,
             port_steps: None,
+            megaflows: None,
             requests,
             max_batch: cfg.max_batch.max(1),
             connect_timeout: cfg.connect_timeout,
@@ -508,6 +513,14 @@ impl Writer {
             Err(e) => Err(e),
         };
         self.metrics.transaction_latency.observe(started.elapsed());
+        // Every bundle goes through here (batches, resync, repair, take-over, setup): the
+        // datapath forgets what it cached before anyone is answered.
+        if let (Some(megaflows), None | Some(true)) = (
+            &mut self.megaflows,
+            result.as_ref().err().map(may_have_applied),
+        ) {
+            megaflows.after_commit().await;
+        }
         match result {
             Ok(()) => {
                 Metrics::inc(&self.metrics.transactions);

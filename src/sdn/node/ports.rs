@@ -88,11 +88,11 @@ impl Node {
         }
         let _exclusive = self.inner.gate.write().await;
         let state = self.state().await?;
-        let Some(setup) = state.setup else {
+        if state.setup.is_none() {
             return Ok(());
-        };
-        // A restarted daemon learns its mode from its state and may never be set up again.
-        self.warn_stale_megaflows_once(setup.mode);
+        }
+        // A restarted daemon may never be set up again: it warns at its OVSDB session.
+        self.warn_stale_megaflows_once();
         let bridge = self.inner.cfg.bridge.clone();
         let ovsdb = &self.inner.ovsdb;
         if !ovsdb.with_cache(|c| c.find("Bridge", &bridge).is_some()) {

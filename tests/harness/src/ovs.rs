@@ -312,12 +312,6 @@ impl Ovs {
         Ok(version.trim().trim_matches('"').to_string())
     }
 
-    /// Drops every datapath flow (`dpctl/del-flows`): the next packets are translated afresh
-    /// from the OpenFlow tables.
-    pub fn flush_datapath_flows(&self) -> Result<(), CommandError> {
-        self.appctl(&["dpctl/del-flows"]).map(drop)
-    }
-
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
     pub fn appctl(&self, args: &[&str]) -> Result<String, CommandError> {
         run_ok(

@@ -74,6 +74,8 @@ pub struct Metrics {
     pub repairs: AtomicU64,
     /// Pod ports ovs-vswitchd could not set up after their add had returned.
     pub port_errors: AtomicU64,
+    /// Passes of the OVSDB reconciler (pods' ports) that failed, each tried again later.
+    pub ovsdb_reconcile_errors: AtomicU64,
     /// Egress DNS names whose answers changed.
     pub dns_changes: AtomicU64,
     /// Repairs of drift (someone else changed the switch's flows), and the flows they
@@ -193,6 +195,12 @@ impl Metrics {
             "ofnode_port_errors_total",
             "Pod ports ovs-vswitchd could not set up (see the log for the device and error).",
             load(&self.port_errors),
+        );
+        counter(
+            &mut out,
+            "ofnode_ovsdb_reconcile_errors_total",
+            "Passes of the OVSDB reconciler (pods' ports) that failed and are tried again (see the log).",
+            load(&self.ovsdb_reconcile_errors),
         );
         counter(
             &mut out,

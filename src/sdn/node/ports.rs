@@ -21,6 +21,7 @@ use crate::sdn::core::ovsdb::{
     controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
 };
 use crate::sdn::error::Error;
+use crate::sdn::metrics::Metrics;
 use crate::sdn::request::{Edit, PortEdit};
 
 /// How often a quiet reconciler looks whether its node is gone.
@@ -68,6 +69,7 @@ pub(super) async fn reconcile_ovsdb(
             }
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, "making OVSDB hold the desired ports failed; trying again");
+                Metrics::inc(&node_now.inner.metrics.ovsdb_reconcile_errors);
                 drop(node_now);
                 owed = true;
                 tokio::time::sleep(backoff).await;

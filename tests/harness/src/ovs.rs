@@ -312,6 +312,26 @@ impl Ovs {
         Ok(version.trim().trim_matches('"').to_string())
     }
 
+    /// `ovs-appctl -t DIR/ovsdb.ctl ARGS…`: ovsdb-server's control socket.
+    pub fn ovsdb_appctl(&self, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("ovsdb.ctl"))
+                .args(args),
+        )
+    }
+
+    /// The transactions ovsdb-server holds blocked (a `wait` not yet satisfied), from its
+    /// `memory/show` ("triggers:N", absent when none).
+    pub fn ovsdb_blocked_transactions(&self) -> Result<u64, CommandError> {
+        let memory = self.ovsdb_appctl(&["memory/show"])?;
+        Ok(memory
+            .split_whitespace()
+            .find_map(|item| item.strip_prefix("triggers:")?.parse().ok())
+            .unwrap_or(0))
+    }
+
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
     pub fn appctl(&self, args: &[&str]) -> Result<String, CommandError> {
         run_ok(

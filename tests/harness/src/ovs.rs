@@ -332,6 +332,17 @@ impl Ovs {
             .unwrap_or(0))
     }
 
+    /// The total of one of ovs-vswitchd's coverage counters (`coverage/show`; 0 when it never
+    /// hit). OVS adds each thread's counts up about once a second.
+    pub fn coverage_total(&self, counter: &str) -> Result<u64, CommandError> {
+        let shown = self.appctl(&["coverage/show"])?;
+        Ok(shown
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(counter))
+            .and_then(|line| line.rsplit("total:").next()?.trim().parse().ok())
+            .unwrap_or(0))
+    }
+
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.
     pub fn appctl(&self, args: &[&str]) -> Result<String, CommandError> {
         run_ok(

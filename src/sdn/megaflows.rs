@@ -12,13 +12,18 @@
 //! - `dpctl/del-flows` empties the datapath but leaves the ukeys: the next packet's upcall
 //!   cannot install its flow over the ukey ("upcall_cb failure: ukey installation fails"), so a
 //!   flow with steady traffic stays in the slow path, every packet an upcall, for as long as
-//!   its ukey lives (a 100 packets/s UDP flow: still no datapath flow 22 s later).
+//!   its ukey lives (`benches/netpol.rs` counts a busy flow's slow-path packets after each).
 //! - Deleting only the megaflows that overlap the changed OpenFlow flows (`dpctl/del-flow`) has
 //!   the same ukey problem for each flow it deletes, needs a dump of every megaflow per change,
 //!   and cannot be proven safe: the datapath key holds the packet as it arrived, while the
 //!   tables match registers and fields set earlier in the pipeline.
 //! - `revalidator/pause` around the purge would keep the revalidator from racing it, but if
 //!   ofnode died between pause and resume the switch's revalidators would stay paused.
+//!
+//! The purge skips a ukey that a revalidator thread holds at that instant (it runs beside
+//! them); the one such race it could lose needs a revalidator rewriting an overlapping flow at
+//! the same moment. `tests/netpol_e2e_megaflows.rs`, which makes the overlap every time, never
+//! saw a stale flow get through with the purge on.
 //!
 //! So the purge is targeted in what it can be: only on an affected switch (the kernel
 //! datapath and fixed versions never purge), only after a bundle (one per batch of

@@ -14,6 +14,10 @@
 //! Setup, resync (after a reconnect), drift repair and HA take-over run alone; they plan
 //! through the same core (`core/sync.rs`) and install the whole table in one bundle when the
 //! switch lacks it.
+//!
+//! Every bundle is committed in one place (`commit`), where, on an Open vSwitch with the
+//! stale-megaflow bug, the datapath's cached flows are purged before anyone is answered
+//! (`megaflows.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -513,13 +517,13 @@ impl Writer {
             Err(e) => Err(e),
         };
         self.metrics.transaction_latency.observe(started.elapsed());
-        // Every bundle goes through here (batches, resync, repair, take-over, setup): the
-        // datapath forgets what it cached before anyone is answered.
-        if let (Some(megaflows), None | Some(true)) = (
-            &mut self.megaflows,
-            result.as_ref().err().map(may_have_applied),
-        ) {
-            megaflows.after_commit().await;
+        // Every bundle goes through here (batches, resync, repair, take-over, setup): on a
+        // switch with the stale-megaflow bug the datapath forgets what it cached before anyone
+        // is answered, also after a commit of unknown outcome (the switch may hold the bundle).
+        if result.as_ref().map_or_else(may_have_applied, |()| true) {
+            if let Some(megaflows) = &mut self.megaflows {
+                megaflows.after_commit().await;
+            }
         }
         match result {
             Ok(()) => {

@@ -189,6 +189,8 @@ pub struct Megaflows {
     /// The control socket's connection, kept between purges (reopened when ovs-vswitchd
     /// restarts: its socket's name carries its pid).
     client: Option<Unixctl>,
+    /// The last purge failed: the next failures are counted, not logged again.
+    failing: bool,
 }
 
 impl Megaflows {
@@ -206,6 +208,7 @@ impl Megaflows {
             purge_enabled,
             metrics,
             client: None,
+            failing: false,
         }
     }
 
@@ -220,15 +223,20 @@ impl Megaflows {
         let result = self.purge().await;
         let took = started.elapsed();
         self.metrics.megaflow_purges.record(took, &result);
-        match result {
-            Ok(()) => tracing::debug!(?took, "purged the datapath's cached flows"),
-            Err(e) => tracing::warn!(
+        let failed = result.is_err();
+        match (result, self.failing) {
+            (Ok(()), false) => tracing::debug!(?took, "purged the datapath's cached flows"),
+            (Ok(()), true) => tracing::info!("purging the datapath's cached flows works again"),
+            (Err(e), false) => tracing::warn!(
                 error = %e,
                 "could not purge the datapath's cached flows after a change: on this switch \
                  (Open vSwitch's stale-megaflow bug) a cached flow may keep its old actions \
-                 while traffic hits it"
+                 while traffic hits it; further failures are counted \
+                 (ofnode_stale_megaflow_purge_errors_total, ofnode status) until one succeeds"
             ),
+            (Err(e), true) => tracing::debug!(error = %e, "purge failed again"),
         }
+        self.failing = failed;
     }
 
     async fn purge(&mut self) -> Result<(), UnixctlError> {

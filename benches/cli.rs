@@ -310,6 +310,8 @@ impl Interleaved {
 async fn in_process_node(ovs: &Ovs, state: &Path) -> ofnode::sdn::Node {
     let mut cfg = ofnode::sdn::NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());

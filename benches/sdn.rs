@@ -40,6 +40,8 @@ fn setup_request() -> SetupRequest {
 fn config(ovs: &Ovs, state: &std::path::Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());

@@ -234,8 +234,17 @@ async fn a_port_removal_refused_in_a_session_is_retried_until_the_port_is_gone()
         .await
         .expect("a pod del whose port OVSDB keeps is acknowledged");
     assert_flows(&f.ovs, &base_flows(Mode::Subnet));
-    // Refused, and refused again by the retries while br1 holds the row.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Refused, and refused again by the retries while br1 holds the row: evidence from the
+    // node's reconciler, two of whose passes failed (each an OVSDB round trip that the server
+    // refused), not a wait that hopes the retries ran.
+    let failed_passes = || {
+        f.node
+            .metrics()
+            .ovsdb_reconcile_errors
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = failed_passes();
+    wait_until("two refused retries", || failed_passes() >= before + 2).await;
     assert!(on_br0(), "the database cannot have dropped the port yet");
     f.ovs
         .vsctl_no_wait(&["remove", "Bridge", "br1", "ports", port])

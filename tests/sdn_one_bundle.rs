@@ -5,11 +5,9 @@
 
 mod sdn_common;
 
-use std::time::Duration;
-
 use ofnode::sdn::policy::networkpolicy::parse_netpol;
 use ofnode::sdn::{EgressNetworkPolicy, HostSubnet, Mode, Namespace, PodInfo, Service, Vnid};
-use ofnode_harness::ofproxy::BundleEnd;
+use ofnode_harness::ofproxy::{msg_type, BundleEnd};
 use ofnode_harness::OfProxy;
 use sdn_common::*;
 
@@ -60,11 +58,19 @@ async fn no_bundle<T: std::fmt::Debug>(
 }
 
 /// Nothing reaches the switch behind the operations' backs (no follow-up fixes, no second
-/// bundle after the answer).
-async fn quiet_afterwards(proxy: &OfProxy) {
+/// bundle after the answer), by evidence: a resync goes through the node's writer after
+/// whatever it had queued, and reads the table through the same OpenFlow connection after
+/// whatever the node had sent on it. When it returns, everything the operations left behind
+/// has passed the proxy, and all that may have passed since `mark` is the resync's read.
+async fn quiet_afterwards(proxy: &OfProxy, node: &ofnode::sdn::Node) {
     let mark = proxy.mark();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    node.resync(false).await.expect("resync");
     let traffic = proxy.traffic_since(mark);
+    assert!(
+        traffic.count_to_switch(msg_type::MULTIPART_REQUEST) >= 1,
+        "the resync did not read the table: {}",
+        traffic.describe()
+    );
     assert!(
         traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
         "{}",
@@ -144,7 +150,7 @@ async fn every_operation_is_exactly_one_bundle_at_the_switch() {
     .await;
     one_bundle(&proxy, "pod del", node.pod_del(&key(POD_A), None)).await;
 
-    quiet_afterwards(&proxy).await;
+    quiet_afterwards(&proxy, node).await;
 }
 
 fn namespace(name: &str, v: u32, pairs: &[(&str, &str)]) -> Namespace {
@@ -303,5 +309,5 @@ async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
     .await;
     no_bundle(&proxy, "namespace del (no policy)", node.namespace_del("y")).await;
     one_bundle(&proxy, "pod del", node.pod_del(&local_key, None)).await;
-    quiet_afterwards(&proxy).await;
+    quiet_afterwards(&proxy, node).await;
 }

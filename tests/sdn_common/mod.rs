@@ -190,6 +190,8 @@ pub fn wait_for_flows(ovs: &Ovs, expected: &[String], limit: Duration) {
 pub fn node_config(ovs: &Ovs, state_dir: &Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state_dir);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns = DnsConfig {

@@ -277,7 +277,8 @@ impl Node {
         );
         add(
             // What the datapath caches: where packets did something the OpenFlow tables do
-            // not say, a stale megaflow shows here (see `Cluster::settle_datapaths`).
+            // not say, a stale megaflow shows here (Open vSwitch's stale-megaflow bug, which
+            // ofnode's purge after each change is there for: src/sdn/megaflows.rs).
             "dpctl/dump-flows",
             self.ovs
                 .appctl(&["dpctl/dump-flows"])
@@ -409,10 +410,6 @@ pub struct Cluster {
     openflow: DaemonOpenflow,
     echo: bool,
     membership: Option<EtcdMembership>,
-    /// The nodes whose datapath flows every policy change ends by dropping
-    /// ([`Cluster::settle_datapaths`]): set by the e2e tests, which observe steady states; empty
-    /// for the benches, which time the changes themselves.
-    settle_after_changes: Vec<usize>,
     // Field order is drop order: nodes, the API server, etcd, then the underlay links and
     // namespace.
     nodes: Vec<Node>,
@@ -507,7 +504,6 @@ impl Cluster {
             openflow,
             echo: options.echo,
             membership,
-            settle_after_changes: Vec::new(),
             nodes: Vec::new(),
             kube_api,
             etcd,

@@ -4,7 +4,6 @@
 //! label changes as `kubectl label` makes them, and NetworkPolicy objects as `kubectl get
 //! networkpolicy -o json` prints them.
 
-use super::Context;
 use super::{Cluster, ClusterError, Node, Pod};
 
 impl Node {
@@ -114,43 +113,13 @@ impl Cluster {
         })
     }
 
-    /// Runs a policy-relevant change on every node, then [`Cluster::settle_datapaths`].
+    /// Runs a policy-relevant change on every node. Nothing else: what the nodes enforce once
+    /// their daemons have answered is what the tests see.
     fn on_every_node(
         &self,
-        mut step: impl FnMut(&Node) -> Result<(), ClusterError>,
+        step: impl FnMut(&Node) -> Result<(), ClusterError>,
     ) -> Result<(), ClusterError> {
-        self.nodes.iter().try_for_each(&mut step)?;
-        self.settle_datapaths()
-    }
-
-    /// Makes every later policy change end with [`Cluster::settle_datapaths`] on the nodes
-    /// whose daemon warns of Open vSwitch's stale-megaflow bug (userspace datapath before
-    /// upstream's "dpif-netdev: Fix dpif_netdev_flow_put"; Debian 12 ships 3.1.0). The warning
-    /// depends only on the switch's version and datapath, so each daemon is asked once, here.
-    pub fn settle_datapaths_after_changes(&mut self) -> Result<(), ClusterError> {
-        let mut warned = Vec::new();
-        for node in &self.nodes {
-            if node.warns_of_stale_megaflows()? {
-                warned.push(node.index);
-            }
-        }
-        self.settle_after_changes = warned;
-        Ok(())
-    }
-
-    /// After a change of what policy allows: drop every datapath flow of the nodes chosen by
-    /// [`Cluster::settle_datapaths_after_changes`], as the warning tells operators to. Without
-    /// it a megaflow cached before the change keeps its old actions for as long as traffic
-    /// hits it, and a denied pair still connects seconds later. On a fixed switch there is no
-    /// warning and nothing is flushed: the tables alone are shown.
-    pub fn settle_datapaths(&self) -> Result<(), ClusterError> {
-        for &index in &self.settle_after_changes {
-            self.node(index)
-                .ovs()
-                .flush_datapath_flows()
-                .context(|| format!("node {index}: dpctl/del-flows"))?;
-        }
-        Ok(())
+        self.nodes.iter().try_for_each(step)
     }
 }
 

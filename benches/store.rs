@@ -14,8 +14,8 @@
 //! process of its own, so earlier worlds do not count).
 //!
 //! Run: `cargo bench --bench store` (no root needed). `STORE_BENCH_QUICK=1` runs only the
-//! smallest world (for a smoke run); `STORE_BENCH_WORLD=50000x5000` one world alone (for a
-//! profiler).
+//! smallest world (for a smoke run); `STORE_BENCH_WORLD=50000x5000` one world alone, `STORE_BENCH_ONLY=relabel` only the
+//! changes so named, `STORE_BENCH_SAMPLES=5000` more samples of each (for a profiler).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ const POLICIES_PER_NAMESPACE: usize = 10;
 const APPS: usize = 10;
 /// Namespaces per team (per value of the `team` label).
 const NAMESPACES_PER_TEAM: usize = 10;
-/// Changes of each kind measured per world.
+/// Changes of each kind measured per world, unless `STORE_BENCH_SAMPLES` says otherwise.
 const SAMPLES: usize = 200;
 
 fn setup() -> SetupRequest {
@@ -171,18 +171,30 @@ impl World {
     }
 }
 
-/// (median, p99, mean flow mods) of `samples` runs of `op(i)`.
-fn measure(core: &mut Core, mut op: impl FnMut(&mut Core, usize)) -> (Duration, Duration, f64) {
-    let mut times = Vec::with_capacity(SAMPLES);
+/// One kind of change: its `i`th sample.
+type Change<'a> = Box<dyn FnMut(&mut Core, usize) + 'a>;
+
+/// Samples of each kind of change: `STORE_BENCH_SAMPLES`, or 200 (a profiler wants more).
+fn samples() -> usize {
+    std::env::var("STORE_BENCH_SAMPLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(SAMPLES)
+}
+
+/// (median, p99, mean flow mods) of `samples()` runs of `op(i)`.
+fn measure(core: &mut Core, op: &mut Change) -> (Duration, Duration, f64) {
+    let samples = samples();
+    let mut times = Vec::with_capacity(samples);
     let mut mods = 0;
-    for i in 0..SAMPLES {
+    for i in 0..samples {
         let started = Instant::now();
         mods += step(core, |c| op(c, i));
         times.push(started.elapsed());
     }
     times.sort();
     let p = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
-    (p(0.5), p(0.99), mods as f64 / SAMPLES as f64)
+    (p(0.5), p(0.99), mods as f64 / samples as f64)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -204,10 +216,10 @@ fn run_world(world: &World) {
     let namespaces = world.namespaces();
     let teams = namespaces.div_ceil(NAMESPACES_PER_TEAM);
     let remote = |i: usize| LOCAL_PODS + (i * 7919) % (world.pods - LOCAL_PODS);
-    let mut rows: Vec<(&str, (Duration, Duration, f64))> = Vec::new();
-    rows.push((
+    let mut changes: Vec<(&str, Change)> = Vec::new();
+    changes.push((
         "policy replaced (new peers and ports)",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             let p = (i * 31) % world.policies;
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
             let json = policy_json(ns, namespaces, k, k, 1 + i % 3);
@@ -215,24 +227,24 @@ fn run_world(world: &World) {
                 .unwrap();
         }),
     ));
-    rows.push((
+    changes.push((
         "policy added",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             let json = policy_json(i % namespaces, namespaces, 100 + i, i, 0);
             c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
                 .unwrap();
         }),
     ));
-    rows.push((
+    changes.push((
         "policy deleted",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             c.netpol_del(&format!("ns{}", i % namespaces), &format!("p{}", 100 + i))
                 .unwrap();
         }),
     ));
-    rows.push((
+    changes.push((
         "remote pod relabelled",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             let edit = LabelEdit {
                 set: pod_labels(remote(i), namespaces, 1 + i % 5),
                 remove: Vec::new(),
@@ -241,26 +253,24 @@ fn run_world(world: &World) {
                 .unwrap();
         }),
     ));
-    rows.push((
+    changes.push((
         "local pod relabelled",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             let local = i % LOCAL_PODS;
             let edit = LabelEdit {
-                set: pod_labels(local, namespaces, 1 + i % 5),
+                set: pod_labels(local, namespaces, 1 + (i / LOCAL_PODS) % 5),
                 remove: Vec::new(),
             };
             c.pod_labels(&pod_key(local, namespaces), &edit).unwrap();
         }),
     ));
-    rows.push((
+    changes.push((
         "remote pod deleted",
-        measure(&mut core, |c, i| {
-            c.remote_pod_del(&pod_key(remote(i), namespaces)).unwrap()
-        }),
+        Box::new(|c, i| c.remote_pod_del(&pod_key(remote(i), namespaces)).unwrap()),
     ));
-    rows.push((
+    changes.push((
         "remote pod added",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             c.remote_pod_set(
                 pod_key(remote(i), namespaces),
                 remote_info(remote(i), namespaces, 0),
@@ -268,9 +278,9 @@ fn run_world(world: &World) {
             .unwrap()
         }),
     ));
-    rows.push((
+    changes.push((
         "namespace relabelled",
-        measure(&mut core, |c, i| {
+        Box::new(|c, i| {
             let n = i % namespaces;
             let edit = LabelEdit {
                 set: labels(&[(
@@ -282,9 +292,15 @@ fn run_world(world: &World) {
             c.namespace_labels(&format!("ns{n}"), &edit).unwrap();
         }),
     ));
+    // `STORE_BENCH_ONLY=TEXT` measures only the changes whose name contains TEXT.
+    let only = std::env::var("STORE_BENCH_ONLY").unwrap_or_default();
     println!("| change | median | p99 | flow mods (mean) |");
     println!("| --- | --- | --- | --- |");
-    for (what, (median, p99, mods)) in rows {
+    for (what, mut change) in changes {
+        if !what.contains(only.as_str()) {
+            continue;
+        }
+        let (median, p99, mods) = measure(&mut core, &mut change);
         println!(
             "| {what} | {:.3} ms | {:.3} ms | {mods:.1} |",
             ms(median),

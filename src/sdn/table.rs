@@ -12,7 +12,7 @@
 //! each touched flow's original entry: at the end the batch yields the minimal diff (deletes
 //! of flows gone, adds of flows new or changed) or is rolled back exactly.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};

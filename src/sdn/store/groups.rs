@@ -8,7 +8,9 @@
 //! Groups are counted by their users: [`Groups::acquire`] makes one (its members found through
 //! the [`Index`]) or shares it, [`Groups::release`] drops it with its last user.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashSet, HashSetExt};
 use std::net::Ipv4Addr;
 
 use slab::Slab;

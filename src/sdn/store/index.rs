@@ -2,7 +2,9 @@
 //! label. They answer "which pods could a new selector group hold" without a scan of every
 //! pod, and "which pod has this address" for the operations keyed by IP.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::net::IpAddr;
 
 use crate::sdn::labels::Selector;

@@ -11,7 +11,7 @@ mod index;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::Ipv4Addr;
 
 pub use crate::value::PodKey;

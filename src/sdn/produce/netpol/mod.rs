@@ -16,7 +16,9 @@
 //! A rule is *active* (has flows) while it has targets on this node and, when it names
 //! peers, at least one peer: a rule that can allow nothing here costs nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use ofnode_proto::{Action, Conjunction, FlowMod, FlowModCommand, Instruction, Match};
 use slab::Slab;

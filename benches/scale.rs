@@ -1,0 +1,605 @@
+//! Issue 27 through the API, on a real Open vSwitch: what one change costs a node that holds
+//! 1,000, 10,000 or 50,000 pods and 500 or 5,000 policies, side by side with the seed's way
+//! (`ovs-ofctl bundle` of exactly the flows the change made, exec'd on a second node whose br0
+//! holds the same table), in one run.
+//!
+//! Each world is the store bench's (`benches/store.rs`): 200 local pods (veths on br0, added
+//! through the API) and the rest on other nodes (`POST /v1/remote-pods`), in namespaces of at
+//! most 100 pods; teams of 10 namespaces; 10 policies per namespace, each selecting an app and
+//! allowing one app of one team's namespaces on a TCP range and UDP 53. For each world:
+//! - installing the policies one `POST /v1/netpols` at a time, against the seed's way (the
+//!   policies' flows as one `ovs-ofctl bundle` exec per policy), and the flows per policy;
+//! - each kind of change (policy replaced, added, deleted; remote pod added, deleted,
+//!   relabelled; local pod relabelled; namespace relabelled), 20 of each: the API's answer
+//!   (median), ofnode's own CPU for it (every thread of the daemon, from
+//!   /proc/PID/task/*/schedstat), ovs-vswitchd's part (the OpenFlow bundle and the
+//!   stale-megaflow purge ofnode waits for, from the daemon's /metrics: the bound any
+//!   controller that waits for the switch has), the seed's way for the same flows, and the
+//!   flow mods made;
+//! - the daemon's RSS.
+//!
+//! Run: `cargo bench --bench scale` (as root; about 10 minutes). `SCALE_BENCH_WORLDS=1000x500`
+//! runs the worlds given (comma-separated `PODSxPOLICIES`).
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ofnode::api::client::Client;
+use ofnode::api::wire;
+use ofnode::sdn::{LabelEdit, Labels, PodInfo, PodKey};
+use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Mode};
+use ofnode_harness::{OperationTotals, PurgeTotals};
+
+const PODS_PER_NAMESPACE: usize = 100;
+const LOCAL_PODS: usize = 200;
+const POLICIES_PER_NAMESPACE: usize = 10;
+const APPS: usize = 10;
+const NAMESPACES_PER_TEAM: usize = 10;
+const SAMPLES: usize = 20;
+/// Requests in flight while the world is built (the build is not what is measured).
+const IN_FLIGHT: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+struct World {
+    pods: usize,
+    policies: usize,
+}
+
+impl World {
+    fn namespaces(&self) -> usize {
+        self.pods
+            .div_ceil(PODS_PER_NAMESPACE)
+            .max(self.policies.div_ceil(POLICIES_PER_NAMESPACE))
+    }
+
+    fn teams(&self) -> usize {
+        self.namespaces().div_ceil(NAMESPACES_PER_TEAM)
+    }
+
+    fn pod_key(&self, i: usize) -> PodKey {
+        PodKey::new(&format!("ns{}", i % self.namespaces()), &format!("pod-{i}"))
+            .expect("a bench pod key")
+    }
+
+    fn pod_labels(&self, i: usize, variant: usize) -> Labels {
+        labels(
+            "app",
+            format!("a{}", (i / self.namespaces() + variant) % APPS),
+        )
+    }
+
+    fn team_of(&self, ns: usize) -> String {
+        format!("t{}", ns / NAMESPACES_PER_TEAM)
+    }
+
+    /// Policy `name` of namespace `ns` for the pods of app `k`: peers of its own team's
+    /// namespaces (variant 0) or a neighbour team's.
+    fn policy(&self, ns: usize, name: usize, k: usize, variant: usize) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": format!("p{name}"), "namespace": format!("ns{ns}")},
+            "spec": {
+                "podSelector": {"matchLabels": {"app": format!("a{}", k % APPS)}},
+                "ingress": [{
+                    "from": [{
+                        "namespaceSelector": {"matchLabels": {
+                            "team": format!("t{}", (ns / NAMESPACES_PER_TEAM + variant) % self.teams())
+                        }},
+                        "podSelector": {"matchLabels": {"app": format!("a{}", (k + 1 + variant) % APPS)}}
+                    }],
+                    "ports": [
+                        {"protocol": "TCP", "port": 8000, "endPort": 8080 + variant},
+                        {"protocol": "UDP", "port": 53}
+                    ]
+                }]
+            }
+        })
+    }
+
+    /// The `i`th remote pod a change picks (spread over the world).
+    fn remote(&self, i: usize) -> usize {
+        LOCAL_PODS + (i * 7919) % (self.pods - LOCAL_PODS)
+    }
+}
+
+fn labels(key: &str, value: String) -> Labels {
+    [(key.to_string(), value)].into_iter().collect()
+}
+
+fn remote_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 129, 0, 0)) + i as u32)
+}
+
+/// The daemon's CPU time so far (every thread), from the scheduler's own accounting.
+fn cpu_time(pid: u32) -> Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the daemon's threads");
+    let nanos: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// `table=…, priority=…,match` of a dump-flows line: what identifies an OpenFlow flow.
+fn flow_key(line: &str) -> &str {
+    let line = line.split(" actions=").next().unwrap_or(line);
+    match line.strip_prefix("cookie=") {
+        Some(rest) => rest.split_once(", ").map_or(line, |(_, rest)| rest),
+        None => line,
+    }
+}
+
+/// The `ovs-ofctl bundle` lines that turn table `before` into `after`.
+fn bundle_lines(before: &[String], after: &[String]) -> Vec<String> {
+    let before_lines: HashSet<&str> = before.iter().map(String::as_str).collect();
+    let after_keys: HashSet<&str> = after.iter().map(|f| flow_key(f)).collect();
+    let deletes = before
+        .iter()
+        .map(|f| flow_key(f))
+        .filter(|key| !after_keys.contains(key))
+        .map(|key| match key.starts_with("table=") {
+            true => format!("flow delete_strict {key}"),
+            // dump-flows leaves out table 0; a delete without a table means every table.
+            false => format!("flow delete_strict table=0, {key}"),
+        });
+    let adds = after
+        .iter()
+        .filter(|f| !before_lines.contains(f.as_str()))
+        .map(|f| format!("flow add {f}"));
+    deletes.chain(adds).collect()
+}
+
+/// The seed's way of one change: its flows written to a file, `ovs-ofctl bundle` exec'd.
+fn seed_bundle(seed: &Cluster, lines: &[String]) -> Duration {
+    let ovs = seed.node(0).ovs();
+    let path = ovs.dir().join("change.txt");
+    let started = Instant::now();
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write change");
+    ovs.ofctl("bundle", "br0", &[&path.display().to_string()])
+        .expect("ovs-ofctl bundle");
+    started.elapsed()
+}
+
+/// Runs `requests` through the API, `IN_FLIGHT` at a time; panics on the first refusal.
+fn all<F>(runtime: &tokio::runtime::Runtime, requests: Vec<F>)
+where
+    F: std::future::Future<Output = Result<(), ofnode::api::client::ClientError>> + Send + 'static,
+{
+    runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for request in requests {
+            if set.len() >= IN_FLIGHT {
+                set.join_next().await.map(|r| r.expect("a request task"));
+            }
+            set.spawn(request);
+        }
+        while let Some(done) = set.join_next().await {
+            done.expect("a request task").expect("building the world");
+        }
+    });
+}
+
+/// One node in the networkpolicy mode holding `world`, and the seed's node beside it.
+struct Bench {
+    world: World,
+    ours: Cluster,
+    seed: Cluster,
+    client: Arc<Client>,
+    runtime: tokio::runtime::Runtime,
+    pid: u32,
+}
+
+impl Bench {
+    fn start(world: World) -> Bench {
+        let ours = Cluster::start(ClusterOptions {
+            nodes: 1,
+            mode: Mode::NetworkPolicy,
+            control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
+            echo: false,
+        })
+        .expect("one node in networkpolicy mode (run as root)");
+        let seed = Cluster::start(ClusterOptions {
+            nodes: 1,
+            mode: Mode::Subnet,
+            control: Control::SeedFlows,
+            echo: false,
+        })
+        .expect("the seed's node");
+        let daemon = ours.node(0).daemon().expect("the node's daemon");
+        let client = Arc::new(Client::new(&daemon.api));
+        let pid = daemon.pid().expect("the daemon's pid");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        Bench {
+            world,
+            ours,
+            seed,
+            client,
+            runtime,
+            pid,
+        }
+    }
+
+    fn flows(&self) -> Vec<String> {
+        self.ours.node(0).flows().expect("dump-flows")
+    }
+
+    fn build_pods(&self) {
+        let world = self.world;
+        let client = &self.client;
+        let namespaces = (0..world.namespaces())
+            .map(|ns| {
+                let (client, namespace) = (client.clone(), world_namespace(&world, ns));
+                async move { client.namespace_set(&namespace).await }
+            })
+            .collect();
+        all(&self.runtime, namespaces);
+        let node = self.ours.node(0);
+        node.netns()
+            .add_veth_pairs("sp", 0..LOCAL_PODS)
+            .expect("creating veths");
+        let local = (0..LOCAL_PODS)
+            .map(|i| {
+                let client = client.clone();
+                let add = wire::PodAdd {
+                    pod: world.pod_key(i),
+                    veth: format!("sp{i}").parse().expect("a veth name"),
+                    ip: Ipv4Addr::from(u32::from(node.subnet) + 10 + i as u32),
+                    mac: format!("0a:58:00:00:{:02x}:{:02x}", i >> 8, i & 0xff)
+                        .parse()
+                        .expect("a MAC"),
+                    sandbox: format!("{:064x}", 0xc000 + i).parse().expect("a sandbox"),
+                    vnid: Default::default(),
+                    labels: world.pod_labels(i, 0),
+                };
+                async move { client.pod_add(&add).await.map(|_| ()) }
+            })
+            .collect();
+        all(&self.runtime, local);
+        let remote = (LOCAL_PODS..world.pods)
+            .map(|i| {
+                let client = client.clone();
+                let pod = remote_pod(&world, i, 0);
+                async move { client.remote_pod_set(&pod).await }
+            })
+            .collect();
+        all(&self.runtime, remote);
+    }
+
+    /// Installs the policies (timed, one request at a time) and the same flows the seed's way.
+    fn install(&self) {
+        let world = self.world;
+        let before = self.flows();
+        let mut ours = Duration::ZERO;
+        for p in 0..world.policies {
+            let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
+            let body = serde_json::to_vec(&world.policy(ns, k, k, 0)).expect("policy JSON");
+            let started = Instant::now();
+            self.runtime
+                .block_on(self.client.netpol_apply(body))
+                .expect("POST /v1/netpols");
+            ours += started.elapsed();
+        }
+        let after = self.flows();
+        // The seed's node starts from ofnode's table without the policies, then takes their
+        // flows as one bundle exec per policy (the flows split evenly between them).
+        replace_flows(&self.seed, &before);
+        let lines = bundle_lines(&before, &after);
+        let per_policy = lines.len().div_ceil(world.policies).max(1);
+        let started = Instant::now();
+        for chunk in lines.chunks(per_policy) {
+            seed_bundle(&self.seed, chunk);
+        }
+        let seed = started.elapsed();
+        let seed_flows = self.seed.node(0).flows().expect("seed dump-flows");
+        assert_eq!(
+            sorted(seed_flows),
+            sorted(after.clone()),
+            "the seed's node does not hold ofnode's table"
+        );
+        let added = after.len().saturating_sub(before.len());
+        println!(
+            "scale install {} policies at {} pods: ofnode (POST /v1/netpols, one at a time) {:.2} s ({:.2} ms each); seed way ({} `ovs-ofctl bundle` execs of the same flows) {:.2} s; ratio {:.1}x (goal >= 10x at 50,000 pods / 5,000 policies); {} flows on br0, {added} for the policies ({:.2} per policy); ofnode RSS {:.1} MB",
+            world.policies,
+            world.pods,
+            ours.as_secs_f64(),
+            ms(ours) / world.policies as f64,
+            lines.chunks(per_policy).len(),
+            seed.as_secs_f64(),
+            seed.as_secs_f64() / ours.as_secs_f64().max(f64::MIN_POSITIVE),
+            after.len(),
+            added as f64 / world.policies as f64,
+            rss_mb(self.pid),
+        );
+    }
+
+    fn totals(&self) -> (OperationTotals, PurgeTotals) {
+        let metrics = self
+            .runtime
+            .block_on(self.client.metrics())
+            .expect("GET /metrics");
+        (
+            OperationTotals::from_metrics(&metrics).expect("the daemon's totals"),
+            PurgeTotals::from_metrics(&metrics).expect("the daemon's purge totals"),
+        )
+    }
+
+    /// `SAMPLES` changes of one kind, each timed through the API and replayed the seed's way.
+    fn measure(&self, what: &str, change: impl Fn(usize) -> Request) -> Row {
+        let mut row = Row::default();
+        for i in 0..SAMPLES {
+            let request = change(i);
+            let before = self.flows();
+            let (totals, purges) = self.totals();
+            let cpu = cpu_time(self.pid);
+            let started = Instant::now();
+            self.runtime
+                .block_on(request.send(&self.client))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let api = started.elapsed();
+            let cpu = cpu_time(self.pid).saturating_sub(cpu);
+            let (totals_after, purges_after) = self.totals();
+            let lines = bundle_lines(&before, &self.flows());
+            row.api.push(ms(api));
+            row.flow_mods.push(lines.len() as f64);
+            row.seed.push(ms(seed_bundle(&self.seed, &lines)));
+            // Only when this change was the one operation the daemon finished meanwhile.
+            if let Some((_, bundle)) = totals_after.one_operation_since(&totals) {
+                let purge = purges_after.seconds - purges.seconds;
+                row.switch.push(ms(bundle) + purge * 1000.0);
+                // The CPU the daemon spent on metrics' two answers is not the change's.
+                row.cpu.push(ms(cpu));
+            }
+        }
+        row
+    }
+
+    fn changes(&self) {
+        let world = self.world;
+        let teams = world.teams();
+        println!(
+            "| {} pods, {} policies: change | API answer (median) | ofnode CPU | ovs-vswitchd: bundle + purge | seed way | ratio | flow mods |",
+            world.pods, world.policies
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        let kinds: Vec<(&str, Box<dyn Fn(usize) -> Request>)> = vec![
+            (
+                "policy replaced",
+                Box::new(move |i| {
+                    let p = (i * 31) % world.policies;
+                    let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
+                    Request::NetPol(world.policy(ns, k, k, 1 + i % 3))
+                }),
+            ),
+            (
+                "policy added",
+                Box::new(move |i| {
+                    Request::NetPol(world.policy(i % world.namespaces(), 100 + i, i, 0))
+                }),
+            ),
+            (
+                "policy deleted",
+                Box::new(move |i| {
+                    Request::NetPolDel(wire::NetPolDel {
+                        namespace: format!("ns{}", i % world.namespaces()),
+                        name: format!("p{}", 100 + i),
+                    })
+                }),
+            ),
+            (
+                "remote pod relabelled",
+                Box::new(move |i| {
+                    Request::PodLabels(wire::PodLabels {
+                        pod: world.pod_key(world.remote(i)),
+                        edit: LabelEdit {
+                            set: world.pod_labels(world.remote(i), 1 + i % 5),
+                            remove: Vec::new(),
+                        },
+                    })
+                }),
+            ),
+            (
+                "local pod relabelled",
+                Box::new(move |i| {
+                    Request::PodLabels(wire::PodLabels {
+                        pod: world.pod_key(i),
+                        edit: LabelEdit {
+                            set: world.pod_labels(i, 1 + i % 5),
+                            remove: Vec::new(),
+                        },
+                    })
+                }),
+            ),
+            (
+                "remote pod deleted",
+                Box::new(move |i| {
+                    Request::RemoteDel(wire::RemotePodDel {
+                        pod: world.pod_key(world.remote(i)),
+                    })
+                }),
+            ),
+            (
+                "remote pod added",
+                Box::new(move |i| Request::Remote(remote_pod(&world, world.remote(i), 0))),
+            ),
+            (
+                "namespace relabelled",
+                Box::new(move |i| {
+                    Request::NamespaceLabels(wire::NamespaceLabels {
+                        name: format!("ns{i}"),
+                        edit: LabelEdit {
+                            set: labels(
+                                "team",
+                                format!("t{}", (i / NAMESPACES_PER_TEAM + 1 + i) % teams),
+                            ),
+                            remove: Vec::new(),
+                        },
+                    })
+                }),
+            ),
+        ];
+        for (what, change) in kinds {
+            self.measure(what, change).print(what);
+        }
+    }
+}
+
+fn world_namespace(world: &World, ns: usize) -> wire::Namespace {
+    wire::Namespace {
+        name: format!("ns{ns}"),
+        vnid: ofnode::sdn::Vnid::new(100 + ns as u32).expect("a VNID"),
+        labels: labels("team", world.team_of(ns)),
+    }
+}
+
+fn remote_pod(world: &World, i: usize, variant: usize) -> wire::KnownPod {
+    wire::KnownPod {
+        pod: world.pod_key(i),
+        info: PodInfo {
+            labels: world.pod_labels(i, variant),
+            ips: vec![IpAddr::V4(remote_ip(i))],
+            local: false,
+            ports: Vec::new(),
+        },
+    }
+}
+
+/// One change as the API takes it.
+enum Request {
+    NetPol(serde_json::Value),
+    NetPolDel(wire::NetPolDel),
+    PodLabels(wire::PodLabels),
+    Remote(wire::KnownPod),
+    RemoteDel(wire::RemotePodDel),
+    NamespaceLabels(wire::NamespaceLabels),
+}
+
+impl Request {
+    async fn send(self, client: &Client) -> Result<(), ofnode::api::client::ClientError> {
+        match self {
+            Request::NetPol(json) => {
+                client
+                    .netpol_apply(serde_json::to_vec(&json).expect("policy JSON"))
+                    .await
+            }
+            Request::NetPolDel(del) => client.netpol_del(&del).await,
+            Request::PodLabels(edit) => client.pod_labels(&edit).await,
+            Request::Remote(pod) => client.remote_pod_set(&pod).await,
+            Request::RemoteDel(del) => client.remote_pod_del(&del).await,
+            Request::NamespaceLabels(edit) => client.namespace_labels(&edit).await,
+        }
+    }
+}
+
+/// Milliseconds of each sample of one kind of change.
+#[derive(Default)]
+struct Row {
+    api: Vec<f64>,
+    cpu: Vec<f64>,
+    switch: Vec<f64>,
+    seed: Vec<f64>,
+    flow_mods: Vec<f64>,
+}
+
+impl Row {
+    fn print(self, what: &str) {
+        let (api, seed) = (median(self.api), median(self.seed));
+        println!(
+            "| {what} | {api:.2} ms | {:.2} ms | {:.2} ms | {seed:.2} ms | {:.1}x | {} |",
+            median(self.cpu),
+            median(self.switch),
+            seed / api.max(f64::MIN_POSITIVE),
+            median(self.flow_mods),
+        );
+    }
+}
+
+fn sorted(mut flows: Vec<String>) -> Vec<String> {
+    flows.sort();
+    flows
+}
+
+/// The seed's node takes `flows` as its whole table (`ovs-ofctl replace-flows`).
+fn replace_flows(seed: &Cluster, flows: &[String]) {
+    let ovs = seed.node(0).ovs();
+    let path = ovs.dir().join("all-flows.txt");
+    std::fs::write(&path, flows.join("\n") + "\n").expect("write flows");
+    ovs.ofctl("replace-flows", "br0", &[&path.display().to_string()])
+        .expect("ovs-ofctl replace-flows");
+}
+
+fn worlds() -> Vec<World> {
+    let given = std::env::var("SCALE_BENCH_WORLDS").unwrap_or_default();
+    if given.is_empty() {
+        return [(1_000, 500), (10_000, 500), (50_000, 5_000)]
+            .into_iter()
+            .map(|(pods, policies)| World { pods, policies })
+            .collect();
+    }
+    given
+        .split(',')
+        .map(|w| {
+            let parsed = w
+                .split_once('x')
+                .and_then(|(p, q)| Some((p.parse().ok()?, q.parse().ok()?)));
+            match parsed {
+                Some((pods, policies)) if pods > LOCAL_PODS && policies > 100 => {
+                    World { pods, policies }
+                }
+                _ => {
+                    eprintln!(
+                        "SCALE_BENCH_WORLDS: {w:?} is not PODSxPOLICIES with more than {LOCAL_PODS} pods and 100 policies"
+                    );
+                    std::process::exit(2);
+                }
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    if std::env::args()
+        .skip(1)
+        .any(|arg| !arg.starts_with('-') && !"scale".contains(&arg))
+    {
+        return;
+    }
+    for world in worlds() {
+        let started = Instant::now();
+        let bench = Bench::start(world);
+        bench.build_pods();
+        bench.install();
+        bench.changes();
+        println!(
+            "scale world {} pods / {} policies took {:.0} s",
+            world.pods,
+            world.policies,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}

@@ -22,11 +22,12 @@ use crate::sdn::core::ovsdb::{
 };
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
+use crate::stream::Backoff;
 
 /// How often a quiet reconciler looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
-/// Waits before a failed reconcile is tried again: the first, doubled after each failure up
-/// to the last.
+/// Waits before a failed reconcile is tried again: up to the first, the ceiling doubled after
+/// each failure up to the last (with jitter, `stream/backoff.rs`).
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -39,7 +40,7 @@ pub(super) async fn reconcile_ovsdb(
     let mut reconciled = 0;
     // A pass is owed within the session (an operation's step failed, or the last pass did).
     let mut owed = false;
-    let mut backoff = RETRY_FIRST;
+    let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX);
     loop {
         let generation = tokio::select! {
             // Biased: a wake-up that came meanwhile is taken before the wait below.
@@ -64,15 +65,16 @@ pub(super) async fn reconcile_ovsdb(
         let node_now = Node { inner };
         match node_now.reconcile_ports().await {
             Ok(()) => {
-                (reconciled, owed, backoff) = (generation, false, RETRY_FIRST);
+                (reconciled, owed) = (generation, false);
+                backoff.reset();
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "making OVSDB hold the desired ports failed; trying again");
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "making OVSDB hold the desired ports failed; trying again");
                 Metrics::inc(&node_now.inner.metrics.ovsdb_reconcile_errors);
                 drop(node_now);
                 owed = true;
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RETRY_MAX);
+                tokio::time::sleep(delay).await;
             }
         }
     }

@@ -4,8 +4,10 @@
 //!
 //! Edits of the desired state that wait together become one batch (one bundle, one journal
 //! sync); the other requests run alone. An edit or a read is any step on the core, written
-//! once there (`core/ops.rs`, `core/netpol.rs`) and carried here as a closure.
+//! once there (`core/ops.rs`, `core/netpol.rs`) and carried here as a closure. The writer
+//! takes them from its [`Inbox`]: one request, or an edit with the edits waiting behind it.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
@@ -171,6 +173,24 @@ pub enum Request {
     Shutdown(Reply<()>),
 }
 
+impl Request {
+    /// What a standby does with the request: edits, reads and setup are refused with `standby`,
+    /// resyncs and drift repairs answered as done (the switch is the active daemon's); a
+    /// take-over or a shutdown is returned, to be carried out.
+    pub fn on_standby(self, core: &Core, standby: Error) -> Option<Request> {
+        match self {
+            Request::Edit(edit) => edit.refuse(standby),
+            Request::Read(read) => read.refuse(core, standby),
+            Request::Setup(_, reply) => drop(reply.send(Err(standby))),
+            Request::Resync { reply, .. } | Request::RepairDrift { reply, .. } => {
+                drop(reply.send(Ok(())))
+            }
+            request @ (Request::TakeOver { .. } | Request::Shutdown(_)) => return Some(request),
+        }
+        None
+    }
+}
+
 /// A request and when it arrived (for the latency histogram).
 pub struct Envelope {
     pub request: Request,
@@ -182,6 +202,82 @@ impl Envelope {
         Envelope {
             request,
             started: Instant::now(),
+        }
+    }
+}
+
+/// The writer's end of the request channel: the next request, and the edits waiting behind an
+/// edit, taken as one batch.
+pub struct Inbox {
+    requests: mpsc::Receiver<Envelope>,
+    /// A request taken out while a batch was gathered (or put first): the next one.
+    pending: Option<Envelope>,
+    max_batch: usize,
+}
+
+impl Inbox {
+    /// The inbox of `requests`, gathering batches of at most `max_batch` edits (at least 1).
+    pub fn new(requests: mpsc::Receiver<Envelope>, max_batch: usize) -> Inbox {
+        Inbox {
+            requests,
+            pending: None,
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    /// The next request; None once every sender is gone.
+    pub async fn next(&mut self) -> Option<Envelope> {
+        match self.pending.take() {
+            Some(request) => Some(request),
+            None => self.requests.recv().await,
+        }
+    }
+
+    /// `first` and the edits already waiting behind it, up to the batch bound and up to an
+    /// edit of a pod port the batch has an edit of already (one port step per port and batch,
+    /// so that each step answers its own edit). Reads waiting among them are handed to `read`
+    /// on the way, to be answered from the state before the batch: a pod add's check comes
+    /// just before its edit, and ending the batch at each check would make a bundle of every
+    /// concurrent pod add.
+    pub fn gather(
+        &mut self,
+        first: Edit,
+        started: Instant,
+        mut read: impl FnMut(Read),
+    ) -> Vec<(Edit, Instant)> {
+        let mut ports: HashSet<IfName> = first.port().into_iter().cloned().collect();
+        let mut batch = vec![(first, started)];
+        while batch.len() < self.max_batch {
+            match self.requests.try_recv() {
+                Ok(Envelope {
+                    request: Request::Edit(edit),
+                    started,
+                }) if edit.port().is_none_or(|port| ports.insert(port.clone())) => {
+                    batch.push((edit, started))
+                }
+                Ok(Envelope {
+                    request: Request::Read(look),
+                    ..
+                }) => read(look),
+                Ok(other) => {
+                    self.pending = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    /// Makes a resync (nobody waits for its answer) the next request, unless one is pending
+    /// already.
+    pub fn resync_next(&mut self) {
+        if self.pending.is_none() {
+            let (reply, _) = oneshot::channel();
+            self.pending = Some(Envelope::new(Request::Resync {
+                force: false,
+                reply,
+            }));
         }
     }
 }

@@ -151,7 +151,7 @@ impl Node {
             metrics.clone(),
             ports_retry.clone(),
         ));
-        writer.megaflows = Some(Megaflows::new(
+        writer.purge_megaflows(Megaflows::new(
             cfg.vswitchd_ctl.clone(),
             ovsdb.clone(),
             datapath_type.clone(),

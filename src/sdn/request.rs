@@ -38,13 +38,14 @@ struct Step<F, T> {
     reply: Reply<T>,
 }
 
-impl<F, T> Operation for Step<F, T>
+impl<F, T, E> Operation for Step<F, T>
 where
-    F: FnOnce(&mut Core) -> Result<T, Error> + Send,
+    F: FnOnce(&mut Core) -> Result<T, E> + Send,
     T: Send + 'static,
+    E: Into<Error>,
 {
     fn apply(self: Box<Self>, core: &mut Core) -> Deferred {
-        defer(self.reply, (self.step)(core))
+        defer(self.reply, (self.step)(core).map_err(Into::into))
     }
 
     fn refuse(self: Box<Self>, error: Error) {
@@ -82,10 +83,11 @@ impl Edit {
     /// The edit `step` (on the core's open batch), answered on `reply`; `port` is the pod
     /// port it may give a port step (a batch holds at most one edit per port, so that each
     /// step answers its own edit).
-    pub fn new<T, F>(port: Option<IfName>, step: F, reply: Reply<T>) -> Edit
+    pub fn new<T, F, E>(port: Option<IfName>, step: F, reply: Reply<T>) -> Edit
     where
-        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error> + 'static,
     {
         Edit {
             port,
@@ -117,15 +119,16 @@ pub struct Read(Look);
 
 impl Read {
     /// The look `look` at the core, answered on `reply`.
-    pub fn new<T, F>(look: F, reply: Reply<T>) -> Read
+    pub fn new<T, F, E>(look: F, reply: Reply<T>) -> Read
     where
-        F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error>,
     {
         Read(Box::new(move |core, refused| {
             let answer = match refused {
                 Some(e) => Err(e),
-                None => look(core),
+                None => look(core).map_err(Into::into),
             };
             let _ = reply.send(answer);
         }))
@@ -312,14 +315,15 @@ pub async fn send_weak<T>(
 }
 
 /// Sends the edit `step` (with `port`, see [`Edit::new`]) and waits for its answer.
-pub async fn edit<T, F>(
+pub async fn edit<T, F, E>(
     requests: &mpsc::Sender<Envelope>,
     port: Option<IfName>,
     step: F,
 ) -> Result<T, Error>
 where
-    F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+    F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Into<Error> + 'static,
 {
     call(requests, |reply| {
         Request::Edit(Edit::new(port, step, reply))
@@ -328,10 +332,11 @@ where
 }
 
 /// Sends the look `look` at the core and waits for its answer.
-pub async fn read<T, F>(requests: &mpsc::Sender<Envelope>, look: F) -> Result<T, Error>
+pub async fn read<T, F, E>(requests: &mpsc::Sender<Envelope>, look: F) -> Result<T, Error>
 where
-    F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+    F: FnOnce(&Core) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Into<Error> + 'static,
 {
     call(requests, |reply| Request::Read(Read::new(look, reply))).await
 }

@@ -1,7 +1,7 @@
 //! The OVSDB reconciler: at every OVSDB session (the first included), and whenever an
 //! operation's OVSDB step failed inside a session (`port_steps.rs` wakes it), the bridge's
-//! ports and their limits are made equal to the desired state (`core/ovsdb.rs` plans it from
-//! the cache): a deleted pod's port whose removal failed goes, a live pod's missing port comes
+//! ports and their limits are made equal to the desired state (`core/ports.rs` plans it from
+//! what the cache shows, `bridge.rs`): a deleted pod's port whose removal failed goes, a live pod's missing port comes
 //! back (a crash between a pod add's journal record and its port), an acknowledged limit is
 //! written. A pass that fails is tried again, with backoff, until one succeeds. What OVSDB
 //! confirmed gone is then forgotten.
@@ -17,9 +17,8 @@ use tokio::sync::{watch, Notify};
 
 use super::{Inner, Node};
 use crate::ovsdb;
-use crate::sdn::core::ovsdb::{
-    controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
-};
+use crate::sdn::bridge::{controllers, observe, pod_port, setup_steps};
+use crate::sdn::core::ports::{port_fixes, removed_ports_gone, PortFix};
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
 use crate::stream::Backoff;
@@ -112,7 +111,7 @@ impl Node {
             self.point_controller_here().await?;
         }
         let observed = ovsdb.with_cache(|c| observe(c, &bridge));
-        let fixes = port_fixes(&bridge, &state, &observed);
+        let fixes = port_fixes(&state, &observed);
         if !fixes.is_empty() {
             tracing::info!(?fixes, "OVSDB differs from the desired state; fixing it");
             self.apply_port_fixes(&bridge, &fixes).await?;
@@ -164,7 +163,10 @@ fn port_change(bridge: &str, fix: &PortFix) -> ovsdb::PortChange {
             bridge: bridge.to_string(),
             name: veth.clone(),
         },
-        PortFix::Add(spec) => ovsdb::PortChange::Add(spec.clone()),
+        PortFix::Add { veth, ofport } => ovsdb::PortChange::Add(ovsdb::PortSpec {
+            ofport_request: Some(*ofport),
+            ..pod_port(bridge, veth)
+        }),
         PortFix::Limit { veth, bandwidth } => ovsdb::PortChange::Bandwidth {
             port: veth.clone(),
             max_rate_bps: bandwidth.qos_max_rate,

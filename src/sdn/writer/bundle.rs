@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ofnode_proto::{FlowStats, FlowStatsRequest};
 
 use crate::openflow::{self, Switch, Transaction};
+use crate::sdn::core::CoreError;
 use crate::sdn::error::Error;
 use crate::sdn::megaflows::Megaflows;
 use crate::sdn::metrics::Metrics;
@@ -152,10 +153,11 @@ pub(super) fn may_have_applied(e: &Error) -> bool {
 }
 
 fn decode_error(e: ofnode_proto::DecodeError) -> Error {
-    Error::Flow {
+    CoreError::Flow {
         flow: "<stored flow>".into(),
         reason: e.to_string(),
     }
+    .into()
 }
 
 /// Hands memory freed after a whole-table operation back to the system. A 40,000-flow bundle

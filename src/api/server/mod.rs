@@ -266,7 +266,7 @@ async fn status(State(s): Shared) -> Json<wire::StatusReply> {
 }
 
 async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {
-    let ofport = s.node.pod_add(&req).await?;
+    let ofport = s.node.pod_add(&req.into()).await?;
     Ok(Json(wire::PodAdded { ofport }))
 }
 
@@ -277,7 +277,7 @@ async fn pods(
 ) -> Result<axum::response::Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     Ok(match query.pod {
-        Some(pod) => Json(s.node.pod_status(&pod).await?).into_response(),
+        Some(pod) => Json(wire::PodStatus::from(s.node.pod_status(&pod).await?)).into_response(),
         None => {
             let pods = s
                 .node

@@ -5,14 +5,17 @@
 //! Worlds: 1,000 / 10,000 / 50,000 pods (200 on this node, the rest on others) spread over
 //! namespaces of at most 100 pods, with 500 or 5,000 policies (10 per namespace), each
 //! selecting an app label, peers by namespace label and pod label, a TCP port range and a UDP
-//! port. For each world: installing the policies, and the median and p99 of each kind of
+//! port. A team owns 10 namespaces (their `team` label) and a policy's peers are one app of
+//! one team's namespaces: about 100 pods, whatever the cluster's size, so that a bigger world
+//! adds pods a change does not touch (what "flat" is measured against). For each world: installing the policies, and the median and p99 of each kind of
 //! change (policy add, replace, delete; pod add, delete, relabel; namespace relabel) with the
 //! flow mods it makes. Then a relist: 10,000 pods and 1,000 policies applied as one diff to a
 //! core that had none, and the process's RSS at 50,000 pods / 5,000 policies (in a child
 //! process of its own, so earlier worlds do not count).
 //!
 //! Run: `cargo bench --bench store` (no root needed). `STORE_BENCH_QUICK=1` runs only the
-//! smallest world (for a smoke run).
+//! smallest world (for a smoke run); `STORE_BENCH_WORLD=50000x5000` one world alone (for a
+//! profiler).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -25,7 +28,8 @@ const PODS_PER_NAMESPACE: usize = 100;
 const LOCAL_PODS: usize = 200;
 const POLICIES_PER_NAMESPACE: usize = 10;
 const APPS: usize = 10;
-const TEAMS: usize = 5;
+/// Namespaces per team (per value of the `team` label).
+const NAMESPACES_PER_TEAM: usize = 10;
 /// Changes of each kind measured per world.
 const SAMPLES: usize = 200;
 
@@ -50,7 +54,7 @@ fn namespace(n: usize) -> Namespace {
     Namespace {
         name: format!("ns{n}"),
         vnid: Vnid::new(100 + n as u32).unwrap(),
-        labels: labels(&[("team", format!("t{}", n % TEAMS))]),
+        labels: labels(&[("team", format!("t{}", n / NAMESPACES_PER_TEAM))]),
     }
 }
 
@@ -94,8 +98,10 @@ fn remote_info(i: usize, namespaces: usize, variant: usize) -> PodInfo {
     }
 }
 
-/// Policy `name` of namespace `ns`, for the pods of app `k`.
-fn policy_json(ns: usize, name: usize, k: usize, variant: usize) -> String {
+/// Policy `name` of namespace `ns` (of `namespaces`), for the pods of app `k`: peers of its
+/// own team's namespaces (variant 0) or a neighbour team's.
+fn policy_json(ns: usize, namespaces: usize, name: usize, k: usize, variant: usize) -> String {
+    let teams = namespaces.div_ceil(NAMESPACES_PER_TEAM);
     let app = k % APPS;
     format!(
         r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
@@ -105,7 +111,7 @@ fn policy_json(ns: usize, name: usize, k: usize, variant: usize) -> String {
                                      "podSelector":{{"matchLabels":{{"app":"a{peer}"}}}}}}],
                            "ports":[{{"protocol":"TCP","port":8000,"endPort":{end}}},
                                     {{"protocol":"UDP","port":53}}]}}]}}}}"#,
-        team = (k + variant) % TEAMS,
+        team = (ns / NAMESPACES_PER_TEAM + variant) % teams,
         peer = (k + 1 + variant) % APPS,
         end = 8080 + variant,
     )
@@ -158,7 +164,7 @@ impl World {
         let started = Instant::now();
         for p in 0..self.policies {
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
-            let policy = parse_netpol(policy_json(ns, k, k, 0).as_bytes()).unwrap();
+            let policy = parse_netpol(policy_json(ns, n, k, k, 0).as_bytes()).unwrap();
             step(&mut core, |c| c.netpol_apply(policy).unwrap());
         }
         (core, started.elapsed())
@@ -196,6 +202,7 @@ fn run_world(world: &World) {
         ms(install) / world.policies as f64,
     );
     let namespaces = world.namespaces();
+    let teams = namespaces.div_ceil(NAMESPACES_PER_TEAM);
     let remote = |i: usize| LOCAL_PODS + (i * 7919) % (world.pods - LOCAL_PODS);
     let mut rows: Vec<(&str, (Duration, Duration, f64))> = Vec::new();
     rows.push((
@@ -203,7 +210,7 @@ fn run_world(world: &World) {
         measure(&mut core, |c, i| {
             let p = (i * 31) % world.policies;
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
-            let json = policy_json(ns, k, k, 1 + i % 3);
+            let json = policy_json(ns, namespaces, k, k, 1 + i % 3);
             c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
                 .unwrap();
         }),
@@ -211,7 +218,7 @@ fn run_world(world: &World) {
     rows.push((
         "policy added",
         measure(&mut core, |c, i| {
-            let json = policy_json(i % namespaces, 100 + i, i, 0);
+            let json = policy_json(i % namespaces, namespaces, 100 + i, i, 0);
             c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
                 .unwrap();
         }),
@@ -266,7 +273,10 @@ fn run_world(world: &World) {
         measure(&mut core, |c, i| {
             let n = i % namespaces;
             let edit = LabelEdit {
-                set: labels(&[("team", format!("t{}", (n + 1 + i) % TEAMS))]),
+                set: labels(&[(
+                    "team",
+                    format!("t{}", (n / NAMESPACES_PER_TEAM + 1 + i) % teams),
+                )]),
                 remove: Vec::new(),
             };
             c.namespace_labels(&format!("ns{n}"), &edit).unwrap();
@@ -302,7 +312,7 @@ fn relist() {
     let policies: Vec<_> = (0..world.policies)
         .map(|p| {
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
-            parse_netpol(policy_json(ns, k, k, 0).as_bytes()).unwrap()
+            parse_netpol(policy_json(ns, n, k, k, 0).as_bytes()).unwrap()
         })
         .collect();
     let started = Instant::now();
@@ -349,6 +359,18 @@ fn main() {
             core.flows().len(),
             rss_mb()
         );
+        return;
+    }
+    // One world alone (`PODSxPOLICIES`, e.g. 50000x5000): what a profiler is pointed at.
+    if let Ok(one) = std::env::var("STORE_BENCH_WORLD") {
+        let parsed = one
+            .split_once('x')
+            .and_then(|(p, q)| Some((p.parse().ok()?, q.parse().ok()?)));
+        let Some((pods, policies)) = parsed else {
+            eprintln!("STORE_BENCH_WORLD={one:?}: expected PODSxPOLICIES, e.g. 50000x5000");
+            std::process::exit(2);
+        };
+        run_world(&World { pods, policies });
         return;
     }
     let quick = std::env::var_os("STORE_BENCH_QUICK").is_some();

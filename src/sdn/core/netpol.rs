@@ -320,13 +320,11 @@ impl Core {
             .require_namespace("metadata.namespace", &policy.namespace)?
             .clone();
         let key = netpol_key(&policy.namespace, &policy.name);
-        let others = self
-            .state()
-            .netpols
-            .iter()
-            .filter(|(k, _)| **k != key)
-            .flat_map(|(_, p)| p.ingress_ids.iter().chain(&p.egress_ids).copied());
-        let stored = allocate_ids(policy, self.state().netpols.get(&key), others);
+        let stored = allocate_ids(
+            policy,
+            self.state().netpols.get(&key),
+            self.store.conj_ids(),
+        );
         if self.state().netpols.get(&key) == Some(&stored) {
             // The same policy again: nothing changes, no bundle.
             return Ok(());

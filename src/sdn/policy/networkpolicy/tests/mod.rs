@@ -112,13 +112,11 @@ impl World {
 
     fn apply(&mut self, p: NetPol) {
         let key = netpol_key(&p.namespace, &p.name);
-        let others: Vec<u32> = self
+        let held = self
             .netpols
-            .iter()
-            .filter(|(k, _)| **k != key)
-            .flat_map(|(_, s)| s.ingress_ids.iter().chain(&s.egress_ids).copied())
-            .collect();
-        let stored = allocate_ids(p, self.netpols.get(&key), others.into_iter());
+            .values()
+            .flat_map(|s| s.ingress_ids.iter().chain(&s.egress_ids).copied());
+        let stored = allocate_ids(p, self.netpols.get(&key), &ConjIds::of(held));
         self.netpols.insert(key, stored);
     }
 

@@ -329,7 +329,9 @@ async fn in_process_node(ovs: &Ovs, state: &Path) -> ofnode::sdn::Node {
 }
 
 fn pod_request(p: &PodArgs) -> PodAdd {
-    serde_json::from_str(&pod_json(p)).expect("a valid pod")
+    serde_json::from_str::<ofnode::api::wire::PodAdd>(&pod_json(p))
+        .expect("a valid pod")
+        .into()
 }
 
 /// A daemon of `binary` on a fresh private OVS, set up, with `count` veths `<prefix><i>`.

@@ -367,7 +367,8 @@ const HA_PODS: usize = 40;
 /// One `POST /v1/pods` on the daemon's API socket; the HTTP status.
 fn api_pod_add(api: &std::path::Path, pod: &PodAdd) -> u16 {
     use std::io::{Read, Write as _};
-    let body = serde_json::to_string(pod).expect("pod add JSON");
+    let body =
+        serde_json::to_string(&ofnode::api::wire::PodAdd::from(pod.clone())).expect("pod add JSON");
     let mut stream = std::os::unix::net::UnixStream::connect(api).expect("API socket");
     let request = format!(
         "POST /v1/pods HTTP/1.1\r\nHost: ofnode\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

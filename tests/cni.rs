@@ -591,7 +591,7 @@ fn an_add_failing_after_the_daemon_accepted_the_pod_leaves_nothing_behind() {
 #[test]
 fn the_pod_lookup_api_reports_the_pod_its_port_and_missing_flows() {
     use ofnode::api::client::{Client, ClientError};
-    use ofnode::sdn::PodStatus;
+    use ofnode::api::wire::PodStatus;
 
     let fx = Fixture::start();
     let pod = CniPod::new(3);

@@ -118,7 +118,7 @@ fn restart_changes_nothing(stop: impl FnOnce(&mut Daemon)) {
     // When it returns, all the new process decided to send has passed the proxy; the window
     // stays open to the end of the test, where it is checked again.
     daemon
-        .cli(&["pod", "status", "--sandbox", &sandbox(0)])
+        .cli(&["pod", "status", "--pod", &pod_key(0)])
         .unwrap();
     let traffic = proxy.traffic_since(mark);
     assert!(

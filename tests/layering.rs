@@ -1,6 +1,9 @@
 //! The node controller's modules form layers: no module of `src/sdn` imports one that
-//! imports it back, directly or through others (docs/architecture.md draws the layers). The
-//! graph is read from the sources' paths (`crate::sdn::x`, `super::x`), test code left out.
+//! imports it back, directly or through others (docs/architecture.md draws the layers), and
+//! the pure core (`src/sdn/core`) names no peer (OVSDB, OpenFlow, netlink) and no tokio. No
+//! circle either among the actions and the text syntax of `proto` (`proto/src/action`,
+//! `text`). The graph is read from the sources' paths (`crate::sdn::x`, `super::x`), test
+//! code left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,13 +37,20 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// The top-level modules of `src/sdn` a file of module `own` refers to. `depth` is how many
-/// `super::` lead from the file to `src/sdn` (1 for `sdn/x.rs` and `sdn/x/mod.rs`, 2 for
-/// `sdn/x/y.rs`, …).
-fn references(text: &str, own: &str, depth: usize, modules: &BTreeSet<String>) -> BTreeSet<String> {
+/// The top-level modules of a tree (`src/sdn`, reached from the crate root as `from_crate`,
+/// e.g. `crate::sdn::`) a file of module `own` refers to. `depth` is how many `super::` lead
+/// from the file to the tree's root (1 for `sdn/x.rs` and `sdn/x/mod.rs`, 2 for `sdn/x/y.rs`,
+/// …).
+fn references(
+    text: &str,
+    from_crate: &str,
+    own: &str,
+    depth: usize,
+    modules: &BTreeSet<String>,
+) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    let to_sdn = "super::".repeat(depth);
-    for prefix in ["crate::sdn::".to_string(), to_sdn] {
+    let to_root = "super::".repeat(depth);
+    for prefix in [from_crate.to_string(), to_root] {
         let mut rest = text;
         while let Some(at) = rest.find(&prefix) {
             let after = &rest[at + prefix.len()..];
@@ -59,10 +69,11 @@ fn references(text: &str, own: &str, depth: usize, modules: &BTreeSet<String>) -
     found
 }
 
-/// Module → the modules it refers to.
-fn graph(sdn: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let modules: BTreeSet<String> = std::fs::read_dir(sdn)
-        .expect("src/sdn")
+/// Module → the modules it refers to, for the tree at `root` (the crate reaches it as
+/// `from_crate`).
+fn graph(root: &Path, from_crate: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeSet<String> = std::fs::read_dir(root)
+        .expect("the tree's directory")
         .flatten()
         .filter_map(|e| {
             let path = e.path();
@@ -71,8 +82,8 @@ fn graph(sdn: &Path) -> BTreeMap<String, BTreeSet<String>> {
         })
         .collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in sources(sdn) {
-        let relative = file.strip_prefix(sdn).expect("under src/sdn");
+    for file in sources(root) {
+        let relative = file.strip_prefix(root).expect("under the tree");
         let parts: Vec<&str> = relative.iter().filter_map(|p| p.to_str()).collect();
         if parts == ["mod.rs"] || parts.iter().any(|p| *p == "tests" || *p == "tests.rs") {
             continue;
@@ -88,7 +99,7 @@ fn graph(sdn: &Path) -> BTreeMap<String, BTreeSet<String>> {
         edges
             .entry(own.clone())
             .or_default()
-            .extend(references(&text, &own, depth, &modules));
+            .extend(references(&text, from_crate, &own, depth, &modules));
     }
     edges
 }
@@ -128,7 +139,7 @@ fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 #[test]
 fn no_module_of_the_node_controller_imports_one_that_imports_it_back() {
     let sdn = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sdn");
-    let edges = graph(&sdn);
+    let edges = graph(&sdn, "crate::sdn::");
     assert!(edges.len() > 20, "the sources were read: {edges:?}");
     assert!(
         edges["core"].contains("store") && edges["store"].contains("state"),
@@ -149,6 +160,7 @@ fn a_circle_is_found() {
     let modules: BTreeSet<String> = ["core", "store"].iter().map(|s| s.to_string()).collect();
     let found = references(
         "use super::super::store::X; use super::core::Y;",
+        "crate::sdn::",
         "policy",
         2,
         &modules,
@@ -158,4 +170,89 @@ fn a_circle_is_found() {
         BTreeSet::from(["store".to_string()]),
         "super::core is a sibling in policy/"
     );
+}
+
+#[test]
+fn the_actions_and_the_text_of_proto_import_no_circle() {
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/src");
+    for (tree, a, b) in [("action", "ct", "nat"), ("text", "parse", "error")] {
+        let edges = graph(&proto.join(tree), &format!("crate::{tree}::"));
+        assert!(
+            edges.get(a).is_some_and(|to| to.contains(b)),
+            "the sources of proto/src/{tree} were read: {edges:?}"
+        );
+        if let Some(cycle) = cycle(&edges) {
+            panic!(
+                "a circle of imports in proto/src/{tree}: {}",
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+/// What the pure core must not name: the peers' clients and the async runtime.
+const NOT_IN_THE_CORE: [&str; 4] = ["ovsdb", "openflow", "netlink", "tokio"];
+
+/// Which of [`NOT_IN_THE_CORE`] `text` names: `crate::peer` (also inside a `crate::{…}`
+/// group), or tokio anywhere.
+fn peers_named(text: &str) -> BTreeSet<&'static str> {
+    let groups: Vec<&str> = text
+        .match_indices("crate::{")
+        .filter_map(|(at, _)| text[at..].split_once('}').map(|(group, _)| group))
+        .collect();
+    NOT_IN_THE_CORE
+        .into_iter()
+        .filter(|peer| {
+            let in_group = groups.iter().any(|group| {
+                group
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|word| word == *peer)
+            });
+            let named = if *peer == "tokio" {
+                text.contains("tokio")
+            } else {
+                text.contains(&format!("crate::{peer}"))
+            };
+            named || in_group
+        })
+        .collect()
+}
+
+#[test]
+fn the_core_names_no_peer_and_no_runtime() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sdn/core");
+    let files = sources(&core);
+    assert!(files.len() > 5, "the core's sources were read: {files:?}");
+    let mut named = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&core).expect("under src/sdn/core");
+        if relative.starts_with("tests") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(&file).expect("readable source"));
+        for peer in peers_named(&text) {
+            named.push(format!("core/{}: {peer}", relative.display()));
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "the core names what only the shell may: {named:?}"
+    );
+}
+
+#[test]
+fn a_peer_in_the_core_is_found() {
+    assert_eq!(
+        peers_named("use crate::ovsdb::Cache;"),
+        BTreeSet::from(["ovsdb"])
+    );
+    assert_eq!(
+        peers_named("use crate::{netlink, value::IfName};"),
+        BTreeSet::from(["netlink"])
+    );
+    assert_eq!(
+        peers_named("fn f(_: tokio::sync::Notify) {}"),
+        BTreeSet::from(["tokio"])
+    );
+    assert!(peers_named("use super::ports::PortStep; use crate::sdn::table;").is_empty());
 }

@@ -14,7 +14,7 @@ use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
 use ofnode::api::server::status_of;
-use ofnode::sdn::{EgressNetworkPolicy, Error, Mode, Vnid};
+use ofnode::sdn::{CoreError, EgressNetworkPolicy, Error, Mode, Vnid};
 use sdn_common::*;
 
 fn vnid(v: u32) -> Vnid {
@@ -107,7 +107,10 @@ async fn refused_policies_and_their_errors() {
         err.to_string(),
         "EgressNetworkPolicy in global network namespace is not allowed (default:p); ignoring"
     );
-    assert!(matches!(err, Error::Policy { applied: false, .. }));
+    assert!(matches!(
+        err,
+        Error::Core(CoreError::Policy { applied: false, .. })
+    ));
     assert_eq!(status_of(&err).as_u16(), 422);
     assert_flows(&f.ovs, &base);
 
@@ -121,7 +124,10 @@ async fn refused_policies_and_their_errors() {
         err.to_string(),
         "EgressNetworkPolicy not allowed in shared NetNamespace (a, b); dropping all traffic"
     );
-    assert!(matches!(err, Error::Policy { applied: true, .. }));
+    assert!(matches!(
+        err,
+        Error::Core(CoreError::Policy { applied: true, .. })
+    ));
     let drop_7 = "table=100, priority=1,reg0=0x7 actions=drop";
     assert_flows(&f.ovs, &with(&base, &[drop_7]));
 
@@ -157,7 +163,7 @@ async fn refused_policies_and_their_errors() {
         .egress_set(vnid(9), &ns(&["d"]), &[policy("d", "p", both)])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert!(matches!(err, Error::Core(CoreError::Invalid(_))), "{err}");
     assert_flows(&f.ovs, &with(&base, &[deny_7, drop_8]));
 }
 

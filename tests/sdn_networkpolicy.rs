@@ -131,7 +131,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
     let ofport = c
-        .pod_add(&pod)
+        .pod_add(&wire::PodAdd::from(pod.clone()))
         .await
         .expect("pod add takes the namespace's VNID");
     // The seed's four pod flows, and table 25's: its service traffic back from the DNAT.
@@ -230,7 +230,7 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     let mut pod = pod_a(0);
     pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
-    c.pod_add(&pod).await.unwrap();
+    c.pod_add(&wire::PodAdd::from(pod.clone())).await.unwrap();
     c.remote_pod_set(&remote_pod("x/pod-r", "10.130.0.8", &[]))
         .await
         .unwrap();
@@ -322,7 +322,7 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         &"cd".repeat(32),
         0,
     );
-    let (status, message) = refusal(c.pod_add(&other).await);
+    let (status, message) = refusal(c.pod_add(&wire::PodAdd::from(other.clone())).await);
     assert_eq!(status, 422);
     assert!(
         message.starts_with("pod: namespace \"nowhere\" does not exist"),
@@ -330,18 +330,18 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     );
     other.pod = key("x/pod-b");
     other.ip = "10.130.0.8".parse().unwrap();
-    let (status, message) = refusal(c.pod_add(&other).await);
+    let (status, message) = refusal(c.pod_add(&wire::PodAdd::from(other.clone())).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("ip:"), "{message}");
     assert!(message.contains("x/pod-r"), "{message}");
     other.ip = "10.128.0.6".parse().unwrap();
     other.vnid = ofnode::sdn::Vnid::new(12).unwrap();
-    let (status, message) = refusal(c.pod_add(&other).await);
+    let (status, message) = refusal(c.pod_add(&wire::PodAdd::from(other.clone())).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("vnid:"), "{message}");
     other.vnid = ofnode::sdn::Vnid::GLOBAL;
     other.labels.insert("bad key".into(), "v".into());
-    let (status, message) = refusal(c.pod_add(&other).await);
+    let (status, message) = refusal(c.pod_add(&wire::PodAdd::from(other.clone())).await);
     assert_eq!(status, 422);
     assert!(message.starts_with("labels.bad key"), "{message}");
 
@@ -461,7 +461,7 @@ async fn a_named_port_resolves_on_the_pods_that_name_it() {
     f.veth("vethA");
     let mut pod = pod_a(0);
     pod.pod = key("x/pod-a");
-    let ofport = c.pod_add(&pod).await.unwrap();
+    let ofport = c.pod_add(&wire::PodAdd::from(pod.clone())).await.unwrap();
     let with_pod = with(
         &base_flows(Mode::NetworkPolicy),
         &pod_a_flows(ofport, "0xb")
@@ -543,7 +543,10 @@ async fn a_node_in_another_mode_refuses_the_modes_inputs() {
     );
     let mut pod = pod_a(11);
     pod.labels.insert("pod".into(), "a".into());
-    expect_409(refusal(c.pod_add(&pod).await), "a pod's labels");
+    expect_409(
+        refusal(c.pod_add(&wire::PodAdd::from(pod.clone())).await),
+        "a pod's labels",
+    );
     assert_flows(&f.ovs, &flows);
     assert_eq!(f.ports(), ports, "a refused pod add left a port");
     assert_eq!(inputs(&api).await, "[]\n[]\n[]\n[]");
@@ -563,7 +566,7 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     let mut pod = pod_a(0);
     pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
-    c.pod_add(&pod).await.unwrap();
+    c.pod_add(&wire::PodAdd::from(pod.clone())).await.unwrap();
     c.remote_pod_set(&remote_pod("y/pod-b", "10.130.0.7", &[]))
         .await
         .unwrap();

@@ -6,7 +6,7 @@ mod sdn_common;
 use std::time::{Duration, Instant};
 
 use ofnode::api::server::status_of;
-use ofnode::sdn::{Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
+use ofnode::sdn::{CoreError, Error, HostSubnet, Mode, Service, SetupOutcome, Vnid};
 use ofnode_harness::ofproxy::{BundleCtrl, Frame};
 use sdn_common::*;
 
@@ -202,14 +202,20 @@ async fn pod_add_update_del() {
     // of the switch carries.
     let other = key("default/pod-z");
     let err = f.node.pod_update(&other, None, vnid(12)).await.unwrap_err();
-    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Core(CoreError::NotFound { .. })),
+        "{err}"
+    );
     let unknown_sandbox = Some("00".repeat(32).parse().unwrap());
     let err = f
         .node
         .pod_update(&other, unknown_sandbox, vnid(12))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Core(CoreError::NotFound { .. })),
+        "{err}"
+    );
     assert_flows(&f.ovs, &expect("0xb"));
 
     f.node.pod_del(&key(POD_A), None).await.unwrap();
@@ -394,7 +400,10 @@ async fn host_subnets_plain_and_fixed_vnid() {
         .hostsubnet_del("192.0.2.9".parse().unwrap(), plain.subnet)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Core(CoreError::NotFound { .. })),
+        "{err}"
+    );
     f.node
         .hostsubnet_del(plain.host_ip, plain.subnet)
         .await
@@ -472,7 +481,7 @@ async fn multicast_local_and_vxlan() {
 async fn operations_before_setup_and_bad_input_change_nothing() {
     let f = Fixture::start().await;
     let err = f.node.pod_add(&pod_a(1)).await.unwrap_err();
-    assert!(matches!(err, Error::NotSetUp), "{err}");
+    assert!(matches!(err, Error::Core(CoreError::NotSetUp)), "{err}");
     assert_eq!(status_of(&err).as_u16(), 409);
     assert!(!f.node.already_set_up().await.unwrap_or(false));
 
@@ -480,7 +489,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
     let mut bad = setup_request(Mode::Subnet);
     bad.gateway = "10.129.0.1".parse().unwrap();
     let err = f.node.setup(&bad).await.unwrap_err();
-    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert!(matches!(err, Error::Core(CoreError::Invalid(_))), "{err}");
     assert_eq!(status_of(&err).as_u16(), 400);
     assert!(f.ovs.vsctl(&["br-exists", "br0"]).is_err());
 
@@ -492,13 +501,16 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
         .multicast_local(vnid(3), true, &[0])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert!(matches!(err, Error::Core(CoreError::Invalid(_))), "{err}");
     let err = f
         .node
         .pod_bandwidth(&key("default/nosuch"), Some(1000), None)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Core(CoreError::NotFound { .. })),
+        "{err}"
+    );
     // A pod whose device does not exist gets no port and no flows.
     let err = f
         .node
@@ -512,7 +524,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
         ))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    assert!(matches!(err, Error::Core(CoreError::Invalid(_))), "{err}");
     assert!(err.to_string().contains("nosuch"), "{err}");
     assert_eq!(f.ports(), ["tun0", "vxlan0"]);
     assert_flows(&f.ovs, &base);

@@ -30,6 +30,34 @@ pub const RESERVED_PORTS: [(u32, &str); 8] = [
     (OFPP_ANY, "ANY"),
 ];
 
+/// OpenFlow 1.0 (16-bit) port numbers at or above this are reserved ports.
+pub(crate) const OFPP_MAX_16: u32 = 0xff00;
+/// OpenFlow 1.1+ reserved ports are the OpenFlow 1.0 (16-bit) ones plus this offset.
+pub(crate) const OFPP11_OFFSET: u32 = 0xffff_0000;
+
+/// A port in the 16 bits NX actions (resubmit, set_field of NXM_OF_IN_PORT) carry: a port
+/// below 0xff00 as it is, a reserved port in OpenFlow 1.0 numbers; `None` for the ports in
+/// between, which 16 bits cannot say (cutting them would name another port).
+pub(crate) fn port16(port: u32) -> Option<u16> {
+    if port < OFPP_MAX_16 {
+        u16::try_from(port).ok()
+    } else {
+        port.checked_sub(OFPP11_OFFSET)
+            .filter(|p| *p >= OFPP_MAX_16)
+            .and_then(|p| u16::try_from(p).ok())
+    }
+}
+
+/// The OpenFlow 1.3 port a 16-bit port names (the inverse of [`port16`]).
+pub(crate) fn port32(port: u16) -> u32 {
+    let port = u32::from(port);
+    if port >= OFPP_MAX_16 {
+        port + OFPP11_OFFSET
+    } else {
+        port
+    }
+}
+
 /// Length of `ofp_port` in OpenFlow 1.3.
 pub const OFP_PORT_LEN: usize = 64;
 const OFP_MAX_PORT_NAME_LEN: usize = 16;
@@ -119,5 +147,28 @@ impl PortStatus {
             reason,
             port: Port::decode(r)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sixteen_bit_ports_are_exact_or_refused() {
+        for (port, wire) in [
+            (0, Some(0)),
+            (0xfeff, Some(0xfeff)),
+            (0xff00, None),
+            (0x1_0005, None),
+            (0xffff_feff, None),
+            (0xffff_ff00, Some(0xff00)),
+            (OFPP_LOCAL, Some(0xfffe)),
+        ] {
+            assert_eq!(port16(port), wire, "{port:#x}");
+            if let Some(w) = wire {
+                assert_eq!(port32(w), port);
+            }
+        }
     }
 }

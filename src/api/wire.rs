@@ -1,22 +1,26 @@
 //! The control API's routes and JSON bodies, written once for the server, the CLI and the CNI
 //! plugin.
 //!
-//! Bodies the node takes as they are (setup, pod add, host subnet, service) are the node's own
-//! input types, re-exported here; the rest are small envelopes defined here.
+//! Bodies the node takes as they are (setup, host subnet, service) are the node's own input
+//! types, re-exported here; the rest are defined here. The CNI plugin's words — the pod it
+//! adds ([`PodAdd`]) and the pod it checks ([`PodStatus`]) — are the API's own, converted to
+//! and from the node's at the server.
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterStatus;
+use crate::sdn;
+pub use crate::sdn::counters::PodCounters;
 pub use crate::sdn::{
-    EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
+    EgressNetworkPolicy, HostSubnet, Service, SetupOutcome, SetupRequest, Status,
 };
 pub use crate::sdn::{
     KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo, PodKey, L4,
 };
 pub use crate::trace::{Trace, TraceQuery};
-use crate::value::{Cidr, IfName, SandboxId, Vnid};
+use crate::value::{Cidr, IfName, MacAddr, SandboxId, Vnid};
 
 /// The paths of the API (all under `/v1` but the metrics).
 pub mod route {
@@ -63,6 +67,80 @@ pub mod route {
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
     /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
     pub const NETPOLS: &str = "/v1/netpols";
+}
+
+/// A pod to attach (the CNI plugin's ADD; the seed's SetUpPod arguments), named as Kubernetes
+/// names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodAdd {
+    /// `namespace/name`: the pod's key in every later operation.
+    pub pod: PodKey,
+    pub veth: IfName,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+    pub sandbox: SandboxId,
+    /// Absent: 0 (in the networkpolicy mode, the namespace's VNID).
+    #[serde(default)]
+    pub vnid: Vnid,
+    /// Its labels (the networkpolicy mode's selectors see them; refused in the others).
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+}
+
+impl From<PodAdd> for sdn::PodAdd {
+    fn from(p: PodAdd) -> sdn::PodAdd {
+        sdn::PodAdd {
+            pod: p.pod,
+            veth: p.veth,
+            ip: p.ip,
+            mac: p.mac,
+            sandbox: p.sandbox,
+            vnid: p.vnid,
+            labels: p.labels,
+        }
+    }
+}
+
+impl From<sdn::PodAdd> for PodAdd {
+    fn from(p: sdn::PodAdd) -> PodAdd {
+        PodAdd {
+            pod: p.pod,
+            veth: p.veth,
+            ip: p.ip,
+            mac: p.mac,
+            sandbox: p.sandbox,
+            vnid: p.vnid,
+            labels: p.labels,
+        }
+    }
+}
+
+/// A pod as the node holds it, checked against the switch and OVSDB (the pod lookup, the CNI
+/// plugin's CHECK).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodStatus {
+    pub pod: Pod,
+    /// Its veth is a port of the bridge (false when the veth name is unknown).
+    pub port: bool,
+    /// Its flows that the switch does not hold exactly, as `ovs-ofctl dump-flows` prints them;
+    /// empty when all are in.
+    pub missing_flows: Vec<String>,
+    /// Its traffic at the last counter poll; absent when counters are off or it has not been
+    /// polled yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<PodCounters>,
+}
+
+impl From<sdn::PodStatus> for PodStatus {
+    fn from(s: sdn::PodStatus) -> PodStatus {
+        PodStatus {
+            pod: s.pod,
+            port: s.port,
+            missing_flows: s.missing_flows,
+            counters: s.counters,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

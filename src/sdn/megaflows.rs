@@ -30,11 +30,10 @@
 //! operations), and never when turned off (`stale_megaflow_purge = false`, for a package with
 //! the fix backported). A purge that fails is logged and counted; the change itself stands.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::metrics::{counter, Histogram, Metrics};
+use super::metrics::{Metrics, PurgeCounters};
 use super::ovs_bugs::{self, StaleMegaflows};
 use super::report::StaleMegaflowStatus;
 use crate::ovsdb;
@@ -46,60 +45,6 @@ const PURGE: &str = "revalidator/purge";
 /// How long a purge may take (a datapath with hundreds of thousands of flows takes a while; a
 /// stuck ovs-vswitchd must not hold the node's operations for the unixctl default's 10 s).
 const PURGE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What the purges cost so far, kept in [`Metrics`] for /metrics and `ofnode status`.
-#[derive(Debug, Default)]
-pub struct PurgeCounters {
-    /// Purges that succeeded, and the time each took (count and sum).
-    latency: Histogram,
-    errors: AtomicU64,
-    last_nanos: AtomicU64,
-    last_error: Mutex<Option<String>>,
-}
-
-impl PurgeCounters {
-    fn record(&self, took: Duration, result: &Result<(), UnixctlError>) {
-        let mut last_error = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
-        match result {
-            Ok(()) => {
-                self.latency.observe(took);
-                let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-                self.last_nanos.store(nanos, Ordering::Relaxed);
-                *last_error = None;
-            }
-            Err(e) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                *last_error = Some(e.to_string());
-            }
-        }
-    }
-
-    pub fn purges(&self) -> u64 {
-        self.latency.count()
-    }
-
-    /// The Prometheus series: purges, failures, and the time spent purging.
-    pub fn render(&self, out: &mut String) {
-        counter(
-            out,
-            "ofnode_stale_megaflow_purges_total",
-            "Purges of the datapath's cached flows after a committed bundle (Open vSwitch's stale-megaflow bug).",
-            self.purges(),
-        );
-        counter(
-            out,
-            "ofnode_stale_megaflow_purge_errors_total",
-            "Purges of the datapath's cached flows that failed (see the log and ofnode status).",
-            self.errors.load(Ordering::Relaxed),
-        );
-        counter(
-            out,
-            "ofnode_stale_megaflow_purge_seconds_total",
-            "Time spent in successful purges of the datapath's cached flows.",
-            self.latency.sum().as_secs_f64(),
-        );
-    }
-}
 
 /// What the node knows of the bug on its switch: the verdict from the version ovs-vswitchd
 /// wrote into OVSDB and the datapath type, and whether the mitigation is turned on.
@@ -147,7 +92,6 @@ impl Exposure {
             (false, true) => "not needed on this switch (stale_megaflow_purge = true purges only on an affected one)",
             (false, false) => "off (stale_megaflow_purge = false); not needed on this switch",
         };
-        let last_nanos = counters.last_nanos.load(Ordering::Relaxed);
         StaleMegaflowStatus {
             bug: "Open vSwitch's dpif-netdev stale megaflows: after a flow change the userspace \
                   datapath can keep a cached flow with its old actions for as long as traffic \
@@ -160,15 +104,10 @@ impl Exposure {
                 .describe(self.ovs_version.as_deref(), &self.datapath_type),
             mitigation: mitigation.into(),
             purges: counters.purges(),
-            purge_time_total_ms: millis(counters.latency.sum()),
-            last_purge_ms: (counters.purges() > 0)
-                .then(|| millis(Duration::from_nanos(last_nanos))),
-            purge_errors: counters.errors.load(Ordering::Relaxed),
-            last_purge_error: counters
-                .last_error
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            purge_time_total_ms: millis(counters.total_time()),
+            last_purge_ms: counters.last_time().map(millis),
+            purge_errors: counters.errors(),
+            last_purge_error: counters.last_error(),
         }
     }
 }
@@ -222,7 +161,11 @@ impl Megaflows {
         let started = Instant::now();
         let result = self.purge().await;
         let took = started.elapsed();
-        self.metrics.megaflow_purges.record(took, &result);
+        let counters = &self.metrics.megaflow_purges;
+        match &result {
+            Ok(()) => counters.purged(took),
+            Err(e) => counters.failed(e.to_string()),
+        }
         let failed = result.is_err();
         match (result, self.failing) {
             (Ok(()), false) => tracing::debug!(?took, "purged the datapath's cached flows"),
@@ -304,13 +247,13 @@ mod tests {
         );
         assert_eq!((status.purges, status.last_purge_ms), (0, None));
 
-        counters.record(Duration::from_micros(1500), &Ok(()));
-        counters.record(Duration::from_micros(500), &Ok(()));
-        let failed = Err(UnixctlError::Closed {
+        counters.purged(Duration::from_micros(1500));
+        counters.purged(Duration::from_micros(500));
+        let failed = UnixctlError::Closed {
             path: "/run/openvswitch/ovs-vswitchd.1.ctl".into(),
             command: PURGE.into(),
-        });
-        counters.record(Duration::from_millis(7), &failed);
+        };
+        counters.failed(failed.to_string());
         let status = exposure(Some("3.1.0"), "netdev", true).status(&counters);
         assert_eq!(status.purges, 2);
         assert_eq!(status.purge_time_total_ms, 2.0);
@@ -326,29 +269,5 @@ mod tests {
         );
         let kernel = exposure(Some("3.1.0"), "system", true).status(&counters);
         assert!(kernel.mitigation.starts_with("not needed"), "{kernel:?}");
-    }
-
-    #[test]
-    fn the_metrics_count_purges_failures_and_time() {
-        let counters = PurgeCounters::default();
-        counters.record(Duration::from_millis(2), &Ok(()));
-        let mut out = String::new();
-        counters.render(&mut out);
-        assert!(
-            out.contains("ofnode_stale_megaflow_purges_total 1\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("ofnode_stale_megaflow_purge_errors_total 0\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("ofnode_stale_megaflow_purge_seconds_total 0.002\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("# TYPE ofnode_stale_megaflow_purges_total counter"),
-            "{out}"
-        );
     }
 }

@@ -95,10 +95,86 @@ pub struct Metrics {
     pub pod_counter_poll_errors: AtomicU64,
     pub pod_counters: super::counters::PodCounterStore,
     /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
-    pub megaflow_purges: super::megaflows::PurgeCounters,
+    pub megaflow_purges: PurgeCounters,
 }
 
-pub(super) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+/// What the purges of the datapath's cached flows (`megaflows.rs`) cost so far, for /metrics
+/// and `ofnode status`.
+#[derive(Debug, Default)]
+pub struct PurgeCounters {
+    /// Purges that succeeded, and the time each took (count and sum).
+    latency: Histogram,
+    errors: AtomicU64,
+    last_nanos: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl PurgeCounters {
+    /// A purge that succeeded in `took` (it clears the last error).
+    pub fn purged(&self, took: Duration) {
+        self.latency.observe(took);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.last_nanos.store(nanos, Ordering::Relaxed);
+        *self.lock_last_error() = None;
+    }
+
+    /// A purge that failed with `error`.
+    pub fn failed(&self, error: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.lock_last_error() = Some(error);
+    }
+
+    pub fn purges(&self) -> u64 {
+        self.latency.count()
+    }
+
+    /// The time the successful purges took, together.
+    pub fn total_time(&self) -> Duration {
+        self.latency.sum()
+    }
+
+    /// The time the last successful purge took; None before the first.
+    pub fn last_time(&self) -> Option<Duration> {
+        (self.purges() > 0).then(|| Duration::from_nanos(self.last_nanos.load(Ordering::Relaxed)))
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// The error of the last purge, while purges fail.
+    pub fn last_error(&self) -> Option<String> {
+        self.lock_last_error().clone()
+    }
+
+    fn lock_last_error(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The Prometheus series: purges, failures, and the time spent purging.
+    fn render(&self, out: &mut String) {
+        counter(
+            out,
+            "ofnode_stale_megaflow_purges_total",
+            "Purges of the datapath's cached flows after a committed bundle (Open vSwitch's stale-megaflow bug).",
+            self.purges(),
+        );
+        counter(
+            out,
+            "ofnode_stale_megaflow_purge_errors_total",
+            "Purges of the datapath's cached flows that failed (see the log and ofnode status).",
+            self.errors(),
+        );
+        counter(
+            out,
+            "ofnode_stale_megaflow_purge_seconds_total",
+            "Time spent in successful purges of the datapath's cached flows.",
+            self.total_time().as_secs_f64(),
+        );
+    }
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} counter");
     let _ = writeln!(out, "{name} {value}");
@@ -316,5 +392,40 @@ impl Metrics {
             status.flows as u64,
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_count_purges_failures_and_time() {
+        let counters = PurgeCounters::default();
+        assert_eq!(counters.last_time(), None);
+        counters.purged(Duration::from_millis(2));
+        counters.failed("no answer".into());
+        assert_eq!(counters.last_error().as_deref(), Some("no answer"));
+        let mut out = String::new();
+        counters.render(&mut out);
+        assert!(
+            out.contains("ofnode_stale_megaflow_purges_total 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("ofnode_stale_megaflow_purge_errors_total 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("ofnode_stale_megaflow_purge_seconds_total 0.002\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# TYPE ofnode_stale_megaflow_purges_total counter"),
+            "{out}"
+        );
+        counters.purged(Duration::from_millis(1));
+        assert_eq!(counters.last_time(), Some(Duration::from_millis(1)));
+        assert_eq!(counters.last_error(), None, "a success clears the error");
     }
 }

@@ -17,6 +17,7 @@
 //!   bugs the operator is told about; `megaflows`: the purge of the datapath's cached flows
 //!   on a switch with the stale-megaflow bug.
 
+mod bridge;
 mod config;
 pub mod core;
 pub mod counters;
@@ -52,7 +53,7 @@ pub mod table;
 pub mod types;
 mod writer;
 
-pub use self::core::{LabelEdit, NetPolSummary, SetupOutcome};
+pub use self::core::{CoreError, LabelEdit, NetPolSummary, SetupOutcome};
 pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig};
 pub use dns::DnsConfig;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-use super::core::ovsdb::pod_port;
+use super::bridge::pod_port;
 use super::core::{Core, PortStep, TakeBack};
 use super::error::Error;
 use super::metrics::Metrics;
@@ -198,10 +198,11 @@ impl Work {
     }
 
     /// An edit through the writer, answered once it is on the switch and on disk.
-    async fn edit<T, F>(&self, step: F) -> Result<T, Error>
+    async fn edit<T, F, E>(&self, step: F) -> Result<T, Error>
     where
-        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error> + 'static,
     {
         let requests = self.requests.upgrade().ok_or(Error::Shutdown)?;
         request::edit(&requests, None, step).await

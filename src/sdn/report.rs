@@ -105,8 +105,9 @@ pub struct DriftStatus {
     pub last: Option<DriftReport>,
 }
 
-/// A pod as the node holds it, checked against the switch and OVSDB (the API's pod lookup).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A pod as the node holds it, checked against the switch and OVSDB (the API's pod lookup,
+/// whose body of it is `api::wire::PodStatus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodStatus {
     pub pod: Pod,
     /// Its veth is a port of the bridge (false when the veth name is unknown).
@@ -116,6 +117,5 @@ pub struct PodStatus {
     pub missing_flows: Vec<String>,
     /// Its traffic at the last counter poll (`counters.rs`); absent when counters are off or
     /// it has not been polled yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::PodCounters>,
 }

@@ -4,8 +4,10 @@
 //!
 //! Edits of the desired state that wait together become one batch (one bundle, one journal
 //! sync); the other requests run alone. An edit or a read is any step on the core, written
-//! once there (`core/ops.rs`, `core/netpol.rs`) and carried here as a closure.
+//! once there (`core/ops.rs`, `core/netpol.rs`) and carried here as a closure. The writer
+//! takes them from its [`Inbox`]: one request, or an edit with the edits waiting behind it.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
@@ -36,13 +38,14 @@ struct Step<F, T> {
     reply: Reply<T>,
 }
 
-impl<F, T> Operation for Step<F, T>
+impl<F, T, E> Operation for Step<F, T>
 where
-    F: FnOnce(&mut Core) -> Result<T, Error> + Send,
+    F: FnOnce(&mut Core) -> Result<T, E> + Send,
     T: Send + 'static,
+    E: Into<Error>,
 {
     fn apply(self: Box<Self>, core: &mut Core) -> Deferred {
-        defer(self.reply, (self.step)(core))
+        defer(self.reply, (self.step)(core).map_err(Into::into))
     }
 
     fn refuse(self: Box<Self>, error: Error) {
@@ -80,10 +83,11 @@ impl Edit {
     /// The edit `step` (on the core's open batch), answered on `reply`; `port` is the pod
     /// port it may give a port step (a batch holds at most one edit per port, so that each
     /// step answers its own edit).
-    pub fn new<T, F>(port: Option<IfName>, step: F, reply: Reply<T>) -> Edit
+    pub fn new<T, F, E>(port: Option<IfName>, step: F, reply: Reply<T>) -> Edit
     where
-        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error> + 'static,
     {
         Edit {
             port,
@@ -115,15 +119,16 @@ pub struct Read(Look);
 
 impl Read {
     /// The look `look` at the core, answered on `reply`.
-    pub fn new<T, F>(look: F, reply: Reply<T>) -> Read
+    pub fn new<T, F, E>(look: F, reply: Reply<T>) -> Read
     where
-        F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error>,
     {
         Read(Box::new(move |core, refused| {
             let answer = match refused {
                 Some(e) => Err(e),
-                None => look(core),
+                None => look(core).map_err(Into::into),
             };
             let _ = reply.send(answer);
         }))
@@ -171,6 +176,24 @@ pub enum Request {
     Shutdown(Reply<()>),
 }
 
+impl Request {
+    /// What a standby does with the request: edits, reads and setup are refused with `standby`,
+    /// resyncs and drift repairs answered as done (the switch is the active daemon's); a
+    /// take-over or a shutdown is returned, to be carried out.
+    pub fn on_standby(self, core: &Core, standby: Error) -> Option<Request> {
+        match self {
+            Request::Edit(edit) => edit.refuse(standby),
+            Request::Read(read) => read.refuse(core, standby),
+            Request::Setup(_, reply) => drop(reply.send(Err(standby))),
+            Request::Resync { reply, .. } | Request::RepairDrift { reply, .. } => {
+                drop(reply.send(Ok(())))
+            }
+            request @ (Request::TakeOver { .. } | Request::Shutdown(_)) => return Some(request),
+        }
+        None
+    }
+}
+
 /// A request and when it arrived (for the latency histogram).
 pub struct Envelope {
     pub request: Request,
@@ -182,6 +205,82 @@ impl Envelope {
         Envelope {
             request,
             started: Instant::now(),
+        }
+    }
+}
+
+/// The writer's end of the request channel: the next request, and the edits waiting behind an
+/// edit, taken as one batch.
+pub struct Inbox {
+    requests: mpsc::Receiver<Envelope>,
+    /// A request taken out while a batch was gathered (or put first): the next one.
+    pending: Option<Envelope>,
+    max_batch: usize,
+}
+
+impl Inbox {
+    /// The inbox of `requests`, gathering batches of at most `max_batch` edits (at least 1).
+    pub fn new(requests: mpsc::Receiver<Envelope>, max_batch: usize) -> Inbox {
+        Inbox {
+            requests,
+            pending: None,
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    /// The next request; None once every sender is gone.
+    pub async fn next(&mut self) -> Option<Envelope> {
+        match self.pending.take() {
+            Some(request) => Some(request),
+            None => self.requests.recv().await,
+        }
+    }
+
+    /// `first` and the edits already waiting behind it, up to the batch bound and up to an
+    /// edit of a pod port the batch has an edit of already (one port step per port and batch,
+    /// so that each step answers its own edit). Reads waiting among them are handed to `read`
+    /// on the way, to be answered from the state before the batch: a pod add's check comes
+    /// just before its edit, and ending the batch at each check would make a bundle of every
+    /// concurrent pod add.
+    pub fn gather(
+        &mut self,
+        first: Edit,
+        started: Instant,
+        mut read: impl FnMut(Read),
+    ) -> Vec<(Edit, Instant)> {
+        let mut ports: HashSet<IfName> = first.port().into_iter().cloned().collect();
+        let mut batch = vec![(first, started)];
+        while batch.len() < self.max_batch {
+            match self.requests.try_recv() {
+                Ok(Envelope {
+                    request: Request::Edit(edit),
+                    started,
+                }) if edit.port().is_none_or(|port| ports.insert(port.clone())) => {
+                    batch.push((edit, started))
+                }
+                Ok(Envelope {
+                    request: Request::Read(look),
+                    ..
+                }) => read(look),
+                Ok(other) => {
+                    self.pending = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    /// Makes a resync (nobody waits for its answer) the next request, unless one is pending
+    /// already.
+    pub fn resync_next(&mut self) {
+        if self.pending.is_none() {
+            let (reply, _) = oneshot::channel();
+            self.pending = Some(Envelope::new(Request::Resync {
+                force: false,
+                reply,
+            }));
         }
     }
 }
@@ -216,14 +315,15 @@ pub async fn send_weak<T>(
 }
 
 /// Sends the edit `step` (with `port`, see [`Edit::new`]) and waits for its answer.
-pub async fn edit<T, F>(
+pub async fn edit<T, F, E>(
     requests: &mpsc::Sender<Envelope>,
     port: Option<IfName>,
     step: F,
 ) -> Result<T, Error>
 where
-    F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+    F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Into<Error> + 'static,
 {
     call(requests, |reply| {
         Request::Edit(Edit::new(port, step, reply))
@@ -232,10 +332,11 @@ where
 }
 
 /// Sends the look `look` at the core and waits for its answer.
-pub async fn read<T, F>(requests: &mpsc::Sender<Envelope>, look: F) -> Result<T, Error>
+pub async fn read<T, F, E>(requests: &mpsc::Sender<Envelope>, look: F) -> Result<T, Error>
 where
-    F: FnOnce(&Core) -> Result<T, Error> + Send + 'static,
+    F: FnOnce(&Core) -> Result<T, E> + Send + 'static,
     T: Send + 'static,
+    E: Into<Error> + 'static,
 {
     call(requests, |reply| Request::Read(Read::new(look, reply))).await
 }

@@ -257,9 +257,9 @@ impl SetupRequest {
     }
 }
 
-/// A pod to attach (the seed's SetUpPod arguments), named as Kubernetes names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A pod to attach (the seed's SetUpPod arguments), named as Kubernetes names it. The API's
+/// body of it is `api::wire::PodAdd`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodAdd {
     /// `namespace/name`: the pod's key in every later operation.
     pub pod: PodKey,
@@ -267,11 +267,9 @@ pub struct PodAdd {
     pub ip: Ipv4Addr,
     pub mac: MacAddr,
     pub sandbox: SandboxId,
-    /// Absent: 0 (in the networkpolicy mode, the namespace's VNID).
-    #[serde(default)]
+    /// 0 (in the networkpolicy mode, the namespace's VNID) unless given.
     pub vnid: Vnid,
     /// Its labels (the networkpolicy mode's selectors see them; refused in the others).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
 }
 

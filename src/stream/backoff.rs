@@ -1,5 +1,5 @@
-//! Reconnect delays: exponential backoff with jitter (the OpenFlow connection's and the OVSDB
-//! client's).
+//! Retry delays: exponential backoff with jitter (the OpenFlow connection's and the OVSDB
+//! client's reconnects, the OVSDB port reconciler's and the VXLAN device keeper's retries).
 //!
 //! Each failed attempt doubles the ceiling, up to `max`; the delay actually slept is drawn
 //! uniformly from the upper half of the ceiling ("equal jitter"), so many nodes that lost the same

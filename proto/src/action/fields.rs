@@ -46,7 +46,7 @@ pub(super) fn encode_set_field(
     let id = info.set_field_id();
     let value = if field == Field::InPort {
         // in_port goes as the 16-bit NXM_OF_IN_PORT: reserved ports in OpenFlow 1.0 numbers.
-        let port = u32::try_from(value).ok().and_then(super::output::port16);
+        let port = u32::try_from(value).ok().and_then(crate::port::port16);
         u128::from(port.ok_or(EncodeError::BadValue {
             what: "set_field of in_port",
             value,
@@ -201,7 +201,7 @@ fn decode_set_field(
     }
     if id.bytes < info.bytes {
         // NXM_OF_IN_PORT: 16 bits, reserved ports in OpenFlow 1.0 numbers.
-        value = u16::try_from(value).map_or(value, |p| u128::from(super::output::port32(p)));
+        value = u16::try_from(value).map_or(value, |p| u128::from(crate::port::port32(p)));
     }
     if !info.writable(ctx.inside_ct) {
         return Err(decode_not_writable(

@@ -11,6 +11,7 @@ use super::{
     OFPCML_NO_BUFFER,
 };
 use crate::field::FieldRange;
+use crate::port::OFPP_MAX_16;
 use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
 use crate::text::value::{format_port, parse_port};
@@ -45,32 +46,6 @@ const OUTPUT_RESERVED: [u32; 7] = [
     OFPP_CONTROLLER,
     OFPP_LOCAL,
 ];
-
-/// OpenFlow 1.1+ reserved ports are the OpenFlow 1.0 (16-bit) ones plus this offset.
-const OFPP11_OFFSET: u32 = 0xffff_0000;
-
-/// A port in the 16 bits NX actions (resubmit, set_field of NXM_OF_IN_PORT) carry: a port
-/// below 0xff00 as it is, a reserved port in OpenFlow 1.0 numbers; `None` for the ports in
-/// between, which 16 bits cannot say (cutting them would name another port).
-pub(super) fn port16(port: u32) -> Option<u16> {
-    if port < OFPP_MAX_16 {
-        u16::try_from(port).ok()
-    } else {
-        port.checked_sub(OFPP11_OFFSET)
-            .filter(|p| *p >= OFPP_MAX_16)
-            .and_then(|p| u16::try_from(p).ok())
-    }
-}
-
-/// The OpenFlow 1.3 port a 16-bit port names (the inverse of [`port16`]).
-pub(super) fn port32(port: u16) -> u32 {
-    let port = u32::from(port);
-    if port >= OFPP_MAX_16 {
-        port + OFPP11_OFFSET
-    } else {
-        port
-    }
-}
 
 /// `output:port` with ovs-ofctl's max_len (65535 for CONTROLLER, else 0).
 pub(super) fn output(port: u32) -> Action {
@@ -120,9 +95,6 @@ pub(super) fn check_port(port: u32) -> Result<(), String> {
         ))
     }
 }
-
-/// The first 32-bit number of the reserved range, in OpenFlow 1.0 terms (0xff00).
-const OFPP_MAX_16: u32 = 0xff00;
 
 fn decode_output(_: WireId, body: &mut Reader<'_>, _: Ctx) -> Result<Option<Action>, DecodeError> {
     let port = body.u32()?;
@@ -206,24 +178,6 @@ mod tests {
     use super::*;
     use crate::test_util::hex;
     use crate::Field;
-
-    #[test]
-    fn sixteen_bit_ports_are_exact_or_refused() {
-        for (port, wire) in [
-            (0, Some(0)),
-            (0xfeff, Some(0xfeff)),
-            (0xff00, None),
-            (0x1_0005, None),
-            (0xffff_feff, None),
-            (0xffff_ff00, Some(0xff00)),
-            (OFPP_LOCAL, Some(0xfffe)),
-        ] {
-            assert_eq!(port16(port), wire, "{port:#x}");
-            if let Some(w) = wire {
-                assert_eq!(port32(w), port);
-            }
-        }
-    }
 
     // Captured from ovs-ofctl 3.1 (see the test names' comments).
 

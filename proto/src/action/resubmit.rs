@@ -4,13 +4,13 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::output::{port16, port32};
 use super::{
     must_be_zero, nx_fixed, Action, Ctx, Kind, WireId, NXAST_RESUBMIT, NXAST_RESUBMIT_TABLE,
     NXAST_RESUBMIT_TABLE_CT,
 };
 use crate::field::Prereq;
 use crate::oxm::Match;
+use crate::port::{port16, port32};
 use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::Token;
 use crate::text::value::{format_port, parse_port};

@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 
 use crate::field::{FieldInfo, Format, CT_STATE_FLAGS, TCP_FLAGS};
-use crate::port::RESERVED_PORTS;
+use crate::port::{port16, port32, OFPP_MAX, RESERVED_PORTS};
 
 /// Reads `N` as decimal or `0xN` as hexadecimal (`-1` means all ones, as strtoull gives).
 pub(crate) fn parse_uint(s: &str) -> Option<u64> {
@@ -78,11 +78,6 @@ pub(crate) fn format_duration(sec: u32, nsec: u32) -> String {
     s
 }
 
-/// OpenFlow 1.0-style 16-bit numbers at or above this are reserved ports.
-const OFPP_MAX_16: u64 = 0xff00;
-/// OpenFlow 1.1+ reserved ports are the 16-bit ones plus this offset.
-const OFPP11_OFFSET: u64 = 0xffff_0000;
-
 /// A port as ovs-ofctl reads it: a reserved name (any case), a number below 0xff00, a
 /// 16-bit reserved number (translated to the 32-bit one), or a 32-bit reserved number.
 pub fn parse_port(s: &str) -> Option<u32> {
@@ -95,14 +90,11 @@ pub fn parse_port(s: &str) -> Option<u32> {
     if s.eq_ignore_ascii_case("NONE") {
         return Some(crate::OFPP_ANY);
     }
-    let n = s.parse::<u64>().ok()?;
-    let port = match n {
-        n if n < OFPP_MAX_16 => n,
-        n if n <= 0xffff => n + OFPP11_OFFSET,
-        n if (0xffff_ff00..=0xffff_ffff).contains(&n) => n,
-        _ => return None,
-    };
-    u32::try_from(port).ok()
+    let n = s.parse::<u32>().ok()?;
+    match u16::try_from(n) {
+        Ok(n) => Some(port32(n)),
+        Err(_) => (n >= OFPP_MAX).then_some(n),
+    }
 }
 
 /// A port as ovs-ofctl prints it: reserved ports by name, others in decimal (ports in the
@@ -111,11 +103,9 @@ pub fn format_port(port: u32) -> String {
     if let Some((_, name)) = RESERVED_PORTS.iter().find(|(p, _)| *p == port) {
         return (*name).to_string();
     }
-    let port = u64::from(port);
-    if port >= 0xffff_ff00 {
-        (port - OFPP11_OFFSET).to_string()
-    } else {
-        port.to_string()
+    match port16(port) {
+        Some(number) if port >= OFPP_MAX => number.to_string(),
+        _ => port.to_string(),
     }
 }
 

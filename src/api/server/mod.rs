@@ -189,19 +189,28 @@ impl IntoResponse for ApiError {
 pub fn status_of(err: &sdn::Error) -> StatusCode {
     use sdn::Error;
     match err {
-        Error::Invalid(_) => StatusCode::BAD_REQUEST,
-        Error::NotFound { .. } => StatusCode::NOT_FOUND,
-        // The request is sound but the node is not in a state (or mode) to take it.
-        Error::NotSetUp | Error::WrongMode { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
-        Error::Field(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        // Applied (or refused) with the seed's input error: the request was understood.
-        Error::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        Error::Core(refused) => status_of_refusal(refused),
         // A peer (the switch, OVSDB) refused or failed it.
         Error::Switch(_) | Error::Ovsdb(_) | Error::Replication { .. } => StatusCode::BAD_GATEWAY,
         Error::Shutdown | Error::Standby { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        Error::Netlink(_) | Error::State(_) | Error::Flow { .. } => {
-            StatusCode::INTERNAL_SERVER_ERROR
+        Error::Netlink(_) | Error::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The HTTP status of what the node's core refused.
+fn status_of_refusal(err: &sdn::CoreError) -> StatusCode {
+    use sdn::CoreError;
+    match err {
+        CoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+        CoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        // The request is sound but the node is not in a state (or mode) to take it.
+        CoreError::NotSetUp | CoreError::WrongMode { .. } | CoreError::Conflict { .. } => {
+            StatusCode::CONFLICT
         }
+        CoreError::Field(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        // Applied (or refused) with the seed's input error: the request was understood.
+        CoreError::Policy { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        CoreError::Flow { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -257,7 +266,7 @@ async fn status(State(s): Shared) -> Json<wire::StatusReply> {
 }
 
 async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {
-    let ofport = s.node.pod_add(&req).await?;
+    let ofport = s.node.pod_add(&req.into()).await?;
     Ok(Json(wire::PodAdded { ofport }))
 }
 
@@ -268,7 +277,7 @@ async fn pods(
 ) -> Result<axum::response::Response, ApiError> {
     let Query(query) = query.map_err(bad_query)?;
     Ok(match query.pod {
-        Some(pod) => Json(s.node.pod_status(&pod).await?).into_response(),
+        Some(pod) => Json(wire::PodStatus::from(s.node.pod_status(&pod).await?)).into_response(),
         None => {
             let pods = s
                 .node

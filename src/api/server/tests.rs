@@ -17,31 +17,32 @@ use crate::trace::QueryError;
 
 #[test]
 fn node_errors_map_to_their_http_class() {
-    let invalid = sdn::Error::Invalid(crate::value::InvalidInput::new("VNID", "x", "no"));
+    let invalid = sdn::Error::from(crate::value::InvalidInput::new("VNID", "x", "no"));
+    let refused = |e: sdn::CoreError| sdn::Error::Core(e);
     let cases = [
         (invalid, 400),
-        (sdn::Error::NotFound { what: "pod".into() }, 404),
-        (sdn::Error::NotSetUp, 409),
+        (sdn::Error::not_found("pod"), 404),
+        (refused(sdn::CoreError::NotSetUp), 409),
         (
-            sdn::Error::WrongMode {
+            refused(sdn::CoreError::WrongMode {
                 what: "NetworkPolicy objects".into(),
                 mode: sdn::Mode::Subnet,
                 accepted_in: "networkpolicy".into(),
-            },
+            }),
             409,
         ),
         (
-            sdn::Error::Conflict {
+            refused(sdn::CoreError::Conflict {
                 what: "in use".into(),
-            },
+            }),
             409,
         ),
         (sdn::FieldError::new("spec", "bad").into(), 422),
         (
-            sdn::Error::Policy {
+            refused(sdn::CoreError::Policy {
                 message: "m".into(),
                 applied: true,
-            },
+            }),
             422,
         ),
         (crate::openflow::Error::Disconnected.into(), 502),
@@ -55,10 +56,10 @@ fn node_errors_map_to_their_http_class() {
             503,
         ),
         (
-            sdn::Error::Flow {
+            refused(sdn::CoreError::Flow {
                 flow: "f".into(),
                 reason: "r".into(),
-            },
+            }),
             500,
         ),
     ];

@@ -25,6 +25,7 @@ use super::handle::Handle;
 use super::miss::{Answer, Miss, MissLoop, MissStats};
 use super::types::{parse_ipv4, MacAddr};
 use super::vxlan::{EnsureOutcome, VxlanDevice};
+use crate::stream::Backoff;
 use crate::value::{Cidr, InvalidInput};
 pub use settings::{VxlanManagerOptions, VxlanSettings, REPAIR_INTERVAL};
 use steps::{KernelTables, Steps};
@@ -108,7 +109,8 @@ pub struct VxlanStatus {
 /// The remote host subnets wanted now, by subnet; read by the miss resolver.
 type Desired = Arc<RwLock<BTreeMap<Ipv4Net, KnownHost>>>;
 
-/// How long a failed reconcile waits before its first retry; it doubles up to [`RETRY_MAX`].
+/// How long a failed reconcile waits at most before its first retry; the ceiling doubles up to
+/// [`RETRY_MAX`] (with jitter, `stream/backoff.rs`).
 const RETRY_MIN: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -367,28 +369,29 @@ impl Shared {
 
 /// Retries failed reconciles with backoff, and repairs every `interval` otherwise.
 async fn keep(shared: Weak<Shared>, retry: Arc<Notify>, interval: Duration) {
-    let mut backoff = RETRY_MIN;
+    let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
     let mut failing = false;
     loop {
-        let wait = if failing { backoff } else { interval };
+        let wait = if failing {
+            backoff.next_delay()
+        } else {
+            interval
+        };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = retry.notified() => {
                 // A reconcile on the caller's path failed: retry soon.
                 failing = true;
-                backoff = RETRY_MIN;
+                backoff.reset();
                 continue;
             }
         }
         let Some(strong) = shared.upgrade() else {
             return;
         };
-        if strong.reconcile(true).await.is_ok() {
-            failing = false;
-            backoff = RETRY_MIN;
-        } else {
-            failing = true;
-            backoff = (backoff * 2).min(RETRY_MAX);
+        failing = strong.reconcile(true).await.is_err();
+        if !failing {
+            backoff.reset();
         }
     }
 }

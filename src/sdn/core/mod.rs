@@ -3,7 +3,7 @@
 //! derived from it; an operation (`ops.rs`) changes both, all of it or none of it, and the core
 //! says what the world must do about it: the flow changes as one transaction, the journal
 //! record, the VXLAN device's host set, the DNS names still in use, what OVSDB must do for pods'
-//! ports ([`Effects`]; the OVSDB part of operations is data, `ovsdb.rs`). The async shell
+//! ports ([`Effects`]; the OVSDB part of operations is data, `ports.rs`). The async shell
 //! (`writer.rs`, `port_steps.rs`, `node/`) carries the effects out and feeds results back: a
 //! pod add OVSDB refused (taken back), the ofport a port got, the flows the switch holds
 //! (`sync.rs`: setup, resync, drift repair and HA take-over plan through the same core).
@@ -13,10 +13,11 @@
 //! batch (the switch and the journal took it) or rolls it back (one of them failed).
 
 mod desired;
+mod error;
 mod netpol;
 mod notice;
 mod ops;
-pub mod ovsdb;
+pub mod ports;
 mod repair;
 mod sync;
 #[cfg(test)]
@@ -26,20 +27,21 @@ use std::collections::HashSet;
 
 use ofnode_proto::FlowMod;
 
-pub use self::ovsdb::{PortStep, TakeBack};
+pub use self::ports::{PortStep, TakeBack};
 pub use desired::{all_entities, enforcing_setup, entity_flows};
+pub use error::CoreError;
 pub use netpol::{LabelEdit, NetPolSummary};
 pub use notice::Notice;
 pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_multicast_ports};
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
-use super::error::Error;
 use super::produce::netpol::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
 use super::store::{Delta, Store};
 use super::table::{Diff, Flow, FlowTable};
 use super::types::HostSubnet;
+use error::CoreError as Error;
 
 /// A flow a producer changed, as the table holds it: before and after (None: absent).
 type HeldChange = (Option<Flow>, Option<Flow>);

@@ -8,7 +8,7 @@ use std::ops::Bound;
 
 use super::desired::enforcing_setup;
 use super::Core;
-use crate::sdn::error::Error;
+use super::CoreError as Error;
 use crate::sdn::labels::{check_labels, FieldError, Labels};
 use crate::sdn::objects::{check_named_ports, NamedPort, Namespace, PodInfo};
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;

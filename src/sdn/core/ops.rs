@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::desired::enforcing_setup;
-use super::ovsdb::{Bandwidth, PortStep, TakeBack};
+use super::ports::{Bandwidth, PortStep, TakeBack};
+use super::CoreError as Error;
 use super::{Core, Notice};
 use crate::sdn::egress::{egress_flows, global_vnid_error};
-use crate::sdn::error::Error;
 use crate::sdn::flows::{local_multicast_delivery_flow, vxlan_multicast_flow};
 use crate::sdn::labels::Labels;
 use crate::sdn::layout::MAX_OFPORT;

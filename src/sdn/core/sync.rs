@@ -4,8 +4,8 @@
 use ofnode_proto::FlowStats;
 use serde::{Deserialize, Serialize};
 
+use super::CoreError as Error;
 use super::{Core, Repaired};
-use crate::sdn::error::Error;
 use crate::sdn::readback::holds_version_note;
 use crate::sdn::state::{Change, NodeState, PortIntent};
 use crate::sdn::table::Diff;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 use super::Node;
-use crate::sdn::core::{check_egress, Core};
+use crate::sdn::core::{check_egress, Core, CoreError};
 use crate::sdn::dns::Dns;
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
@@ -36,10 +36,11 @@ impl Node {
         let policy_error = self.edit(move |core| core.egress_set(vnid, egress)).await?;
         self.inner.dns_wakeup.notify_one();
         match policy_error {
-            Some(message) => Err(Error::Policy {
+            Some(message) => Err(CoreError::Policy {
                 message,
                 applied: true,
-            }),
+            }
+            .into()),
             None => Ok(()),
         }
     }

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 
 use super::config::{detect_datapath_type, NodeConfig};
-use super::core::Core;
+use super::core::{Core, CoreError};
 use super::dns::Dns;
 use super::drift::{SharedDriftStatus, Watcher};
 use super::error::Error;
@@ -89,7 +89,7 @@ impl std::fmt::Debug for Inner {
 }
 
 fn invalid(what: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Error {
-    Error::Invalid(InvalidInput::new(what, value, reason))
+    InvalidInput::new(what, value, reason).into()
 }
 
 impl Node {
@@ -151,7 +151,7 @@ impl Node {
             metrics.clone(),
             ports_retry.clone(),
         ));
-        writer.megaflows = Some(Megaflows::new(
+        writer.purge_megaflows(Megaflows::new(
             cfg.vswitchd_ctl.clone(),
             ovsdb.clone(),
             datapath_type.clone(),
@@ -251,19 +251,21 @@ impl Node {
 
     /// An edit of the desired state (a step on the core), answered once it is on the switch
     /// and on disk.
-    async fn edit<T, F>(&self, step: F) -> Result<T, Error>
+    async fn edit<T, F, E>(&self, step: F) -> Result<T, Error>
     where
-        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error> + 'static,
     {
         request::edit(&self.inner.requests, None, step).await
     }
 
     /// An edit that may give pod port `port` a port step (see `request::Edit::new`).
-    async fn edit_port<T, F>(&self, port: Option<IfName>, step: F) -> Result<T, Error>
+    async fn edit_port<T, F, E>(&self, port: Option<IfName>, step: F) -> Result<T, Error>
     where
-        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        F: FnOnce(&mut Core) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
+        E: Into<Error> + 'static,
     {
         request::edit(&self.inner.requests, port, step).await
     }
@@ -284,7 +286,7 @@ impl Node {
 
     fn require_setup(&self) -> Result<SetupRequest, Error> {
         self.require_active()?;
-        self.published().setup.ok_or(Error::NotSetUp)
+        self.published().setup.ok_or(CoreError::NotSetUp.into())
     }
 
     /// High availability: a standby refuses operations before touching anything (OVSDB

@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 
 use super::{invalid, Node};
 use crate::ovsdb;
-use crate::sdn::core::ovsdb::{pod_port, Bandwidth};
+use crate::sdn::bridge::pod_port;
+use crate::sdn::core::ports::Bandwidth;
 use crate::sdn::core::Core;
 use crate::sdn::error::Error;
 use crate::sdn::layout::FROM_POD;
@@ -32,7 +33,7 @@ impl Node {
         self.require_setup()?;
         // Refused before anything changes.
         let (key, mut vnid, labels, ip) = (req.pod.clone(), req.vnid, req.labels.clone(), req.ip);
-        self.read(move |core| core.check_local_pod(&key, &mut vnid, &labels, ip))
+        self.read(move |core| Ok(core.check_local_pod(&key, &mut vnid, &labels, ip)?))
             .await?;
         self.require_device(&req.veth).await?;
         // Held until the port is in OVSDB: concurrent adds choose other numbers meanwhile.
@@ -86,11 +87,9 @@ impl Node {
             return Ok(());
         }
         let Some(sandbox) = sandbox else {
-            return Err(Error::NotFound {
-                what: format!(
-                    "pod {key} (give its sandbox id to take it over from the switch's flows)"
-                ),
-            });
+            return Err(Error::not_found(format!(
+                "pod {key} (give its sandbox id to take it over from the switch's flows)"
+            )));
         };
         let pod = Pod {
             vnid,
@@ -107,8 +106,10 @@ impl Node {
             ..FlowStatsRequest::default()
         };
         let flows = self.inner.switch.dump_flows(filter).await?;
-        readback::pod_by_note(&flows, sandbox).ok_or_else(|| Error::NotFound {
-            what: format!("pod with sandbox id {sandbox} (no table 20 flow carries its note)"),
+        readback::pod_by_note(&flows, sandbox).ok_or_else(|| {
+            Error::not_found(format!(
+                "pod with sandbox id {sandbox} (no table 20 flow carries its note)"
+            ))
         })
     }
 
@@ -165,9 +166,7 @@ impl Node {
         let veth = self
             .read(move |core| Ok(core.state().pods.get(&pod_key).and_then(|p| p.veth.clone())))
             .await?
-            .ok_or_else(|| Error::NotFound {
-                what: format!("pod {key} (or its veth)"),
-            })?;
+            .ok_or_else(|| Error::not_found(format!("pod {key} (or its veth)")))?;
         let port_exists = self
             .inner
             .ovsdb

@@ -1,7 +1,7 @@
 //! The OVSDB reconciler: at every OVSDB session (the first included), and whenever an
 //! operation's OVSDB step failed inside a session (`port_steps.rs` wakes it), the bridge's
-//! ports and their limits are made equal to the desired state (`core/ovsdb.rs` plans it from
-//! the cache): a deleted pod's port whose removal failed goes, a live pod's missing port comes
+//! ports and their limits are made equal to the desired state (`core/ports.rs` plans it from
+//! what the cache shows, `bridge.rs`): a deleted pod's port whose removal failed goes, a live pod's missing port comes
 //! back (a crash between a pod add's journal record and its port), an acknowledged limit is
 //! written. A pass that fails is tried again, with backoff, until one succeeds. What OVSDB
 //! confirmed gone is then forgotten.
@@ -17,16 +17,16 @@ use tokio::sync::{watch, Notify};
 
 use super::{Inner, Node};
 use crate::ovsdb;
-use crate::sdn::core::ovsdb::{
-    controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
-};
+use crate::sdn::bridge::{controllers, observe, pod_port, setup_steps};
+use crate::sdn::core::ports::{port_fixes, removed_ports_gone, PortFix};
 use crate::sdn::error::Error;
 use crate::sdn::metrics::Metrics;
+use crate::stream::Backoff;
 
 /// How often a quiet reconciler looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
-/// Waits before a failed reconcile is tried again: the first, doubled after each failure up
-/// to the last.
+/// Waits before a failed reconcile is tried again: up to the first, the ceiling doubled after
+/// each failure up to the last (with jitter, `stream/backoff.rs`).
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
@@ -39,7 +39,7 @@ pub(super) async fn reconcile_ovsdb(
     let mut reconciled = 0;
     // A pass is owed within the session (an operation's step failed, or the last pass did).
     let mut owed = false;
-    let mut backoff = RETRY_FIRST;
+    let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX);
     loop {
         let generation = tokio::select! {
             // Biased: a wake-up that came meanwhile is taken before the wait below.
@@ -64,15 +64,16 @@ pub(super) async fn reconcile_ovsdb(
         let node_now = Node { inner };
         match node_now.reconcile_ports().await {
             Ok(()) => {
-                (reconciled, owed, backoff) = (generation, false, RETRY_FIRST);
+                (reconciled, owed) = (generation, false);
+                backoff.reset();
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "making OVSDB hold the desired ports failed; trying again");
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "making OVSDB hold the desired ports failed; trying again");
                 Metrics::inc(&node_now.inner.metrics.ovsdb_reconcile_errors);
                 drop(node_now);
                 owed = true;
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RETRY_MAX);
+                tokio::time::sleep(delay).await;
             }
         }
     }
@@ -110,7 +111,7 @@ impl Node {
             self.point_controller_here().await?;
         }
         let observed = ovsdb.with_cache(|c| observe(c, &bridge));
-        let fixes = port_fixes(&bridge, &state, &observed);
+        let fixes = port_fixes(&state, &observed);
         if !fixes.is_empty() {
             tracing::info!(?fixes, "OVSDB differs from the desired state; fixing it");
             self.apply_port_fixes(&bridge, &fixes).await?;
@@ -162,7 +163,10 @@ fn port_change(bridge: &str, fix: &PortFix) -> ovsdb::PortChange {
             bridge: bridge.to_string(),
             name: veth.clone(),
         },
-        PortFix::Add(spec) => ovsdb::PortChange::Add(spec.clone()),
+        PortFix::Add { veth, ofport } => ovsdb::PortChange::Add(ovsdb::PortSpec {
+            ofport_request: Some(*ofport),
+            ..pod_port(bridge, veth)
+        }),
         PortFix::Limit { veth, bandwidth } => ovsdb::PortChange::Bandwidth {
             port: veth.clone(),
             max_rate_bps: bandwidth.qos_max_rate,

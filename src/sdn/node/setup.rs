@@ -1,7 +1,7 @@
 //! Setup (the seed's SetupOVS and SetupSDN): the OVSDB plan, the table, the host network.
 
 use super::Node;
-use crate::sdn::core::ovsdb::{controllers, setup_steps, OvsdbStep};
+use crate::sdn::bridge::{controllers, setup_steps, OvsdbStep};
 use crate::sdn::core::SetupOutcome;
 use crate::sdn::error::Error;
 use crate::sdn::host::setup_host_network;

@@ -95,9 +95,7 @@ impl Node {
         let pod = self
             .read(move |core| Ok(core.state().pods.get(&pod_key).cloned()))
             .await?
-            .ok_or_else(|| Error::NotFound {
-                what: format!("pod {key}"),
-            })?;
+            .ok_or_else(|| Error::not_found(format!("pod {key}")))?;
         let port = pod.veth.as_ref().is_some_and(|veth| {
             self.inner
                 .ovsdb

@@ -43,7 +43,8 @@ pub trait Policy: Sync {
     }
 }
 
-/// An input of a mode given to a node in another (the node's error says it: `Error::WrongMode`).
+/// An input of a mode given to a node in another (the core's error says it:
+/// `CoreError::WrongMode`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrongMode {
     pub what: String,

@@ -85,7 +85,7 @@ pub struct NodeState {
     pub netpols: BTreeMap<String, StoredNetPol>,
     /// What OVSDB must hold for pods' ports beyond their existence: the bandwidth limits
     /// acknowledged, and the ports of deleted pods whose removal OVSDB has not confirmed yet.
-    /// Reconciled at every OVSDB (re)connect (`core/ovsdb.rs`); journals written before it
+    /// Reconciled at every OVSDB (re)connect (`core/ports.rs`); journals written before it
     /// existed load with none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub port_intents: BTreeMap<IfName, PortIntent>,

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use super::*;
+use crate::sdn::core::CoreError as Error;
 use crate::sdn::core::{check_egress, Notice};
 use crate::sdn::egress::tests::{entry, policy};
-use crate::sdn::error::Error;
 use crate::sdn::state::EgressState;
 
 const RULES: &str = r#"{"type":"Allow","to":{"cidrSelector":"192.0.2.0/24"}},

@@ -4,7 +4,7 @@
 //! per band. Past the last band a policy is refused, named, and nothing changes.
 
 use super::*;
-use crate::sdn::error::Error;
+use crate::sdn::core::CoreError as Error;
 use crate::sdn::policy::networkpolicy::{parse_netpol, StoredNetPol};
 use crate::sdn::produce::netpol::{max_conjunction_id, IDS_PER_BAND};
 use crate::sdn::state::Change;

@@ -81,7 +81,7 @@ pub(crate) fn key_of(pod: &Pod) -> PodKey {
 
 impl Core {
     /// The seed's SetUpPod as the tests use it: `pod` named by its address, no labels.
-    pub(crate) fn pod_add(&mut self, pod: Pod) -> Result<(), crate::sdn::error::Error> {
+    pub(crate) fn pod_add(&mut self, pod: Pod) -> Result<(), crate::sdn::core::CoreError> {
         self.pod_attach(key_of(&pod), pod, Labels::new())
     }
 
@@ -91,7 +91,7 @@ impl Core {
         namespace: &str,
         pod: Pod,
         labels: Labels,
-    ) -> Result<(), crate::sdn::error::Error> {
+    ) -> Result<(), crate::sdn::core::CoreError> {
         self.pod_attach(key_in(namespace, pod.ip), pod, labels)
     }
 }

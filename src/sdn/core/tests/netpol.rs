@@ -255,7 +255,10 @@ fn named_ports_are_checked_and_follow_the_pod() {
     }
     let unknown = PodKey::new("ns7", "nobody").unwrap();
     let err = core.pod_ports(&unknown, vec![http(80)]).unwrap_err();
-    assert!(matches!(err, crate::sdn::Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, crate::sdn::core::CoreError::NotFound { .. }),
+        "{err}"
+    );
 }
 
 #[test]

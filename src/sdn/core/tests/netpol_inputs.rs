@@ -5,8 +5,8 @@
 use std::net::Ipv4Addr;
 
 use super::*;
+use crate::sdn::core::CoreError as Error;
 use crate::sdn::core::LabelEdit;
-use crate::sdn::error::Error;
 use crate::sdn::labels::Labels;
 use crate::sdn::objects::Namespace;
 use crate::sdn::objects::PodInfo;

@@ -3,8 +3,8 @@
 use std::net::Ipv4Addr;
 
 use super::*;
+use crate::sdn::core::CoreError as Error;
 use crate::sdn::core::{check_multicast_local, check_multicast_vxlan};
-use crate::sdn::error::Error;
 use crate::sdn::state::{Change, LocalMulticast};
 use crate::sdn::types::Service;
 

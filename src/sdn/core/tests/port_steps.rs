@@ -2,7 +2,7 @@
 //! OVSDB does not take its port.
 
 use super::*;
-use crate::sdn::core::ovsdb::Bandwidth;
+use crate::sdn::core::ports::Bandwidth;
 use crate::sdn::core::{PortStep, TakeBack};
 use crate::sdn::objects::Namespace;
 use crate::sdn::state::{Change, PortIntent};

@@ -2,9 +2,9 @@
 //! limits and their bookkeeping, a pod IP reused by another sandbox, ports that move.
 
 use super::*;
-use crate::sdn::core::ovsdb::Bandwidth;
+use crate::sdn::core::ports::Bandwidth;
+use crate::sdn::core::CoreError as Error;
 use crate::sdn::core::Notice;
-use crate::sdn::error::Error;
 use crate::sdn::state::{Change, PortIntent};
 use crate::value::IfName;
 

@@ -1,10 +1,9 @@
-//! Setup, adoption, the resync and drift repair plans, and the OVSDB plans.
+//! Setup, adoption, the resync and drift repair plans, and pods' bandwidth in OVSDB.
 
 use ofnode_proto::FlowStats;
 
 use super::*;
-use crate::ovsdb::PortSpec;
-use crate::sdn::core::ovsdb::{controllers, pod_port, setup_steps, Bandwidth, OvsdbStep};
+use crate::sdn::core::ports::Bandwidth;
 use crate::sdn::core::{Reconcile, Repaired, SetupOutcome, SetupPlan};
 use crate::sdn::state::{Change, PortIntent};
 
@@ -213,70 +212,7 @@ fn adopting_another_daemons_state_is_a_new_core_unless_it_is_the_same() {
 }
 
 #[test]
-fn the_ovsdb_plan_of_setup_is_the_seeds_bridge_and_ports() {
-    let steps = setup_steps("br0", "netdev", Some(vec!["tcp:127.0.0.1:6653".into()]));
-    let [OvsdbStep::EnsureBridge(bridge), OvsdbStep::SetController { targets, .. }, OvsdbStep::ReplacePort(vxlan), OvsdbStep::ReplacePort(tun)] =
-        steps.as_slice()
-    else {
-        panic!("{steps:?}");
-    };
-    assert_eq!(bridge.fail_mode.as_deref(), Some("secure"));
-    assert_eq!(bridge.protocols, vec!["OpenFlow13".to_string()]);
-    assert_eq!(bridge.datapath_type.as_deref(), Some("netdev"));
-    assert_eq!(targets, &vec!["tcp:127.0.0.1:6653".to_string()]);
-    assert_eq!(
-        (
-            vxlan.name.as_str(),
-            vxlan.iface_type.as_deref(),
-            vxlan.ofport_request
-        ),
-        ("vxlan0", Some("vxlan"), Some(1))
-    );
-    assert_eq!(
-        vxlan.options.get("remote_ip").map(String::as_str),
-        Some("flow")
-    );
-    assert_eq!(vxlan.options.get("key").map(String::as_str), Some("flow"));
-    assert_eq!(
-        (
-            tun.name.as_str(),
-            tun.iface_type.as_deref(),
-            tun.ofport_request
-        ),
-        ("tun0", Some("internal"), Some(2))
-    );
-    // Without controllers to set (ofnode dials the switch) there is no such step.
-    assert_eq!(setup_steps("br0", "system", None).len(), 3);
-}
-
-#[test]
-fn the_bridge_dials_this_daemon_or_every_ha_peer() {
-    assert_eq!(
-        controllers("ptcp:6653:127.0.0.1", None),
-        Some(vec!["tcp:127.0.0.1:6653".to_string()])
-    );
-    assert_eq!(
-        controllers("punix:/run/ofnode/of.sock", None),
-        Some(vec!["unix:/run/ofnode/of.sock".to_string()])
-    );
-    assert_eq!(controllers("unix:/run/openvswitch/br0.mgmt", None), None);
-    let peers = [
-        "tcp:192.0.2.1:6653".to_string(),
-        "tcp:192.0.2.2:6653".to_string(),
-    ];
-    assert_eq!(controllers("ptcp:6653", Some(&peers)), Some(peers.to_vec()));
-}
-
-#[test]
-fn pod_ports_and_bandwidth_as_ovsdb_holds_them() {
-    assert_eq!(
-        pod_port("br0", "veth3"),
-        PortSpec {
-            bridge: "br0".into(),
-            name: "veth3".into(),
-            ..PortSpec::default()
-        }
-    );
+fn bandwidth_as_ovsdb_holds_it() {
     assert_eq!(
         Bandwidth::of(Some(10_000_000), Some(2_048_000)),
         Bandwidth {
@@ -298,7 +234,7 @@ fn pod_ports_and_bandwidth_as_ovsdb_holds_them() {
 #[test]
 fn a_rebuild_marks_the_dropped_pods_ports_removed_and_keeps_pending_removals() {
     let veth = |name: &str| -> crate::value::IfName { name.parse().unwrap() };
-    let limited = crate::sdn::core::ovsdb::Bandwidth {
+    let limited = crate::sdn::core::ports::Bandwidth {
         qos_max_rate: None,
         ingress_policing_kbps: 100,
     };

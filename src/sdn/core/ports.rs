@@ -1,84 +1,16 @@
-//! The OVSDB part of the node's operations, as data the shell carries out: the bridge and its
-//! fixed ports at setup and the controllers (`node/`), and a batch's pod ports and bandwidth
+//! Pods' ports in OVSDB as data the shell carries out: a batch's pod ports and bandwidth
 //! limits ([`PortStep`], part of the batch's `Effects`, carried out by the writer after the
-//! bundle and the journal). Written from the configuration and the operation alone, so a
-//! reconciler can derive the same steps from the desired state when an OVSDB session comes
-//! back.
+//! bundle and the journal), and the reconciler's plan ([`PortFix`]) from what OVSDB shows
+//! ([`Observed`], read by the shell, `bridge.rs`) to the desired state. Written from the
+//! operation and the state alone, so a reconciler derives the same steps from the desired
+//! state when an OVSDB session comes back. No OVSDB type is named here.
 
 use std::collections::BTreeMap;
 
-use crate::ovsdb::{BridgeSpec, Cache, Datum, PortSpec};
-use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
 use crate::sdn::state::{Change, NodeState, PortIntent};
 use crate::sdn::store::PodKey;
 use crate::sdn::types::Pod;
-use crate::stream::Target;
 use crate::value::IfName;
-
-/// One thing for ovsdb-server to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OvsdbStep {
-    /// The bridge with the seed's settings (AddBridge `fail-mode=secure`,
-    /// `protocols=OpenFlow13`), created or updated.
-    EnsureBridge(BridgeSpec),
-    /// The bridge's controllers (what `ovs-vsctl set-controller` sets).
-    SetController {
-        bridge: String,
-        targets: Vec<String>,
-    },
-    /// The port deleted if present, then added as specified (the seed's DeletePort + AddPort).
-    ReplacePort(PortSpec),
-}
-
-/// The controllers the bridge must dial: every HA peer, or this daemon when it listens (a
-/// passive OpenFlow target); None when ofnode dials the switch itself.
-pub fn controllers(openflow: &str, ha_peers: Option<&[String]>) -> Option<Vec<String>> {
-    if let Some(peers) = ha_peers {
-        return Some(peers.to_vec());
-    }
-    let target = openflow.parse::<Target>().ok()?;
-    target.switch_side().map(|side| vec![side])
-}
-
-/// The seed's SetupOVS in OVSDB: the bridge, its controllers, and vxlan0 (port 1) and tun0
-/// (port 2) made anew.
-pub fn setup_steps(
-    bridge: &str,
-    datapath_type: &str,
-    controllers: Option<Vec<String>>,
-) -> Vec<OvsdbStep> {
-    let mut steps = vec![OvsdbStep::EnsureBridge(BridgeSpec {
-        name: bridge.to_string(),
-        fail_mode: Some("secure".into()),
-        protocols: vec!["OpenFlow13".into()],
-        datapath_type: Some(datapath_type.to_string()),
-    })];
-    if let Some(targets) = controllers {
-        steps.push(OvsdbStep::SetController {
-            bridge: bridge.to_string(),
-            targets,
-        });
-    }
-    let flow_options = [("remote_ip", "flow"), ("key", "flow")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    steps.push(OvsdbStep::ReplacePort(PortSpec {
-        bridge: bridge.to_string(),
-        name: VXLAN_PORT.into(),
-        iface_type: Some("vxlan".into()),
-        options: flow_options,
-        ofport_request: Some(VXLAN_OFPORT),
-    }));
-    steps.push(OvsdbStep::ReplacePort(PortSpec {
-        bridge: bridge.to_string(),
-        name: TUN_PORT.into(),
-        iface_type: Some("internal".into()),
-        options: BTreeMap::new(),
-        ofport_request: Some(TUN_OFPORT),
-    }));
-    steps
-}
 
 /// What OVSDB must do for one pod's port once its operation's flows are on the switch and its
 /// journal record on disk (crash in between, and the OVSDB reconciler does it at the next
@@ -129,15 +61,6 @@ pub struct TakeBack {
     pub(super) undo: Vec<Change>,
 }
 
-/// A pod's port: its veth on the bridge, numbered by ofnode (`ofport_request`).
-pub fn pod_port(bridge: &str, veth: &str) -> PortSpec {
-    PortSpec {
-        bridge: bridge.to_string(),
-        name: veth.to_string(),
-        ..PortSpec::default()
-    }
-}
-
 /// A pod's bandwidth limits as OVSDB holds them (the seed's SetPodBandwidth): pod ingress is
 /// the port's egress, a QoS `max-rate` in bit/s; pod egress is the interface's ingress
 /// policing, in kbit/s.
@@ -179,7 +102,7 @@ pub enum ObservedQos {
     Other,
 }
 
-/// One port of the bridge as OVSDB's cache shows it.
+/// One port of the bridge as OVSDB shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObservedPort {
     pub qos: ObservedQos,
@@ -195,14 +118,14 @@ pub enum PortFix {
     /// A deleted pod's port (its QoS row goes with it).
     Remove(String),
     /// A live pod's port that is missing, asked for on the number its flows use.
-    Add(PortSpec),
+    Add { veth: String, ofport: u16 },
     /// A port whose limits differ from the acknowledged ones.
     Limit { veth: String, bandwidth: Bandwidth },
 }
 
 /// The plan from `observed` to the desired state: deleted pods' ports removed, live pods'
 /// ports present, acknowledged limits held. Ports ofnode knows nothing of are left alone.
-pub fn port_fixes(bridge: &str, state: &NodeState, observed: &Observed) -> Vec<PortFix> {
+pub fn port_fixes(state: &NodeState, observed: &Observed) -> Vec<PortFix> {
     let mut fixes = Vec::new();
     if state.setup.is_none() {
         return fixes;
@@ -228,10 +151,10 @@ pub fn port_fixes(bridge: &str, state: &NodeState, observed: &Observed) -> Vec<P
         if observed.contains_key(veth.as_str()) {
             continue;
         }
-        fixes.push(PortFix::Add(PortSpec {
-            ofport_request: Some(pod.ofport),
-            ..pod_port(bridge, veth.as_str())
-        }));
+        fixes.push(PortFix::Add {
+            veth: veth.to_string(),
+            ofport: pod.ofport,
+        });
         if let Some(intent @ PortIntent::Limited { .. }) = state.port_intents.get(veth) {
             fixes.push(PortFix::Limit {
                 veth: veth.to_string(),
@@ -273,58 +196,6 @@ fn holds(port: &ObservedPort, bandwidth: &Bandwidth) -> bool {
         None => ObservedQos::None,
     };
     port.qos == qos && port.ingress_policing_kbps == i64::from(bandwidth.ingress_policing_kbps)
-}
-
-/// The ports of `bridge` in OVSDB's cache, with their limits.
-pub fn observe(cache: &Cache, bridge: &str) -> Observed {
-    let Some((_, bridge_row)) = cache.find("Bridge", bridge) else {
-        return Observed::new();
-    };
-    let ports = bridge_row
-        .get("ports")
-        .map(|d| d.uuids().collect::<Vec<_>>());
-    let mut observed = Observed::new();
-    for uuid in ports.unwrap_or_default() {
-        let Some(port) = cache.row("Port", uuid) else {
-            continue;
-        };
-        let Some(name) = port.get("name").and_then(Datum::as_str) else {
-            continue;
-        };
-        let qos = observe_qos(cache, port.get("qos"));
-        let ingress_policing_kbps = cache
-            .column("Interface", name, "ingress_policing_rate")
-            .and_then(Datum::as_i64)
-            .unwrap_or(0);
-        observed.insert(
-            name.to_string(),
-            ObservedPort {
-                qos,
-                ingress_policing_kbps,
-            },
-        );
-    }
-    observed
-}
-
-fn observe_qos(cache: &Cache, qos: Option<&Datum>) -> ObservedQos {
-    let Some(uuid) = qos.and_then(Datum::as_uuid) else {
-        return ObservedQos::None;
-    };
-    let Some(row) = cache.row("QoS", uuid) else {
-        return ObservedQos::Other;
-    };
-    let config = row
-        .get("other_config")
-        .map(Datum::string_map)
-        .unwrap_or_default();
-    let only_max_rate = config.len() == 1
-        && row.get("type").and_then(Datum::as_str) == Some("linux-htb")
-        && row.get("queues").is_none_or(Datum::is_empty);
-    match config.get("max-rate").and_then(|r| r.parse().ok()) {
-        Some(rate) if only_max_rate => ObservedQos::MaxRate(rate),
-        _ => ObservedQos::Other,
-    }
 }
 
 #[cfg(test)]
@@ -382,12 +253,12 @@ mod tests {
         let state = set_up(&[], &[("veth3", PortIntent::Removed)]);
         let before = observed(&[("veth3", port(ObservedQos::MaxRate(8), 0))]);
         assert_eq!(
-            port_fixes("br0", &state, &before),
+            port_fixes(&state, &before),
             vec![PortFix::Remove("veth3".into())]
         );
         assert!(removed_ports_gone(&state, &before).is_empty());
         let after = Observed::new();
-        assert!(port_fixes("br0", &state, &after).is_empty());
+        assert!(port_fixes(&state, &after).is_empty());
         assert_eq!(removed_ports_gone(&state, &after), vec![veth("veth3")]);
     }
 
@@ -395,7 +266,7 @@ mod tests {
     fn acknowledged_limits_are_put_back_and_held_ones_left_alone() {
         let state = set_up(&[pod(3)], &[("veth3", LIMITED)]);
         let held = observed(&[("veth3", port(ObservedQos::MaxRate(1_000_000), 500))]);
-        assert!(port_fixes("br0", &state, &held).is_empty());
+        assert!(port_fixes(&state, &held).is_empty());
         let expected = vec![PortFix::Limit {
             veth: "veth3".into(),
             bandwidth: Bandwidth {
@@ -409,7 +280,7 @@ mod tests {
             port(ObservedQos::MaxRate(1_000_000), 0),
         ] {
             let now = observed(&[("veth3", wrong)]);
-            assert_eq!(port_fixes("br0", &state, &now), expected, "{wrong:?}");
+            assert_eq!(port_fixes(&state, &now), expected, "{wrong:?}");
         }
     }
 
@@ -419,7 +290,7 @@ mod tests {
         let state = set_up(&[pod(3)], &[("veth3", none)]);
         let now = observed(&[("veth3", port(ObservedQos::MaxRate(5), 7))]);
         assert_eq!(
-            port_fixes("br0", &state, &now),
+            port_fixes(&state, &now),
             vec![PortFix::Limit {
                 veth: "veth3".into(),
                 bandwidth: Bandwidth::of(None, None),
@@ -431,16 +302,14 @@ mod tests {
     fn a_live_pods_missing_port_is_added_on_its_number_with_its_limits() {
         let state = set_up(&[pod(3), pod(4)], &[("veth4", LIMITED)]);
         let now = observed(&[("veth3", port(ObservedQos::None, 0))]);
-        let fixes = port_fixes("br0", &state, &now);
+        let fixes = port_fixes(&state, &now);
         assert_eq!(fixes.len(), 2, "{fixes:?}");
         assert_eq!(
             fixes[0],
-            PortFix::Add(PortSpec {
-                bridge: "br0".into(),
-                name: "veth4".into(),
-                ofport_request: Some(6),
-                ..PortSpec::default()
-            })
+            PortFix::Add {
+                veth: "veth4".into(),
+                ofport: 6
+            }
         );
         assert!(matches!(&fixes[1], PortFix::Limit { veth, .. } if veth == "veth4"));
     }
@@ -452,12 +321,12 @@ mod tests {
             ("veth3", port(ObservedQos::MaxRate(9), 9)),
             ("someone-elses", port(ObservedQos::Other, 1)),
         ]);
-        assert!(port_fixes("br0", &state, &now).is_empty());
+        assert!(port_fixes(&state, &now).is_empty());
         let unset = NodeState {
             setup: None,
             ..set_up(&[pod(3)], &[("veth9", PortIntent::Removed)])
         };
         let with_veth9 = observed(&[("veth9", port(ObservedQos::None, 0))]);
-        assert!(port_fixes("br0", &unset, &with_veth9).is_empty());
+        assert!(port_fixes(&unset, &with_veth9).is_empty());
     }
 }

@@ -7,8 +7,9 @@
 //! through the API) and the rest on other nodes (`POST /v1/remote-pods`), in namespaces of at
 //! most 100 pods; teams of 10 namespaces; 10 policies per namespace, each selecting an app and
 //! allowing one app of one team's namespaces on a TCP range and UDP 53. For each world:
-//! - installing the policies one `POST /v1/netpols` at a time, against the seed's way (the
-//!   policies' flows as one `ovs-ofctl bundle` exec per policy), and the flows per policy;
+//! - installing the policies through `POST /v1/netpols`, half one at a time and half as a burst
+//!   (as a watch's relist delivers them), against the seed's way (the policies' flows as one
+//!   `ovs-ofctl bundle` exec per policy), and the flows per policy;
 //! - each kind of change (policy replaced, added, deleted; remote pod added, deleted,
 //!   relabelled; local pod relabelled; namespace relabelled), 20 of each: the API's answer
 //!   (median), ofnode's own CPU for it (every thread of the daemon, from
@@ -19,7 +20,8 @@
 //! - the daemon's RSS.
 //!
 //! Run: `cargo bench --bench scale` (as root; about 10 minutes). `SCALE_BENCH_WORLDS=1000x500`
-//! runs the worlds given (comma-separated `PODSxPOLICIES`).
+//! runs the worlds given (comma-separated `PODSxPOLICIES`); `SCALE_BENCH_ONLY=relabel` only the
+//! changes so named, `SCALE_BENCH_SAMPLES=200` more samples of each (for a profiler).
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -97,6 +99,13 @@ impl World {
                 }]
             }
         })
+    }
+
+    /// The namespace and app of the `i`th local pod a change picks: a policy for them has
+    /// flows on this node (most of a big world's policies select no pod here).
+    fn local_app(&self, i: usize) -> (usize, usize) {
+        let pod = (i * 7) % LOCAL_PODS;
+        (pod % self.namespaces(), (pod / self.namespaces()) % APPS)
     }
 
     /// The `i`th remote pod a change picks (spread over the world).
@@ -295,16 +304,29 @@ impl Bench {
     fn install(&self) {
         let world = self.world;
         let before = self.flows();
-        let mut ours = Duration::ZERO;
-        for p in 0..world.policies {
+        let body = |p: usize| {
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
-            let body = serde_json::to_vec(&world.policy(ns, k, k, 0)).expect("policy JSON");
-            let started = Instant::now();
+            serde_json::to_vec(&world.policy(ns, k, k, 0)).expect("policy JSON")
+        };
+        // The first half one request at a time (as a script would), the second as a burst (as
+        // a Kubernetes watch delivers a relist, `IN_FLIGHT` at a time).
+        let half = world.policies / 2;
+        let started = Instant::now();
+        for p in 0..half {
             self.runtime
-                .block_on(self.client.netpol_apply(body))
+                .block_on(self.client.netpol_apply(body(p)))
                 .expect("POST /v1/netpols");
-            ours += started.elapsed();
         }
+        let one_at_a_time = started.elapsed();
+        let started = Instant::now();
+        let burst = (half..world.policies)
+            .map(|p| {
+                let (client, body) = (self.client.clone(), body(p));
+                async move { client.netpol_apply(body).await }
+            })
+            .collect();
+        all(&self.runtime, burst);
+        let in_a_burst = started.elapsed();
         let after = self.flows();
         // The seed's node starts from ofnode's table without the policies, then takes their
         // flows as one bundle exec per policy (the flows split evenly between them).
@@ -323,15 +345,17 @@ impl Bench {
             "the seed's node does not hold ofnode's table"
         );
         let added = after.len().saturating_sub(before.len());
+        let seed_each = ms(seed) / world.policies as f64;
+        let ours_each = |took: Duration| ms(took) / half.max(1) as f64;
         println!(
-            "scale install {} policies at {} pods: ofnode (POST /v1/netpols, one at a time) {:.2} s ({:.2} ms each); seed way ({} `ovs-ofctl bundle` execs of the same flows) {:.2} s; ratio {:.1}x (goal >= 10x at 50,000 pods / 5,000 policies); {} flows on br0, {added} for the policies ({:.2} per policy); ofnode RSS {:.1} MB",
+            "scale install {} policies at {} pods: ofnode (POST /v1/netpols) one at a time {:.2} ms each, ratio {:.1}x; in a burst of {IN_FLIGHT} in flight {:.3} ms each, ratio {:.1}x; seed way ({} `ovs-ofctl bundle` execs of the same flows, one per policy with flows here) {seed_each:.2} ms per policy (goal >= 10x at 50,000 pods / 5,000 policies); {} flows on br0, {added} for the policies ({:.2} per policy); ofnode RSS {:.1} MB",
             world.policies,
             world.pods,
-            ours.as_secs_f64(),
-            ms(ours) / world.policies as f64,
+            ours_each(one_at_a_time),
+            seed_each / ours_each(one_at_a_time).max(f64::MIN_POSITIVE),
+            ours_each(in_a_burst),
+            seed_each / ours_each(in_a_burst).max(f64::MIN_POSITIVE),
             lines.chunks(per_policy).len(),
-            seed.as_secs_f64(),
-            seed.as_secs_f64() / ours.as_secs_f64().max(f64::MIN_POSITIVE),
             after.len(),
             added as f64 / world.policies as f64,
             rss_mb(self.pid),
@@ -349,10 +373,14 @@ impl Bench {
         )
     }
 
-    /// `SAMPLES` changes of one kind, each timed through the API and replayed the seed's way.
+    /// `SAMPLES` changes of one kind (or `SCALE_BENCH_SAMPLES`), each timed through the API and replayed the seed's way.
     fn measure(&self, what: &str, change: impl Fn(usize) -> Request) -> Row {
         let mut row = Row::default();
-        for i in 0..SAMPLES {
+        let samples = std::env::var("SCALE_BENCH_SAMPLES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(SAMPLES);
+        for i in 0..samples {
             let request = change(i);
             let before = self.flows();
             let (totals, purges) = self.totals();
@@ -387,26 +415,26 @@ impl Bench {
             world.pods, world.policies
         );
         println!("| --- | --- | --- | --- | --- | --- | --- |");
-        let kinds: Vec<(&str, Box<dyn Fn(usize) -> Request>)> = vec![
+        let kinds: Vec<(&str, Kind)> = vec![
             (
                 "policy replaced",
                 Box::new(move |i| {
-                    let p = (i * 31) % world.policies;
-                    let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
+                    let (ns, k) = world.local_app(i);
                     Request::NetPol(world.policy(ns, k, k, 1 + i % 3))
                 }),
             ),
             (
                 "policy added",
                 Box::new(move |i| {
-                    Request::NetPol(world.policy(i % world.namespaces(), 100 + i, i, 0))
+                    let (ns, k) = world.local_app(i);
+                    Request::NetPol(world.policy(ns, 100 + i, k, 0))
                 }),
             ),
             (
                 "policy deleted",
                 Box::new(move |i| {
                     Request::NetPolDel(wire::NetPolDel {
-                        namespace: format!("ns{}", i % world.namespaces()),
+                        namespace: format!("ns{}", world.local_app(i).0),
                         name: format!("p{}", 100 + i),
                     })
                 }),
@@ -463,8 +491,12 @@ impl Bench {
                 }),
             ),
         ];
+        // `SCALE_BENCH_ONLY=TEXT` measures only the changes whose name contains TEXT.
+        let only = std::env::var("SCALE_BENCH_ONLY").unwrap_or_default();
         for (what, change) in kinds {
-            self.measure(what, change).print(what);
+            if what.contains(only.as_str()) {
+                self.measure(what, change).print(what);
+            }
         }
     }
 }
@@ -488,6 +520,9 @@ fn remote_pod(world: &World, i: usize, variant: usize) -> wire::KnownPod {
         },
     }
 }
+
+/// A kind of change: its `i`th sample.
+type Kind = Box<dyn Fn(usize) -> Request>;
 
 /// One change as the API takes it.
 enum Request {
@@ -596,10 +631,11 @@ fn main() {
         bench.install();
         bench.changes();
         println!(
-            "scale world {} pods / {} policies took {:.0} s",
+            "scale world {} pods / {} policies took {:.0} s; ofnode RSS at the end {:.1} MB",
             world.pods,
             world.policies,
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            rss_mb(bench.pid),
         );
     }
 }

@@ -311,3 +311,113 @@ async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
     one_bundle(&proxy, "pod del", node.pod_del(&local_key, None)).await;
     quiet_afterwards(&proxy, node).await;
 }
+
+/// Issue 27: a burst of changes sent together (as an informer's relist delivers them: 1,000
+/// label changes of 200 pods of other nodes, five of each pod, in order) coalesces into a
+/// bounded number of bundles (the writer takes up to `max_batch` = 256 waiting edits as one),
+/// every change is answered, and each pod's last labels (the last change the node received for
+/// it) are what the switch enforces: within a batch, the engine's net changes are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_changes_coalesces_into_few_bundles_and_the_last_state_wins() {
+    const PODS: usize = 200;
+    const ROUNDS: usize = 5;
+    let (f, proxy) = Fixture::start_through_proxy().await;
+    let node = &f.node;
+    node.setup(&setup_request(Mode::NetworkPolicy))
+        .await
+        .unwrap();
+    node.namespace_set(namespace("x", 11, &[])).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    pod.labels = labels(&[("pod", "a")]);
+    node.pod_add(&pod).await.unwrap();
+    let policy = netpol(
+        "a-from-clients",
+        r#"{"podSelector":{"matchLabels":{"pod":"a"}},"ingress":[
+            {"from":[{"podSelector":{"matchLabels":{"role":"client"}}}],
+             "ports":[{"protocol":"TCP","port":80}]}]}"#,
+    );
+    node.netpol_apply(policy).await.unwrap();
+    let ip = |i: usize| format!("10.130.{}.{}", i / 200, 10 + i % 200);
+    for i in 0..PODS {
+        let info = PodInfo {
+            labels: labels(&[("role", "server")]),
+            ips: vec![ip(i).parse().unwrap()],
+            local: false,
+            ports: Vec::new(),
+        };
+        node.remote_pod_set(key(&format!("x/r{i}")), info)
+            .await
+            .unwrap();
+    }
+
+    // Round r gives pod i the role client when i + r is even.
+    let role = |i: usize, round: usize| {
+        if (i + round) % 2 == 0 {
+            "client"
+        } else {
+            "server"
+        }
+    };
+    let mark = proxy.mark();
+    let changes = (0..ROUNDS).flat_map(|round| {
+        (0..PODS).map(move |i| {
+            node.pod_labels(
+                key(&format!("x/r{i}")),
+                label_edit(&[("role", role(i, round))], &[]),
+            )
+        })
+    });
+    for answer in futures::future::join_all(changes).await {
+        answer.expect("every change of the burst is answered Ok");
+    }
+    let traffic = proxy.traffic_since(mark);
+    let bundles = traffic.bundles();
+    let changes = PODS * ROUNDS;
+    // The first change may go alone (nothing else is waiting yet); then full batches.
+    let bound = 1 + changes.div_ceil(256) + 1;
+    assert!(
+        !bundles.is_empty() && bundles.len() <= bound,
+        "{changes} changes sent together took {} bundles (bound {bound}): {}",
+        bundles.len(),
+        traffic.describe()
+    );
+    assert!(
+        bundles
+            .iter()
+            .all(|b| b.end == BundleEnd::Committed && b.commit_replied),
+        "{}",
+        traffic.describe()
+    );
+
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let admitted = |i: usize| {
+        let needle = format!("nw_src={} ", ip(i));
+        flows.iter().any(|f| f.contains(&needle))
+    };
+    // What the node holds for each pod is the last change it received for it (requests sent
+    // together arrive in no promised order), and exactly that is enforced.
+    let known = node.remote_pods().await.unwrap();
+    let mut clients = 0;
+    for i in 0..PODS {
+        let pod = key(&format!("x/r{i}"));
+        let last = known
+            .iter()
+            .find(|p| p.pod == pod)
+            .and_then(|p| p.info.labels.get("role").cloned())
+            .unwrap_or_else(|| panic!("{pod} lost its role"));
+        clients += usize::from(last == "client");
+        assert_eq!(
+            admitted(i),
+            last == "client",
+            "pod {pod} (last role {last}): its clause flow on the switch does not follow its last labels"
+        );
+    }
+    // Most pods' last change is the last one sent (round 4 leaves the even pods clients).
+    assert!(
+        clients.abs_diff(PODS / 2) < PODS / 4,
+        "{clients} of {PODS} pods are clients after the burst"
+    );
+    quiet_afterwards(&proxy, node).await;
+}

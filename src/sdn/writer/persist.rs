@@ -64,6 +64,8 @@ impl Persistence {
     async fn snapshot(&self, state: NodeState) {
         let journal = self.journal.clone();
         let written = tokio::task::spawn_blocking(move || lock(&journal).snapshot(&state)).await;
+        // The state's copy and its text were as big as the state: give them back.
+        super::bundle::release_freed_memory();
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

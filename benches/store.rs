@@ -353,6 +353,58 @@ fn relist() {
     );
 }
 
+/// openshift-sdn's NetworkPolicy shape: 200 pods of namespace `a` on this node let in 200 pods
+/// of namespace `b` (on other nodes) by one policy. openshift-sdn wrote a flow per pair of
+/// pods (40,000 here); ofnode's conjunction needs one per pod of each side and one per port.
+fn openshift_sdn_shape() {
+    let mut core = Core::new(NodeState {
+        setup: Some(setup()),
+        ..NodeState::default()
+    })
+    .unwrap();
+    for (name, vnid) in [("a", 10), ("b", 11)] {
+        let ns = Namespace {
+            name: name.into(),
+            vnid: Vnid::new(vnid).unwrap(),
+            labels: Labels::new(),
+        };
+        step(&mut core, |c| c.namespace_set(ns).unwrap());
+    }
+    let before = core.flows().len();
+    let app = |v: &str| labels(&[("app", v.to_string())]);
+    for i in 0..LOCAL_PODS {
+        let key = PodKey::new("a", &format!("server-{i}")).unwrap();
+        step(&mut core, |c| {
+            c.pod_attach(key, attachment(i), app("server")).unwrap()
+        });
+        let key = PodKey::new("b", &format!("client-{i}")).unwrap();
+        let info = PodInfo {
+            labels: app("client"),
+            ips: vec![IpAddr::V4(remote_ip(i))],
+            local: false,
+            ports: Vec::new(),
+        };
+        step(&mut core, |c| c.remote_pod_set(key, info).unwrap());
+    }
+    let with_pods = core.flows().len();
+    let policy = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+        "metadata":{"name":"clients","namespace":"a"},
+        "spec":{"podSelector":{"matchLabels":{"app":"server"}},
+          "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"b"}},
+                               "podSelector":{"matchLabels":{"app":"client"}}}],
+                      "ports":[{"protocol":"TCP","port":8080}]}]}}"#;
+    step(&mut core, |c| {
+        c.netpol_apply(parse_netpol(policy.as_bytes()).unwrap())
+            .unwrap()
+    });
+    println!(
+        "## openshift-sdn's shape (200 x 200 pods in one namespace pair, one policy, one port): openshift-sdn 40,000 flows for it; ofnode {} ({} flows before any pod, {} with the pods)",
+        core.flows().len() - with_pods,
+        before,
+        with_pods,
+    );
+}
+
 fn rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -404,6 +456,7 @@ fn main() {
     for &(pods, policies) in worlds {
         run_world(&World { pods, policies });
     }
+    openshift_sdn_shape();
     if !quick {
         relist();
         let me = std::env::current_exe().expect("the bench's own path");

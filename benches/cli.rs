@@ -359,7 +359,11 @@ fn main() -> std::process::ExitCode {
         let binary = ofnode_binary();
         println!(
             "cli pod add ({PODS} each, interleaved, fresh private OVS instances; {}):",
-            binary.display()
+            // Repo-relative: a report names no path of the machine it ran on.
+            binary
+                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                .unwrap_or(&binary)
+                .display()
         );
         {
             let (daemon, _ovs) = fresh_daemon(&binary, "cv", PODS);

@@ -26,7 +26,7 @@
 //!
 //! What the seed side does not include: computing the flows (it replays ofnode's diff).
 //!
-//! Run: `cargo bench --bench netpol` (as root). Written against /work/notes/netpol-contract.md.
+//! Run: `cargo bench --bench netpol` (as root).
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;

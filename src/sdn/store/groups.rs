@@ -8,6 +8,7 @@
 //! Groups are counted by their users: [`Groups::acquire`] makes one (its members found through
 //! the [`Index`]) or shares it, [`Groups::release`] drops it with its last user.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashSet, HashSetExt};
@@ -127,6 +128,10 @@ pub struct Groups {
     selected_taking: HashMap<String, BTreeSet<usize>>,
     /// Namespace groups.
     namespace_groups: BTreeSet<usize>,
+    /// Members computed by [`Groups::preview`] for groups no one uses yet: a policy is checked
+    /// (previewed) and then applied (acquired) with no store change between, so the applying
+    /// takes them instead of computing them again. Forgotten at every store change.
+    previewed: RefCell<HashMap<GroupKey, (Members, usize)>>,
 }
 
 fn pod_member(key: &PodKey, info: &PodInfo, vnid: Vnid) -> Member {
@@ -162,7 +167,8 @@ impl Groups {
             self.groups[id].users += 1;
             return GroupId(id);
         }
-        let (members, ipv4s) = self.initial_members(&key, world);
+        let previewed = self.previewed.get_mut().remove(&key);
+        let (members, ipv4s) = previewed.unwrap_or_else(|| self.initial_members(&key, world));
         let id = self.groups.insert(Group {
             key: key.clone(),
             users: 1,
@@ -275,10 +281,19 @@ impl Groups {
     /// The members the group `key` selects has (or would have, when no one uses it), without
     /// making it.
     pub fn preview(&self, key: &GroupKey, world: World) -> Vec<Member> {
-        match self.by_key.get(key) {
-            Some(&id) => self.members(GroupId(id), world),
-            None => render(&self.initial_members(key, world).0, world),
+        if let Some(&id) = self.by_key.get(key) {
+            return self.members(GroupId(id), world);
         }
+        let mut previewed = self.previewed.borrow_mut();
+        let (members, _) = previewed
+            .entry(key.clone())
+            .or_insert_with(|| self.initial_members(key, world));
+        render(members, world)
+    }
+
+    /// Forgets what [`Groups::preview`] computed: the store is about to change.
+    pub fn forget_previews(&mut self) {
+        self.previewed.get_mut().clear();
     }
 
     fn initial_members(&self, key: &GroupKey, world: World) -> (Members, usize) {

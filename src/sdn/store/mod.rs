@@ -129,6 +129,7 @@ impl Store {
     /// Applies `change`, says what it did to the groups in `deltas`, and returns the change
     /// that undoes it.
     pub fn apply(&mut self, change: Change, deltas: &mut Vec<Delta>) -> Change {
+        self.groups.forget_previews();
         match change {
             Change::LocalPod { key, pod } => {
                 let old = self.state.pods.get(&key).cloned();

@@ -111,6 +111,9 @@ pub struct ConfigFile {
     pub cluster: Option<ClusterSettings>,
     /// `[tls]` with `private_key`, `certificate`, `ca_cert` (PEM files), for ssl:/pssl: targets.
     pub tls: Option<TlsFiles>,
+    /// Following a Kubernetes cluster: `[kubernetes]` with `kubeconfig` (absent: in-cluster),
+    /// `node_name`, `cluster_network`, `service_network`, `mode`, `pod_wait_secs`.
+    pub kubernetes: Option<crate::kube::KubeSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +138,8 @@ pub enum DaemonError {
     Api(#[from] server::ServeError),
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::ClusterError),
+    #[error("kubernetes: {0}")]
+    Kube(#[from] crate::kube::KubeError),
 }
 
 pub const DEFAULT_OVSDB: &str = "unix:/run/openvswitch/db.sock";
@@ -147,6 +152,7 @@ pub struct Settings {
     pub node: NodeConfig,
     pub api: ApiOptions,
     pub cluster: Option<ClusterSettings>,
+    pub kubernetes: Option<crate::kube::KubeSettings>,
 }
 
 pub fn load_config(path: &Path) -> Result<ConfigFile, DaemonError> {
@@ -181,6 +187,17 @@ impl Settings {
         }
         if let Some(cluster) = &file.cluster {
             cluster.validate()?;
+        }
+        if let Some(kubernetes) = &file.kubernetes {
+            if file.cluster.is_some() {
+                return Err(DaemonError::ConfigInvalid(
+                    "[cluster] and [kubernetes] both say where the node's subnet comes from: keep one"
+                        .into(),
+                ));
+            }
+            kubernetes
+                .validate()
+                .map_err(|e| DaemonError::Kube(e.into()))?;
         }
         let ovsdb = args
             .ovsdb
@@ -256,6 +273,7 @@ impl Settings {
                 vswitchd_ctl,
             },
             cluster: file.cluster,
+            kubernetes: file.kubernetes,
         })
     }
 }
@@ -325,6 +343,22 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
     let settings = Settings::resolve(args)?;
     Node::check_config(&settings.node).map_err(|e| DaemonError::ConfigInvalid(e.to_string()))?;
     let node = &settings.node;
+    let kubernetes = match &settings.kubernetes {
+        Some(kube) => {
+            let name = kube
+                .node_name()
+                .map_err(|e| DaemonError::Kube(e.into()))?;
+            let source = match &kube.kubeconfig {
+                Some(path) => format!("kubeconfig {}", path.display()),
+                None => "in-cluster service account".to_string(),
+            };
+            vec![format!(
+                "kubernetes: {source}, node {name}, mode {:?}, cluster network {}, service network {}, pod_wait_secs {}",
+                kube.mode, kube.cluster_network, kube.service_network, kube.pod_wait_secs
+            )]
+        }
+        None => Vec::new(),
+    };
     let lines = [
         format!("{source}: ok"),
         format!("bridge: {}", node.bridge),
@@ -346,7 +380,7 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
             node.echo_timeout.as_millis()
         ),
     ];
-    Ok(lines.join("\n"))
+    Ok(lines.into_iter().chain(kubernetes).collect::<Vec<_>>().join("\n"))
 }
 
 /// How long requests in flight at SIGTERM may take to finish. An operation waits at most
@@ -378,6 +412,10 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
         Some(cluster) => Some(Membership::join(&node, cluster, &state_dir).await?),
         None => None,
     };
+    let following = match &settings.kubernetes {
+        Some(kube) => Some(crate::kube::Following::start(&node, kube).await?),
+        None => None,
+    };
     info!(api = %settings.api.socket.display(), "control API listening");
     let signalled = Arc::new(Notify::new());
     let stop_serving = {
@@ -392,7 +430,10 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     let serving = server::serve(
         listener,
         node.clone(),
-        membership,
+        server::Sources {
+            membership,
+            following,
+        },
         &settings.api,
         stop_serving,
     );

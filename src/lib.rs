@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster;
 pub mod cni;
 pub mod daemon;
+pub mod kube;
 pub mod netlink;
 pub mod openflow;
 pub mod ovsdb;

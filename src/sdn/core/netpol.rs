@@ -225,6 +225,39 @@ impl Core {
         }])
     }
 
+    /// What selectors see of local pod `key` as its owner (the Kubernetes API) says: its labels
+    /// and named container ports, replacing the old ones; its address stays its attachment's.
+    pub fn local_pod_meta(
+        &mut self,
+        key: &PodKey,
+        labels: Labels,
+        ports: Vec<crate::sdn::objects::NamedPort>,
+    ) -> Result<(), Error> {
+        self.require_enforcing("pod labels")?;
+        check_labels("labels", &labels)?;
+        let info = self
+            .state()
+            .pod_infos
+            .get(key)
+            .filter(|info| info.local)
+            .ok_or_else(|| Error::NotFound {
+                what: format!("local pod {key}"),
+            })?;
+        let info = PodInfo {
+            labels,
+            ports,
+            ..info.clone()
+        }
+        .normalized();
+        if self.state().pod_infos.get(key) == Some(&info) {
+            return Ok(());
+        }
+        self.apply(vec![Change::PodInfo {
+            key: key.clone(),
+            info: Some(info),
+        }])
+    }
+
     /// Creates or replaces a pod of another node: its addresses inside the cluster network and
     /// outside this node's subnet, in a namespace that exists, not a local pod's key.
     pub fn remote_pod_set(&mut self, key: PodKey, info: PodInfo) -> Result<(), Error> {

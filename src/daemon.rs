@@ -345,9 +345,7 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
     let node = &settings.node;
     let kubernetes = match &settings.kubernetes {
         Some(kube) => {
-            let name = kube
-                .node_name()
-                .map_err(|e| DaemonError::Kube(e.into()))?;
+            let name = kube.node_name().map_err(|e| DaemonError::Kube(e.into()))?;
             let source = match &kube.kubeconfig {
                 Some(path) => format!("kubeconfig {}", path.display()),
                 None => "in-cluster service account".to_string(),
@@ -380,7 +378,11 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
             node.echo_timeout.as_millis()
         ),
     ];
-    Ok(lines.into_iter().chain(kubernetes).collect::<Vec<_>>().join("\n"))
+    Ok(lines
+        .into_iter()
+        .chain(kubernetes)
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// How long requests in flight at SIGTERM may take to finish. An operation waits at most

@@ -73,7 +73,11 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
         Input::Namespace { .. } if !networkpolicy => Outcome::Applied,
         Input::Namespace { want: Some(ns), .. } => Outcome::of(core.namespace_set(ns.clone())),
         Input::Namespace { name, want: None } => Outcome::of(core.namespace_del(name)),
-        Input::Pod { key, local: true, want } => local_pod(core, setup.mode, key, want.as_ref()),
+        Input::Pod {
+            key,
+            local: true,
+            want,
+        } => local_pod(core, setup.mode, key, want.as_ref()),
         Input::Pod { .. } if !networkpolicy => Outcome::Applied,
         Input::Pod {
             key,
@@ -118,14 +122,21 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
 /// the API adds is its labels and named ports (NetworkPolicy mode) or its VNID (multitenant:
 /// the seed's UpdatePod when its namespace's NetNamespace changes). One not attached yet
 /// takes them when CNI adds it.
-fn local_pod(core: &mut Core, mode: Mode, key: &crate::value::PodKey, want: Option<&PodWant>) -> Outcome {
+fn local_pod(
+    core: &mut Core,
+    mode: Mode,
+    key: &crate::value::PodKey,
+    want: Option<&PodWant>,
+) -> Outcome {
     let (Some(want), Some(attached)) = (want, core.state().pods.get(key)) else {
         return Outcome::Applied;
     };
     let address = std::net::IpAddr::V4(attached.ip);
     let disagrees = !want.ips.is_empty() && !want.ips.contains(&address);
     let outcome = match mode {
-        Mode::NetworkPolicy => Outcome::of(core.local_pod_meta(key, want.labels.clone(), want.ports.clone())),
+        Mode::NetworkPolicy => {
+            Outcome::of(core.local_pod_meta(key, want.labels.clone(), want.ports.clone()))
+        }
         Mode::Multitenant if attached.vnid != want.vnid => {
             Outcome::of(core.pod_update(key, want.vnid).map(|_| ()))
         }
@@ -247,34 +258,54 @@ fn sweep(core: &mut Core, expected: &Expected) -> Outcome {
             });
         }
     }
-    for key in state.netpols.keys().filter(|k| !expected.netpols.contains(*k)) {
+    for key in state
+        .netpols
+        .keys()
+        .filter(|k| !expected.netpols.contains(*k))
+    {
         gone.push(Input::NetPol {
             key: key.clone(),
             want: None,
         });
     }
-    for ip in state.services.keys().filter(|ip| !expected.service_ips.contains(*ip)) {
+    for ip in state
+        .services
+        .keys()
+        .filter(|ip| !expected.service_ips.contains(*ip))
+    {
         gone.push(Input::Service {
             name: ip.to_string(),
             old_ip: Some(*ip),
             want: None,
         });
     }
-    for hs in state.host_subnets.values().filter(|hs| !expected.subnets.contains(&hs.subnet)) {
+    for hs in state
+        .host_subnets
+        .values()
+        .filter(|hs| !expected.subnets.contains(&hs.subnet))
+    {
         gone.push(Input::HostSubnet {
             name: hs.subnet.to_string(),
             old: Some(*hs),
             want: None,
         });
     }
-    for vnid in state.egress.keys().filter(|v| !expected.egress.contains(*v)) {
+    for vnid in state
+        .egress
+        .keys()
+        .filter(|v| !expected.egress.contains(*v))
+    {
         gone.push(Input::Egress {
             vnid: *vnid,
             objects: Vec::new(),
             want: None,
         });
     }
-    for name in state.namespaces.keys().filter(|n| !expected.namespaces.contains(*n)) {
+    for name in state
+        .namespaces
+        .keys()
+        .filter(|n| !expected.namespaces.contains(*n))
+    {
         gone.push(Input::Namespace {
             name: name.clone(),
             want: None,

@@ -103,8 +103,11 @@ impl KubeSettings {
         if let Some(name) = std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()) {
             return Ok(name);
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map_err(|e| ConfigError::Invalid(format!("no node_name, no $NODE_NAME, and the host name cannot be read: {e}")))?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(|e| {
+            ConfigError::Invalid(format!(
+                "no node_name, no $NODE_NAME, and the host name cannot be read: {e}"
+            ))
+        })?;
         Ok(host.trim().to_ascii_lowercase())
     }
 
@@ -116,10 +119,14 @@ impl KubeSettings {
                     path: path.clone(),
                     reason,
                 };
-                let file = kube::config::Kubeconfig::read_from(path).map_err(|e| bad(e.to_string()))?;
-                kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| bad(e.to_string()))
+                let file =
+                    kube::config::Kubeconfig::read_from(path).map_err(|e| bad(e.to_string()))?;
+                kube::Config::from_custom_kubeconfig(
+                    file,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| bad(e.to_string()))
             }
             None => kube::Config::incluster().map_err(|e| ConfigError::InCluster(e.to_string())),
         }
@@ -145,8 +152,12 @@ mod tests {
         assert_eq!(ok.mode, Mode::NetworkPolicy);
         assert_eq!(ok.pod_wait(), Duration::from_secs(10));
         assert_eq!(ok.node_name().unwrap(), "node-1");
-        assert!(settings("pod_wait_secs = 0").unwrap_err().contains("pod_wait_secs"));
-        assert!(settings("node_name = \"Node_1\"").unwrap_err().contains("node_name"));
+        assert!(settings("pod_wait_secs = 0")
+            .unwrap_err()
+            .contains("pod_wait_secs"));
+        assert!(settings("node_name = \"Node_1\"")
+            .unwrap_err()
+            .contains("node_name"));
         assert!(settings("kubeconfig = \"/nonexistent/kubeconfig\"")
             .unwrap_err()
             .contains("/nonexistent/kubeconfig"));
@@ -154,6 +165,11 @@ mod tests {
         let overlap: Result<KubeSettings, _> = toml::from_str(
             "cluster_network = \"10.128.0.0/14\"\nservice_network = \"10.128.0.0/16\"",
         );
-        assert!(overlap.unwrap().validate().unwrap_err().to_string().contains("overlaps"));
+        assert!(overlap
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("overlaps"));
     }
 }

@@ -107,18 +107,29 @@ pub fn pod_facts(pod: &Pod) -> Result<Option<PodFacts>, Refused> {
     let listed = status.and_then(|s| s.pod_ips.as_ref());
     let texts: Vec<&str> = match listed {
         Some(list) if !list.is_empty() => list.iter().map(|ip| ip.ip.as_str()).collect(),
-        _ => status.and_then(|s| s.pod_ip.as_deref()).into_iter().collect(),
+        _ => status
+            .and_then(|s| s.pod_ip.as_deref())
+            .into_iter()
+            .collect(),
     };
     for (i, text) in texts.into_iter().enumerate() {
-        let ip = text
-            .parse::<IpAddr>()
-            .map_err(|_| refused(format!("status.podIPs[{i}]"), format!("{text:?} is not an IP address")))?;
+        let ip = text.parse::<IpAddr>().map_err(|_| {
+            refused(
+                format!("status.podIPs[{i}]"),
+                format!("{text:?} is not an IP address"),
+            )
+        })?;
         ips.push(ip);
     }
     ips.sort();
     ips.dedup();
     let mut ports = Vec::new();
-    for (c, container) in spec.map(|s| s.containers.as_slice()).unwrap_or_default().iter().enumerate() {
+    for (c, container) in spec
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         for (p, port) in container.ports.iter().flatten().enumerate() {
             let Some(name) = &port.name else { continue };
             let path = || format!("spec.containers[{c}].ports[{p}]");
@@ -178,7 +189,9 @@ pub fn fail_closed(policy: &NetworkPolicy) -> NetPol {
     let types: Vec<&str> = match spec.and_then(|s| s.policy_types.as_ref()) {
         Some(types) => types.iter().map(String::as_str).collect(),
         None => {
-            let egress = spec.and_then(|s| s.egress.as_ref()).is_some_and(|e| !e.is_empty());
+            let egress = spec
+                .and_then(|s| s.egress.as_ref())
+                .is_some_and(|e| !e.is_empty());
             if egress {
                 vec!["Ingress", "Egress"]
             } else {
@@ -221,16 +234,21 @@ pub fn service_facts(svc: &Service) -> Result<Option<ServiceFacts>, Refused> {
         Some(text) => match text.parse::<IpAddr>() {
             Ok(IpAddr::V4(ip)) => ip,
             Ok(IpAddr::V6(_)) => return Ok(None),
-            Err(_) => return Err(refused("spec.clusterIP", format!("{text:?} is not an IP address"))),
+            Err(_) => {
+                return Err(refused(
+                    "spec.clusterIP",
+                    format!("{text:?} is not an IP address"),
+                ))
+            }
         },
     };
     let mut ports = Vec::new();
     for (i, port) in spec.ports.iter().flatten().enumerate() {
         let protocol = port.protocol.as_deref().unwrap_or("TCP");
         let text = format!("{protocol}/{}", port.port);
-        let parsed: ServicePort = text
-            .parse()
-            .map_err(|e: crate::value::InvalidInput| refused(format!("spec.ports[{i}]"), e.to_string()))?;
+        let parsed: ServicePort = text.parse().map_err(|e: crate::value::InvalidInput| {
+            refused(format!("spec.ports[{i}]"), e.to_string())
+        })?;
         ports.push(parsed);
     }
     Ok(Some(ServiceFacts { ip, ports }))
@@ -330,7 +348,14 @@ mod tests {
         let why = facts.refused.expect("refused");
         assert!(why.path.starts_with("spec.ingress"), "{why}");
         let stand_in = facts.policy;
-        assert_eq!(stand_in.pod_selector.match_labels.get("app").map(String::as_str), Some("db"));
+        assert_eq!(
+            stand_in
+                .pod_selector
+                .match_labels
+                .get("app")
+                .map(String::as_str),
+            Some("db")
+        );
         assert_eq!(stand_in.ingress, Some(Vec::new()));
         assert_eq!(stand_in.egress, Some(Vec::new()));
     }
@@ -361,8 +386,12 @@ mod tests {
         let facts = pod_facts(&pod).expect("valid").expect("a pod");
         assert_eq!(facts.node.as_deref(), Some("node-1"));
         assert_eq!(facts.ips, vec!["10.128.2.5".parse::<IpAddr>().unwrap()]);
-        let names: Vec<_> = facts.ports.iter().map(|p| (p.name.as_str(), p.port)).collect();
-        assert_eq!(names, vec![("http", 8080), ("dns", 53)]);
+        let names: Vec<_> = facts
+            .ports
+            .iter()
+            .map(|p| (p.name.as_str(), p.port))
+            .collect();
+        assert_eq!(names, vec![("dns", 53), ("http", 8080)]);
         let mut host = pod.clone();
         host.spec.as_mut().unwrap().host_network = Some(true);
         assert_eq!(pod_facts(&host), Ok(None));
@@ -374,8 +403,10 @@ mod tests {
     #[test]
     fn headless_services_are_nothing_and_sctp_is_refused_by_name() {
         let svc = |spec: serde_json::Value| -> Service {
-            serde_json::from_value(json!({"metadata": {"name": "s", "namespace": "ns"}, "spec": spec}))
-                .expect("a Service")
+            serde_json::from_value(
+                json!({"metadata": {"name": "s", "namespace": "ns"}, "spec": spec}),
+            )
+            .expect("a Service")
         };
         assert_eq!(service_facts(&svc(json!({"clusterIP": "None"}))), Ok(None));
         let ok = service_facts(&svc(json!({"clusterIP": "172.30.0.10",

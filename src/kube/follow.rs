@@ -84,6 +84,8 @@ pub enum Command {
 /// How long a failed edit waits before its objects are sent again (doubling up to the max).
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// How often an unreachable API server is asked whether it is back.
+const PROBE: Duration = Duration::from_secs(1);
 
 pub struct Follower<S: Sink> {
     sink: S,
@@ -148,6 +150,9 @@ impl<S: Sink> Follower<S> {
         let mut updates: SelectAll<futures::stream::BoxStream<'static, Update>> = SelectAll::new();
         updates.push(watch_kind(&client, Kind::HostSubnet));
         let mut all_watched = false;
+        // A watch that resumes says nothing until an object changes: while the last request
+        // failed, the server is asked for its version every second to tell it is back.
+        let mut probe = tokio::time::interval(PROBE);
         loop {
             if self.set_up && !all_watched {
                 for kind in Kind::ALL.into_iter().filter(|k| *k != Kind::HostSubnet) {
@@ -164,6 +169,13 @@ impl<S: Sink> Follower<S> {
                 }
                 Some(command) = self.commands.recv() => self.command(command).await,
                 () = sleep_until(retry_at), if retry_at.is_some() => self.resend_retries().await,
+                _ = probe.tick(), if self.tracker.is_failing() => {
+                    if client.apiserver_version().await.is_ok() {
+                        tracing::info!("the Kubernetes API server answers again");
+                        self.tracker.connected();
+                    }
+                    true
+                }
             };
             self.shared.changed.notify_waiters();
             if !keep_going {
@@ -218,7 +230,8 @@ impl<S: Sink> Follower<S> {
                 fact
             }
             Err(refused) => {
-                self.tracker.judge(&object.object, Some(refused.to_string()));
+                self.tracker
+                    .judge(&object.object, Some(refused.to_string()));
                 None
             }
         };
@@ -246,7 +259,8 @@ impl<S: Sink> Follower<S> {
             inputs.extend(self.set(&object, None).await);
         }
         let ok = self.send(Some(kind), None, inputs).await;
-        self.tracker.listed(kind, self.shared.sent.load(Ordering::Relaxed));
+        self.tracker
+            .listed(kind, self.shared.sent.load(Ordering::Relaxed));
         self.listed_once.insert(kind);
         if !self.adopted && self.set_up && self.listed_once.len() == Kind::ALL.len() {
             self.adopted = true;
@@ -264,9 +278,13 @@ impl<S: Sink> Follower<S> {
             let mut mirror = self.shared.mirror();
             let count = |m: &Mirror| m.keys(object.kind).len();
             let result = match (object.kind, fact) {
-                (Kind::Namespace, Some(Fact::Namespace(labels))) => (mirror.set_namespace(key, Some(labels)), false),
+                (Kind::Namespace, Some(Fact::Namespace(labels))) => {
+                    (mirror.set_namespace(key, Some(labels)), false)
+                }
                 (Kind::Namespace, _) => (mirror.set_namespace(key, None), false),
-                (Kind::NetNamespace, Some(Fact::NetNamespace(vnid))) => (mirror.set_netnamespace(key, Some(vnid)), false),
+                (Kind::NetNamespace, Some(Fact::NetNamespace(vnid))) => {
+                    (mirror.set_netnamespace(key, Some(vnid)), false)
+                }
                 (Kind::NetNamespace, _) => (mirror.set_netnamespace(key, None), false),
                 (Kind::Pod, fact) => match key.parse() {
                     Ok(pod) => {
@@ -278,13 +296,21 @@ impl<S: Sink> Follower<S> {
                     }
                     Err(_) => (Vec::new(), false),
                 },
-                (Kind::NetworkPolicy, Some(Fact::NetPol(facts))) => (mirror.set_policy(key, Some(facts)), false),
+                (Kind::NetworkPolicy, Some(Fact::NetPol(facts))) => {
+                    (mirror.set_policy(key, Some(facts)), false)
+                }
                 (Kind::NetworkPolicy, _) => (mirror.set_policy(key, None), false),
-                (Kind::Service, Some(Fact::Service(facts))) => (mirror.set_service(key, Some(facts)), false),
+                (Kind::Service, Some(Fact::Service(facts))) => {
+                    (mirror.set_service(key, Some(facts)), false)
+                }
                 (Kind::Service, _) => (mirror.set_service(key, None), false),
-                (Kind::EgressNetworkPolicy, Some(Fact::Egress(policy))) => (mirror.set_egress(key, Some(policy)), false),
+                (Kind::EgressNetworkPolicy, Some(Fact::Egress(policy))) => {
+                    (mirror.set_egress(key, Some(policy)), false)
+                }
                 (Kind::EgressNetworkPolicy, _) => (mirror.set_egress(key, None), false),
-                (Kind::HostSubnet, Some(Fact::HostSubnet(hs))) => mirror.set_host_subnet(key, Some(hs)),
+                (Kind::HostSubnet, Some(Fact::HostSubnet(hs))) => {
+                    mirror.set_host_subnet(key, Some(hs))
+                }
                 (Kind::HostSubnet, _) => mirror.set_host_subnet(key, None),
             };
             self.tracker.event(object.kind, count(&mirror));
@@ -319,14 +345,22 @@ impl<S: Sink> Follower<S> {
                 self.set_up = true;
             }
             Err(e) => {
-                self.tracker.judge(&object, Some(format!("cannot set the node up with it: {e}")));
+                self.tracker.judge(
+                    &object,
+                    Some(format!("cannot set the node up with it: {e}")),
+                );
             }
         }
     }
 
     /// Sends `inputs` as one edit (none: nothing to send; the resourceVersion is applied as of
     /// the edits before).
-    async fn send(&mut self, kind: Option<Kind>, resource_version: Option<String>, inputs: Vec<Input>) -> bool {
+    async fn send(
+        &mut self,
+        kind: Option<Kind>,
+        resource_version: Option<String>,
+        inputs: Vec<Input>,
+    ) -> bool {
         if inputs.is_empty() {
             if let Some(kind) = kind {
                 let through = *self.shared.applied.borrow();
@@ -345,7 +379,8 @@ impl<S: Sink> Follower<S> {
             },
         );
         self.shared.sent.store(seq, Ordering::Relaxed);
-        self.tracker.set_pending(self.outstanding.len(), self.retry.len());
+        self.tracker
+            .set_pending(self.outstanding.len(), self.retry.len());
         self.sink.send(seq, inputs, &self.done_tx).await
     }
 
@@ -387,15 +422,18 @@ impl<S: Sink> Follower<S> {
         }
         if self.retry.is_empty() {
             self.retry_delay = RETRY_FIRST;
-        } else if self.retry_at.is_none() {
-            self.retry_at = Some(tokio::time::Instant::now() + self.retry_delay);
-            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
+        } else {
+            self.schedule_retry();
         }
-        self.tracker.set_pending(self.outstanding.len(), self.retry.len());
+        self.tracker
+            .set_pending(self.outstanding.len(), self.retry.len());
     }
 
     async fn resend_retries(&mut self) -> bool {
         self.retry_at = None;
+        if !self.set_up && self.shared.mirror().own_subnet().is_some() {
+            self.own_subnet_changed().await;
+        }
         let objects = std::mem::take(&mut self.retry);
         self.resend(objects.into_iter().collect()).await
     }

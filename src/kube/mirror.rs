@@ -47,8 +47,11 @@ where
     K: Ord + std::borrow::Borrow<str>,
 {
     let prefix = format!("{ns}/");
-    map.range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
-        .take_while(move |(k, _)| k.borrow().starts_with(&prefix))
+    map.range::<str, _>((
+        std::ops::Bound::Included(prefix.as_str()),
+        std::ops::Bound::Unbounded,
+    ))
+    .take_while(move |(k, _)| k.borrow().starts_with(&prefix))
 }
 
 fn namespace_of(key: &str) -> &str {
@@ -70,7 +73,9 @@ impl Mirror {
 
     /// The VNID of namespace `ns` when the store knows it (both objects exist).
     pub fn vnid(&self, ns: &str) -> Option<Vnid> {
-        self.namespaces.contains_key(ns).then(|| self.vnids.get(ns).copied())?
+        self.namespaces
+            .contains_key(ns)
+            .then(|| self.vnids.get(ns).copied())?
     }
 
     /// What the API says of pod `key`.
@@ -196,7 +201,10 @@ impl Mirror {
             }
         }
         if let Some(new) = now {
-            self.by_vnid.entry(new).or_default().insert(name.to_string());
+            self.by_vnid
+                .entry(new)
+                .or_default()
+                .insert(name.to_string());
         }
         let mut inputs = Vec::new();
         match (was, now) {
@@ -218,10 +226,13 @@ impl Mirror {
             // VNIDs' egress.
             (Some(old), Some(new)) => {
                 inputs.extend(self.namespace_inputs(name));
-                let pods: Vec<PodKey> = in_namespace(&self.pods, name).map(|(k, _)| k.clone()).collect();
+                let pods: Vec<PodKey> = in_namespace(&self.pods, name)
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 inputs.extend(pods.iter().map(|key| self.pod_input(key)));
-                let services: Vec<String> =
-                    in_namespace(&self.services, name).map(|(k, _)| k.clone()).collect();
+                let services: Vec<String> = in_namespace(&self.services, name)
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 inputs.extend(services.iter().map(|key| self.service_input(key, None)));
                 inputs.push(self.egress_input(old));
                 inputs.push(self.egress_input(new));
@@ -250,7 +261,8 @@ impl Mirror {
             .map(|(key, _)| self.pod_input(key))
             .collect();
         inputs.extend(in_namespace(&self.policies, ns).map(|(key, _)| self.policy_input(key)));
-        inputs.extend(in_namespace(&self.services, ns).map(|(key, _)| self.service_input(key, None)));
+        inputs
+            .extend(in_namespace(&self.services, ns).map(|(key, _)| self.service_input(key, None)));
         inputs
     }
 
@@ -263,15 +275,19 @@ impl Mirror {
                 want: None,
             })
             .collect();
-        inputs.extend(in_namespace(&self.policies, ns).map(|(key, _)| Input::NetPol {
-            key: key.clone(),
-            want: None,
-        }));
-        inputs.extend(in_namespace(&self.services, ns).map(|(key, facts)| Input::Service {
-            name: key.clone(),
-            old_ip: Some(facts.ip),
-            want: None,
-        }));
+        inputs.extend(
+            in_namespace(&self.policies, ns).map(|(key, _)| Input::NetPol {
+                key: key.clone(),
+                want: None,
+            }),
+        );
+        inputs.extend(
+            in_namespace(&self.services, ns).map(|(key, facts)| Input::Service {
+                name: key.clone(),
+                old_ip: Some(facts.ip),
+                want: None,
+            }),
+        );
         inputs
     }
 
@@ -365,11 +381,15 @@ impl Mirror {
 
     fn service_input(&self, key: &str, old_ip: Option<Ipv4Addr>) -> Input {
         let vnid = self.vnid(namespace_of(key));
-        let want = self.services.get(key).zip(vnid).map(|(facts, vnid)| Service {
-            ip: facts.ip,
-            vnid,
-            ports: facts.ports.clone(),
-        });
+        let want = self
+            .services
+            .get(key)
+            .zip(vnid)
+            .map(|(facts, vnid)| Service {
+                ip: facts.ip,
+                vnid,
+                ports: facts.ports.clone(),
+            });
         Input::Service {
             name: key.to_string(),
             old_ip,
@@ -481,10 +501,17 @@ impl Expected {
             remote_pods: mirror
                 .pods
                 .iter()
-                .filter(|(key, facts)| known(key.as_str()) && !mirror.is_local(facts) && !facts.ips.is_empty())
+                .filter(|(key, facts)| {
+                    known(key.as_str()) && !mirror.is_local(facts) && !facts.ips.is_empty()
+                })
                 .map(|(key, _)| key.clone())
                 .collect(),
-            netpols: mirror.policies.keys().filter(|k| known(k)).cloned().collect(),
+            netpols: mirror
+                .policies
+                .keys()
+                .filter(|k| known(k))
+                .cloned()
+                .collect(),
             service_ips: mirror
                 .services
                 .iter()
@@ -495,7 +522,12 @@ impl Expected {
             egress: mirror
                 .by_vnid
                 .keys()
-                .filter(|vnid| matches!(mirror.egress_input(**vnid), Input::Egress { want: Some(_), .. }))
+                .filter(|vnid| {
+                    matches!(
+                        mirror.egress_input(**vnid),
+                        Input::Egress { want: Some(_), .. }
+                    )
+                })
                 .copied()
                 .collect(),
         }
@@ -547,7 +579,9 @@ mod tests {
                     Input::Pod { key, want, .. } => ("pod", key.to_string(), want.is_some()),
                     Input::NetPol { key, want } => ("np", key.clone(), want.is_some()),
                     Input::Service { name, want, .. } => ("svc", name.clone(), want.is_some()),
-                    Input::Egress { vnid, want, .. } => ("egress", vnid.to_string(), want.is_some()),
+                    Input::Egress { vnid, want, .. } => {
+                        ("egress", vnid.to_string(), want.is_some())
+                    }
                     Input::HostSubnet { name, want, .. } => ("hs", name.clone(), want.is_some()),
                     Input::Sweep(_) => ("sweep", String::new(), true),
                 };
@@ -559,7 +593,9 @@ mod tests {
     #[test]
     fn a_namespace_is_known_once_both_objects_exist_and_its_objects_wait_for_it() {
         let mut m = Mirror::new("node-0");
-        assert!(m.set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5"))).is_empty());
+        assert!(m
+            .set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
+            .is_empty());
         assert!(m.set_policy("a/deny", Some(policy("a", "deny"))).is_empty());
         assert!(m.set_namespace("a", Some(Labels::new())).is_empty());
         let inputs = m.set_netnamespace("a", Some(vnid(7)));
@@ -575,8 +611,14 @@ mod tests {
         let mut m = Mirror::new("node-0");
         m.set_namespace("a", Some(Labels::new()));
         m.set_netnamespace("a", Some(vnid(7)));
-        assert_eq!(m.set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5"))).len(), 1);
-        assert!(m.set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5"))).is_empty());
+        assert_eq!(
+            m.set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
+                .len(),
+            1
+        );
+        assert!(m
+            .set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
+            .is_empty());
         assert!(m.set_netnamespace("a", Some(vnid(7))).is_empty());
         assert!(m.set_namespace("a", Some(Labels::new())).is_empty());
     }
@@ -587,7 +629,12 @@ mod tests {
         m.set_namespace("a", Some(Labels::new()));
         m.set_netnamespace("a", Some(vnid(7)));
         let inputs = m.set_pod(key("a/p"), Some(pod("node-0", "10.128.0.5")));
-        let [Input::Pod { local, want: Some(want), .. }] = inputs.as_slice() else {
+        let [Input::Pod {
+            local,
+            want: Some(want),
+            ..
+        }] = inputs.as_slice()
+        else {
             panic!("{inputs:?}")
         };
         assert!(*local);
@@ -611,7 +658,12 @@ mod tests {
         };
         m.set_egress("a/e", Some(enp("a")));
         let inputs = m.set_egress("b/e", Some(enp("b")));
-        let [Input::Egress { vnid: v, want: Some(state), objects }] = inputs.as_slice() else {
+        let [Input::Egress {
+            vnid: v,
+            want: Some(state),
+            objects,
+        }] = inputs.as_slice()
+        else {
             panic!("{inputs:?}")
         };
         assert_eq!(*v, vnid(5));

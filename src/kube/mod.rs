@@ -63,7 +63,12 @@ pub fn follow<S: Sink>(
     node: &str,
     networks: Networks,
     server: &str,
-) -> (JoinHandle<()>, Arc<Shared>, Arc<Tracker>, mpsc::UnboundedSender<Command>) {
+) -> (
+    JoinHandle<()>,
+    Arc<Shared>,
+    Arc<Tracker>,
+    mpsc::UnboundedSender<Command>,
+) {
     let shared = Shared::new(node, networks.mode);
     let tracker = Tracker::new(server, node);
     let (commands, receiver) = mpsc::unbounded_channel();
@@ -147,10 +152,12 @@ impl Following {
                 Ok(pod) => {
                     let target = self.shared.sent.load(std::sync::atomic::Ordering::Relaxed);
                     let mut applied = self.shared.applied.subscribe();
-                    let caught_up = tokio::time::timeout_at(deadline, applied.wait_for(|a| *a >= target)).await;
+                    let caught_up =
+                        tokio::time::timeout_at(deadline, applied.wait_for(|a| *a >= target)).await;
                     return match caught_up {
                         Ok(Ok(_)) => Ok(pod),
-                        _ => Err(self.not_in_time(key, "the node applying what the API server said before")),
+                        _ => Err(self
+                            .not_in_time(key, "the node applying what the API server said before")),
                     };
                 }
                 Err(waiting_for) => {
@@ -180,8 +187,18 @@ impl Following {
         };
         match facts.node.as_deref() {
             Some(node) if node == self.node => {}
-            Some(other) => return Err(format!("pod {key} to be scheduled on this node {:?} (it is on {other:?})", self.node)),
-            None => return Err(format!("pod {key} to be scheduled on this node {:?}", self.node)),
+            Some(other) => {
+                return Err(format!(
+                    "pod {key} to be scheduled on this node {:?} (it is on {other:?})",
+                    self.node
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "pod {key} to be scheduled on this node {:?}",
+                    self.node
+                ))
+            }
         }
         let vnid = match self.shared.mode {
             Mode::Subnet => Vnid::GLOBAL,

@@ -52,7 +52,10 @@ impl Sink for NodeSink {
                 want: Some(state), ..
             } = input
             {
-                *state = self.0.egress_entry(&state.namespaces, &state.policies).await;
+                *state = self
+                    .0
+                    .egress_entry(&state.namespaces, &state.policies)
+                    .await;
             }
         }
         let Some(answer) = self

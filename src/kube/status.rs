@@ -127,6 +127,11 @@ impl Tracker {
         self.lock().connected
     }
 
+    /// A request failed and none succeeded since.
+    pub fn is_failing(&self) -> bool {
+        self.lock().last_error.is_some()
+    }
+
     /// A (re)list of `kind` began: it is not synced until it is done and applied.
     pub fn listing(&self, kind: Kind) {
         let mut live = self.lock();
@@ -243,13 +248,34 @@ impl KubeStatus {
             "# HELP ofnode_kube_synced Whether the kind was listed and applied.\n# TYPE ofnode_kube_synced gauge"
         );
         for r in &self.resources {
-            let _ = writeln!(out, "ofnode_kube_synced{{kind=\"{}\"}} {}", r.kind, u8::from(r.synced));
+            let _ = writeln!(
+                out,
+                "ofnode_kube_synced{{kind=\"{}\"}} {}",
+                r.kind,
+                u8::from(r.synced)
+            );
         }
         let families = [
-            ("ofnode_kube_objects", "gauge", "Objects of the kind the node holds."),
-            ("ofnode_kube_events_total", "counter", "Watch events of the kind."),
-            ("ofnode_kube_relists_total", "counter", "Lists of the kind after the first (410 Gone)."),
-            ("ofnode_kube_bad_objects", "gauge", "Objects of the kind the node cannot implement."),
+            (
+                "ofnode_kube_objects",
+                "gauge",
+                "Objects of the kind the node holds.",
+            ),
+            (
+                "ofnode_kube_events_total",
+                "counter",
+                "Watch events of the kind.",
+            ),
+            (
+                "ofnode_kube_relists_total",
+                "counter",
+                "Lists of the kind after the first (410 Gone).",
+            ),
+            (
+                "ofnode_kube_bad_objects",
+                "gauge",
+                "Objects of the kind the node cannot implement.",
+            ),
             (
                 "ofnode_kube_applied_resource_version",
                 "gauge",

@@ -46,7 +46,15 @@ pub struct Update {
 }
 
 /// A kind the node watches: how its objects are named and what each is.
-trait Watched: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
+trait Watched:
+    Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
     const KIND: Kind;
     fn key(&self) -> String;
     fn fact(&self) -> Result<Option<Fact>, Refused>;

@@ -338,7 +338,9 @@ async fn pods(
 }
 
 async fn pod_update(State(s): Shared, Body(req): Body<wire::PodUpdate>) -> ApiResult<wire::Ok> {
-    s.owned_by_the_api("a pod's VNID is its namespace's NetNamespace: change the NetNamespace with kubectl")?;
+    s.owned_by_the_api(
+        "a pod's VNID is its namespace's NetNamespace: change the NetNamespace with kubectl",
+    )?;
     s.node.pod_update(&req.pod, req.sandbox, req.vnid).await?;
     done()
 }

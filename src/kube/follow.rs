@@ -349,7 +349,15 @@ impl<S: Sink> Follower<S> {
                     &object,
                     Some(format!("cannot set the node up with it: {e}")),
                 );
+                self.schedule_retry();
             }
+        }
+    }
+
+    fn schedule_retry(&mut self) {
+        if self.retry_at.is_none() {
+            self.retry_at = Some(tokio::time::Instant::now() + self.retry_delay);
+            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
         }
     }
 
@@ -362,10 +370,8 @@ impl<S: Sink> Follower<S> {
         inputs: Vec<Input>,
     ) -> bool {
         if inputs.is_empty() {
-            if let Some(kind) = kind {
-                let through = *self.shared.applied.borrow();
-                self.tracker.applied(kind, through, resource_version);
-            }
+            let through = *self.shared.applied.borrow();
+            self.tracker.applied(kind, through, resource_version);
             return true;
         }
         let seq = self.shared.sent.load(Ordering::Relaxed) + 1;
@@ -417,9 +423,8 @@ impl<S: Sink> Follower<S> {
             through += 1;
         }
         self.shared.applied.send_replace(through);
-        if let Some(kind) = sent.kind {
-            self.tracker.applied(kind, done.seq, sent.resource_version);
-        }
+        self.tracker
+            .applied(sent.kind, through, sent.resource_version);
         if self.retry.is_empty() {
             self.retry_delay = RETRY_FIRST;
         } else {

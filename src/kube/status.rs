@@ -76,6 +76,8 @@ struct Live {
     last_error: Option<String>,
     pending_edits: usize,
     retrying: usize,
+    /// Every edit up to this one is applied.
+    applied_through: u64,
     kinds: BTreeMap<Kind, KindLive>,
     bad: BTreeMap<ObjectRef, String>,
 }
@@ -83,8 +85,7 @@ struct Live {
 #[derive(Debug, Default)]
 struct KindLive {
     listed: bool,
-    /// The list is done, but edits it sent are still pending (sequence of the last).
-    applied_through: u64,
+    /// The last edit the list sent: synced once every edit up to it is applied.
     awaited: u64,
     objects: usize,
     resource_version: Option<String>,
@@ -157,13 +158,13 @@ impl Tracker {
         k.last_event = Some(Instant::now());
     }
 
-    /// The edit `seq` of `kind`, carrying `resource_version`, is applied.
-    pub fn applied(&self, kind: Kind, seq: u64, resource_version: Option<String>) {
+    /// An edit of `kind` carrying `resource_version` is applied; every edit up to `through`
+    /// is.
+    pub fn applied(&self, kind: Option<Kind>, through: u64, resource_version: Option<String>) {
         let mut live = self.lock();
-        let k = live.kinds.entry(kind).or_default();
-        k.applied_through = k.applied_through.max(seq);
-        if resource_version.is_some() {
-            k.resource_version = resource_version;
+        live.applied_through = live.applied_through.max(through);
+        if let (Some(kind), Some(rv)) = (kind, resource_version) {
+            live.kinds.entry(kind).or_default().resource_version = Some(rv);
         }
     }
 
@@ -203,7 +204,7 @@ impl Tracker {
             .iter()
             .map(|(kind, k)| ResourceStatus {
                 kind: kind.name().to_string(),
-                synced: k.listed && k.applied_through >= k.awaited,
+                synced: k.listed && live.applied_through >= k.awaited,
                 objects: k.objects,
                 resource_version: k.resource_version.clone(),
                 last_event_age_secs: k.last_event.map(|at| (now - at).as_secs_f64()),

@@ -23,7 +23,7 @@ use crate::netns::Netns;
 /// Where Debian's reference CNI plugins (the `static` IPAM plugin) are.
 const CNI_PATH: &str = "/usr/lib/cni";
 /// How long a CNI ADD may wait for the pod's objects to reach the node.
-const POD_WAIT_SECS: u64 = 20;
+const POD_WAIT_SECS: u64 = 10;
 
 /// A pod the harness ran as a kubelet would: its Pod object, its sandbox, its interface made by
 /// `ofnode-cni`.
@@ -236,15 +236,39 @@ impl Cluster {
             ..object
         };
         admin.create_pod(&object)?;
+        let pod = self.run_sandbox(node_ref, &object)?;
+        admin.report_pod_ip(&object.namespace, &object.name, pod.pod.ip)?;
+        Ok(pod)
+    }
+
+    /// The sandbox of a pod the API server has no object of: `ofnode-cni ADD` alone (what a
+    /// node must refuse after waiting for the object).
+    pub fn start_kube_pod_without_object(
+        &self,
+        node: usize,
+        namespace: &str,
+        name: &str,
+    ) -> Result<KubePod, ClusterError> {
+        let node_ref = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ClusterError::Invalid(format!("no node {node}")))?;
+        self.run_sandbox(node_ref, &PodObject::new(namespace, name, &node_ref.name()))
+    }
+
+    /// The pod's network namespace and `ofnode-cni ADD` (static IPAM: the node's next address).
+    fn run_sandbox(&self, node_ref: &Node, object: &PodObject) -> Result<KubePod, ClusterError> {
+        let node = node_ref.index;
         let number = node_ref.allocate_pod_number()?;
         let ip = Ipv4Addr::from(u32::from(node_ref.subnet) + 10 + u32::from(number));
         let netns = Netns::new("p").context(|| format!("node {node}: pod namespace"))?;
+        // The host veth is named by the id's first 11 characters: they tell the pods apart.
         let container_id = format!(
-            "{:032x}{:032x}",
-            0xc0ffee_u64 + node as u64,
-            u32::from(number) + 1
+            "{:011x}{:053x}",
+            (node << 8) + usize::from(number),
+            0xc0ffee_u32
         );
-        let result = self.cni(node_ref, "ADD", &container_id, &netns, &object, Some(ip))?;
+        let result = self.cni(node_ref, "ADD", &container_id, &netns, object, Some(ip))?;
         let host_veth = result["interfaces"][0]["name"]
             .as_str()
             .ok_or_else(|| {
@@ -261,7 +285,6 @@ impl Cluster {
             "-qw",
             &format!("net.ipv4.conf.{host_veth}.arp_ignore=1"),
         ])?;
-        admin.report_pod_ip(&object.namespace, &object.name, ip)?;
         let labels = object
             .labels
             .iter()
@@ -281,8 +304,8 @@ impl Cluster {
         );
         Ok(KubePod {
             pod,
-            name: object.name,
-            namespace: object.namespace,
+            name: object.name.clone(),
+            namespace: object.namespace.clone(),
             container_id,
         })
     }

@@ -96,7 +96,9 @@ fn run() -> Result<usize, Box<dyn Error>> {
 
     heading("cleaning up (pods, then each node's ofnode, ovs-vswitchd and ovsdb-server, then the underlay)");
     drop(cluster);
-    let left = made.left_behind();
+    // Waits for the processes to be gone, not just signalled (ovs-vswitchd and ovsdb-server
+    // exit a moment after their SIGTERM).
+    let left = made.left_behind_after(std::time::Duration::from_secs(15));
     report.check(
         left.is_empty(),
         &format!(

@@ -69,6 +69,20 @@ impl Inventory {
         &self.processes
     }
 
+    /// [`Inventory::left_behind`] once nothing is, or after `limit`: stopped daemons (OVS's
+    /// detach from their starter) take a moment to exit after their signal, and a check made at
+    /// once would call them left behind, or miss one that never goes.
+    pub fn left_behind_after(&self, limit: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = self.left_behind();
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// One line for every recorded namespace that still exists and every recorded process that
     /// still runs; empty when the cleanup was complete.
     pub fn left_behind(&self) -> Vec<String> {

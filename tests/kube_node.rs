@@ -318,9 +318,14 @@ fn faults_bad_objects_relists_and_restarts_converge() {
     cluster
         .node(0)
         .wait_for(Duration::from_secs(60), "node 0 converged", |_| {
-            let converged = netpols(&cluster, 0) == ["x/deny-x", "y/deny-y"]
-                && remote_pods(&cluster, 0) == ["y/c"];
-            Ok(converged.then_some(()))
+            let (policies, pods) = (netpols(&cluster, 0), remote_pods(&cluster, 0));
+            if policies == ["x/deny-x", "y/deny-y"] && pods == ["y/c"] {
+                return Ok(Some(()));
+            }
+            Err(ofnode_harness::cluster::ClusterError::Invalid(format!(
+                "policies {policies:?}, other nodes' pods {pods:?}, {}",
+                kube_status(&cluster, 0)
+            )))
         })
         .unwrap();
     drop(c);

@@ -142,6 +142,22 @@ fn object_of<K: Watched>(object: K) -> Object {
     }
 }
 
+/// An error with its causes (`failed to list: client error (Connect): invalid peer
+/// certificate: UnknownIssuer`): the cause is what an operator acts on.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn convert_event<K: Watched>(event: Event<K>) -> Event<Object> {
     match event {
         Event::Apply(object) => Event::Apply(object_of(object)),
@@ -163,7 +179,7 @@ where
         .default_backoff()
         .map(|event| Update {
             kind: K::KIND,
-            event: event.map(convert_event).map_err(|e| e.to_string()),
+            event: event.map(convert_event).map_err(|e| error_chain(&e)),
         })
         .boxed()
 }

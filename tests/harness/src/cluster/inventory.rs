@@ -23,6 +23,14 @@ impl Inventory {
         if let Some(pid) = cluster.etcd().and_then(|etcd| etcd.pid()) {
             inventory.add_process("etcd", pid);
         }
+        if let Some(api) = cluster.kube_api() {
+            if let Some(pid) = api.pid() {
+                inventory.add_process("kube-apiserver", pid);
+            }
+            if let Some(pid) = api.etcd().pid() {
+                inventory.add_process("the API server's etcd", pid);
+            }
+        }
         for node in cluster.nodes() {
             inventory.add_namespace(node.netns().name());
             let ovs = node.ovs();

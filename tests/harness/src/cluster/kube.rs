@@ -328,7 +328,10 @@ impl Cluster {
             &pod.name,
             "-n",
             &pod.namespace,
-            "--wait=false",
+            // Its kubelet's last word: the sandbox is gone, the object may go at once (without
+            // a kubelet a graceful delete would leave it Terminating for good).
+            "--grace-period=0",
+            "--force",
         ])?;
         Ok(())
     }

@@ -276,7 +276,7 @@ impl<S: Sink> Follower<S> {
         let key = object.key.as_str();
         let (inputs, own) = {
             let mut mirror = self.shared.mirror();
-            let count = |m: &Mirror| m.keys(object.kind).len();
+
             let result = match (object.kind, fact) {
                 (Kind::Namespace, Some(Fact::Namespace(labels))) => {
                     (mirror.set_namespace(key, Some(labels)), false)
@@ -313,7 +313,7 @@ impl<S: Sink> Follower<S> {
                 }
                 (Kind::HostSubnet, _) => mirror.set_host_subnet(key, None),
             };
-            self.tracker.event(object.kind, count(&mirror));
+            self.tracker.event(object.kind, mirror.count(object.kind));
             result
         };
         if own {

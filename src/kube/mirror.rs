@@ -108,28 +108,17 @@ impl Mirror {
         }
     }
 
-    /// Every input the mirror makes now, dependencies first: what a node that starts (or
-    /// restarts) from scratch needs.
-    pub fn everything(&self) -> Vec<Input> {
-        let mut inputs: Vec<Input> = self
-            .host_subnets
-            .iter()
-            .map(|(name, hs)| Input::HostSubnet {
-                name: name.clone(),
-                old: None,
-                want: Some(*hs),
-            })
-            .collect();
-        for ns in self.namespaces.keys() {
-            if self.vnid(ns).is_some() {
-                inputs.extend(self.namespace_inputs(ns));
-                inputs.extend(self.dependents(ns));
-            }
+    /// How many objects of `kind` the mirror holds.
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Namespace => self.namespaces.len(),
+            Kind::NetNamespace => self.vnids.len(),
+            Kind::Pod => self.pods.len(),
+            Kind::NetworkPolicy => self.policies.len(),
+            Kind::Service => self.services.len(),
+            Kind::EgressNetworkPolicy => self.egress.len(),
+            Kind::HostSubnet => self.host_subnets.len() + usize::from(self.own_subnet.is_some()),
         }
-        for vnid in self.by_vnid.keys() {
-            inputs.push(self.egress_input(*vnid));
-        }
-        inputs
     }
 
     /// The input that makes object `object` in the store what the API says now (a retry after

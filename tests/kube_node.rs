@@ -170,6 +170,45 @@ fn the_socket_refuses_what_the_api_owns_and_cni_takes_the_pod_from_the_api() {
         "{status}"
     );
 
+    // A Service with a cluster IP becomes the seed's service rules on every node; a headless
+    // one makes none; deleted, the rules go.
+    let service = |name: &str, cluster_ip: Option<&str>| {
+        let mut spec = json!({"ports": [{"port": 80, "protocol": "TCP"}]});
+        if let Some(ip) = cluster_ip {
+            spec["clusterIP"] = json!(ip);
+        }
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": "web"}, "spec": spec})
+    };
+    cluster
+        .kube_apply("Service", &service("front", Some("172.30.0.80")))
+        .unwrap();
+    cluster
+        .kube_apply("Service", &service("headless", Some("None")))
+        .unwrap();
+    for node in cluster.nodes() {
+        let flows = node.flows().unwrap();
+        assert!(
+            flows
+                .iter()
+                .any(|f| f.contains("table=60") && f.contains("nw_dst=172.30.0.80")),
+            "{flows:?}"
+        );
+        assert_eq!(node.status().unwrap()["services"], 1);
+    }
+    let admin = cluster.kube_admin().unwrap();
+    admin
+        .run(&["delete", "service", "front", "-n", "web"])
+        .unwrap();
+    for node in cluster.nodes() {
+        node.wait_for(
+            Duration::from_secs(30),
+            "the service's rules gone",
+            |node| Ok((node.status()?["services"] == 0).then_some(())),
+        )
+        .unwrap();
+    }
+
     // A CNI ADD for a pod the API does not have fails after pod_wait_secs, saying what it
     // waited for; nothing is left behind.
     let err = cluster

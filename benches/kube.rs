@@ -60,13 +60,15 @@ fn main() {
         .kubeconfig_for_service_account("ofnode", "ofnode-node")
         .expect("node credentials");
     let underlay = cluster.underlay();
-    let mut first_sim = 3;
+    // The 3 real nodes have the first three subnets.
+    let first_sim = 3;
     println!("kube scale bench: 3 real nodes + N simulated, {CHANGES} changes each");
     for n in sizes {
         for i in first_sim..first_sim + n {
             let subnet = format!("10.{}.{}.0/23", 128 + (2 * i) / 256, (2 * i) % 256);
             let hs = json!({"apiVersion": "network.openshift.io/v1", "kind": "HostSubnet",
-                "metadata": {"name": format!("sim-{i}")}, "host": format!("sim-{i}"),
+                "metadata": {"name": format!("sim-{i}"), "labels": {"ofnode-bench": "sim"}},
+                "host": format!("sim-{i}"),
                 "hostIP": format!("198.51.100.{}", 1 + i % 250), "subnet": subnet});
             cluster
                 .kube_admin()
@@ -75,7 +77,6 @@ fn main() {
                 .expect("HostSubnet");
         }
         let range = first_sim..first_sim + n;
-        first_sim += n;
         let daemons: Vec<u32> = cluster
             .nodes()
             .iter()
@@ -106,6 +107,12 @@ fn main() {
                 ));
             })
             .expect("the simulated nodes, in the underlay");
+        // The next size starts from the same subnets: this size's simulated nodes leave.
+        cluster
+            .kube_admin()
+            .unwrap()
+            .run(&["delete", "hostsubnet", "-l", "ofnode-bench=sim"])
+            .expect("delete the simulated nodes' HostSubnets");
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -35,7 +36,7 @@ fn main() {
         .split(',')
         .filter_map(|n| n.trim().parse().ok())
         .collect();
-    let cluster = Cluster::start_following_kube(ClusterOptions {
+    let mut cluster = Cluster::start_following_kube(ClusterOptions {
         nodes: 3,
         mode: ofnode_harness::cluster::Mode::NetworkPolicy,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
@@ -113,6 +114,219 @@ fn main() {
             .unwrap()
             .run(&["delete", "hostsubnet", "-l", "ofnode-bench=sim"])
             .expect("delete the simulated nodes' HostSubnets");
+    }
+    relist_after_410(&mut cluster, admin, node_kubeconfig);
+}
+
+/// A relist after 410 at `OFNODE_KUBE_BENCH_RELIST` pods and policies (default 10000,1000):
+/// the objects created, one simulated node synced with them, then the API server restarted
+/// (a restarted server's watch cache starts later: the node's watches get 410 and list again);
+/// the time from the server answering again until the node is synced again, and whether its
+/// flows are the same.
+fn relist_after_410(
+    cluster: &mut Cluster,
+    admin: std::path::PathBuf,
+    node_kubeconfig: std::path::PathBuf,
+) {
+    let sizes = std::env::var("OFNODE_KUBE_BENCH_RELIST").unwrap_or_else(|_| "10000,1000".into());
+    let mut sizes = sizes
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok());
+    let (Some(pods), Some(policies)) = (sizes.next(), sizes.next()) else {
+        return;
+    };
+    let hs = json!({"apiVersion": "network.openshift.io/v1", "kind": "HostSubnet",
+        "metadata": {"name": "sim-3"}, "host": "sim-3", "hostIP": "198.51.100.3",
+        "subnet": "10.128.6.0/23"});
+    cluster
+        .kube_admin()
+        .unwrap()
+        .apply(&hs.to_string())
+        .expect("HostSubnet");
+    let underlay = cluster.underlay().path();
+    let (restart_tx, restart_rx) = std::sync::mpsc::channel::<()>();
+    let (restarted_tx, restarted_rx) = std::sync::mpsc::channel::<()>();
+    let api = cluster.kube_api_mut().expect("API server");
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let netns = std::fs::File::open(&underlay).expect("the underlay");
+            // SAFETY: setns on a valid namespace fd changes only this thread (and the runtime's
+            // threads it starts, which inherit it).
+            let rc =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&netns), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns into the underlay");
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(relist(
+                pods,
+                policies,
+                admin,
+                node_kubeconfig,
+                restart_tx,
+                restarted_rx,
+            ));
+        });
+        for () in restart_rx {
+            api.kill();
+            api.spawn().expect("the API server again");
+            let _ = restarted_tx.send(());
+        }
+    });
+}
+
+async fn relist(
+    pods: usize,
+    policies: usize,
+    admin: std::path::PathBuf,
+    node_kubeconfig: std::path::PathBuf,
+    restart: std::sync::mpsc::Sender<()>,
+    restarted: std::sync::mpsc::Receiver<()>,
+) {
+    let client = |path: std::path::PathBuf| async move {
+        let file = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    };
+    let admin = client(admin).await;
+    let created = Instant::now();
+    let namespaces = 100;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let nets: Api<kube::core::DynamicObject> = Api::all_with(
+        admin.clone(),
+        &kube::core::ApiResource::erase::<ofnode::kube::crd::NetNamespace>(&()),
+    );
+    for i in 0..namespaces {
+        let name = format!("r{i}");
+        let ns = serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"group": format!("g{}", i % 10)}}}),
+        )
+        .unwrap();
+        nss.create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+        let net = serde_json::from_value(
+            json!({"apiVersion": "network.openshift.io/v1", "kind": "NetNamespace",
+            "metadata": {"name": name}, "netname": name, "netid": 1000 + i}),
+        )
+        .unwrap();
+        nets.create(&PostParams::default(), &net)
+            .await
+            .expect("NetNamespace");
+    }
+    let creates = (0..pods).map(|i| {
+        let admin = admin.clone();
+        async move {
+            let ns = format!("r{}", i % namespaces);
+            let api: Api<Pod> = Api::namespaced(admin, &ns);
+            let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("p{i}"),
+                "labels": {"app": format!("a{}", i % 20), "tier": format!("t{}", i % 3)}},
+                "spec": {"nodeName": "elsewhere", "containers": [{"name": "c", "image": "ofnode.invalid/x"}]}})).unwrap();
+            let made = api.create(&PostParams::default(), &pod).await.expect("pod");
+            let ip = format!("10.129.{}.{}", (i / 250) % 256, 2 + i % 250);
+            let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}});
+            api.patch_status(&made.metadata.name.unwrap(), &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("pod status");
+        }
+    });
+    futures::stream::iter(creates)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    let policy_creates = (0..policies).map(|i| {
+        let admin = admin.clone();
+        async move {
+            let ns = format!("r{}", i % namespaces);
+            let api: Api<NetworkPolicy> = Api::namespaced(admin, &ns);
+            let policy: NetworkPolicy = serde_json::from_value(json!({"metadata": {"name": format!("np{i}")},
+                "spec": {"podSelector": {"matchLabels": {"app": format!("a{}", i % 20)}},
+                         "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"group": format!("g{}", i % 10)}},
+                                                "podSelector": {"matchLabels": {"tier": format!("t{}", i % 3)}}}],
+                                      "ports": [{"port": 8000 + (i % 100) as i32}]}]}})).unwrap();
+            api.create(&PostParams::default(), &policy).await.expect("policy");
+        }
+    });
+    futures::stream::iter(policy_creates)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    println!(
+        "relist: {pods} pods (with addresses) and {policies} policies in {namespaces} namespaces created in {:.1} s",
+        created.elapsed().as_secs_f64()
+    );
+    let networks = Networks {
+        cluster_network: CLUSTER_NETWORK.parse().unwrap(),
+        service_network: SERVICE_NETWORK.parse().unwrap(),
+        mode: Mode::NetworkPolicy,
+    };
+    let flows = Arc::new(AtomicU64::new(0));
+    let counted = flows.clone();
+    let sink = CoreSink::new(
+        Core::new(NodeState::default()).expect("a core"),
+        Box::new(move |diff| {
+            counted.fetch_add(
+                (diff.adds.len() + diff.deletes.len()) as u64,
+                Ordering::Relaxed,
+            );
+        }),
+    );
+    let started = Instant::now();
+    let (task, _shared, tracker, _commands) = ofnode::kube::follow(
+        client(node_kubeconfig).await,
+        sink,
+        "sim-3",
+        networks,
+        "bench",
+    );
+    wait_synced(&tracker, Duration::from_secs(300)).await;
+    println!(
+        "relist: one node listed {pods} pods / {policies} policies and applied them in {:.2} s (first list, empty store)",
+        started.elapsed().as_secs_f64()
+    );
+    let before = flows.load(Ordering::Relaxed);
+    restart.send(()).expect("restart request");
+    tokio::task::spawn_blocking(move || restarted.recv())
+        .await
+        .expect("join")
+        .expect("restarted");
+    // From the moment the server answers again: its watches get 410 and list again.
+    let back = Instant::now();
+    let relists = |t: &Tracker| {
+        t.snapshot()
+            .resources
+            .iter()
+            .map(|r| r.relists)
+            .sum::<u64>()
+    };
+    while relists(&tracker) == 0 && back.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let relisting = back.elapsed();
+    wait_synced(&tracker, Duration::from_secs(300)).await;
+    println!(
+        "relist: after the API server restarted, the node's watches got 410 and listed again ({} relists) starting {:.2} s after it answered (kube-runtime's backoff); listed and applied {:.2} s after that (goal ≤ 2 s); flow changes meanwhile: {} (the same flows)",
+        relists(&tracker),
+        relisting.as_secs_f64(),
+        (back.elapsed() - relisting).as_secs_f64(),
+        flows.load(Ordering::Relaxed) - before,
+    );
+    task.abort();
+}
+
+async fn wait_synced(tracker: &Tracker, limit: Duration) {
+    let started = Instant::now();
+    while !tracker.synced() {
+        assert!(
+            started.elapsed() < limit,
+            "not synced within {limit:?}: {:?}",
+            tracker.snapshot()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -40,6 +40,7 @@ const BINARY: &str = env!("CARGO_BIN_EXE_ofnode");
 const CLIENT_MODE: &str = "__ofnode-cli";
 
 struct PodArgs {
+    pod: String,
     veth: String,
     ip: Ipv4Addr,
     mac: String,
@@ -48,6 +49,7 @@ struct PodArgs {
 
 fn pod(prefix: &str, i: usize) -> PodArgs {
     PodArgs {
+        pod: format!("default/{prefix}-pod-{i}"),
         veth: format!("{prefix}{i}"),
         // 10.128.0.10 up, inside ONE_NODE_SETUP's 10.128.0.0/23.
         ip: Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 10)) + i as u32),
@@ -82,6 +84,8 @@ fn pod_add_args(api: &Path, p: &PodArgs) -> Vec<String> {
     [
         "pod",
         "add",
+        "--pod",
+        &p.pod,
         "--veth",
         &p.veth,
         "--ip",
@@ -209,8 +213,8 @@ fn http(api: &Path, method: &str, path: &str, body: Option<&str>) -> String {
 
 fn pod_json(p: &PodArgs) -> String {
     format!(
-        r#"{{"veth":"{}","ip":"{}","mac":"{}","sandbox":"{}","vnid":0}}"#,
-        p.veth, p.ip, p.mac, p.sandbox
+        r#"{{"pod":"{}","veth":"{}","ip":"{}","mac":"{}","sandbox":"{}","vnid":0}}"#,
+        p.pod, p.veth, p.ip, p.mac, p.sandbox
     )
 }
 
@@ -306,6 +310,8 @@ impl Interleaved {
 async fn in_process_node(ovs: &Ovs, state: &Path) -> ofnode::sdn::Node {
     let mut cfg = ofnode::sdn::NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());
@@ -438,7 +444,7 @@ fn trace_latency(api: &Path) {
         this_ofnode().run(&pod_add_args(api, p));
     }
     let query = format!("/v1/trace?from={}&to={}&dport=80", a.ip, b.ip);
-    let cli_args: Vec<String> = ["trace", "--from", &a.veth, "--to", &b.ip.to_string()]
+    let cli_args: Vec<String> = ["trace", "--from", &a.pod, "--to", &b.ip.to_string()]
         .into_iter()
         .map(String::from)
         .chain(["--dport".into(), "80".into(), "--api".into()])

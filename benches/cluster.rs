@@ -29,6 +29,8 @@ fn settings(endpoint: String) -> ClusterSettings {
 fn node_config(ovs: &Ovs, state: &std::path::Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());
     cfg.connect_timeout = Duration::from_secs(30);

@@ -37,16 +37,18 @@ fn main() {
         }
     }))
     .expect("config");
-    let cni = |command: &str, id: &str, netns: &str| -> Duration {
+    // CNI_ARGS as kubelet passes them (the plugin names the pod by them).
+    let cni = |command: &str, (id, netns, args): &(String, Netns, String)| -> Duration {
         let started = Instant::now();
         let mut child = node
             .netns()
             .command(env!("CARGO_BIN_EXE_ofnode-cni"))
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", id)
-            .env("CNI_NETNS", netns)
+            .env("CNI_NETNS", netns.path())
             .env("CNI_IFNAME", "eth0")
             .env("CNI_PATH", "/usr/lib/cni")
+            .env("CNI_ARGS", args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -64,20 +66,15 @@ fn main() {
         elapsed
     };
 
-    let pods: Vec<(String, Netns)> = (0..PODS)
+    let pods: Vec<(String, Netns, String)> = (0..PODS)
         .map(|n| {
             let id = format!("b{n:010x}{:053x}", std::process::id());
-            (id, Netns::new("cb").expect("pod namespace"))
+            let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=bench-{n}");
+            (id, Netns::new("cb").expect("pod namespace"), args)
         })
         .collect();
-    let mut adds: Vec<Duration> = pods
-        .iter()
-        .map(|(id, netns)| cni("ADD", id, &netns.path()))
-        .collect();
-    let mut dels: Vec<Duration> = pods
-        .iter()
-        .map(|(id, netns)| cni("DEL", id, &netns.path()))
-        .collect();
+    let mut adds: Vec<Duration> = pods.iter().map(|pod| cni("ADD", pod)).collect();
+    let mut dels: Vec<Duration> = pods.iter().map(|pod| cni("DEL", pod)).collect();
     adds.sort();
     dels.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;

@@ -39,8 +39,10 @@ fn main() {
     ha_takeover();
 }
 
-/// The pod of round `n` (0-based): veth `vethF<n>`, 10.128.0.(10+n), its own sandbox id.
+/// The pod of round `n` (0-based): `default/pod-<n>` on veth `vethF<n>`, 10.128.0.(10+n), its
+/// own sandbox id.
 struct TestPod {
+    pod: String,
     veth: String,
     ip: String,
     mac: String,
@@ -49,6 +51,7 @@ struct TestPod {
 
 fn test_pod(n: usize) -> TestPod {
     TestPod {
+        pod: format!("default/pod-{n}"),
         veth: format!("vethF{n}"),
         ip: format!("10.128.0.{}", 10 + n),
         mac: format!("0a:58:0a:80:00:{:02x}", 10 + n),
@@ -62,7 +65,7 @@ fn add_pod(ovs: &Ovs, daemon: &Daemon, n: usize) -> Result<u16, String> {
         .add_veth(&pod.veth)
         .map_err(|e| format!("veth {}: {e}", pod.veth))?;
     daemon
-        .pod_add(&pod.veth, &pod.ip, &pod.mac, &pod.sandbox, 10)
+        .pod_add(&pod.pod, &pod.veth, &pod.ip, &pod.mac, &pod.sandbox, 10)
         .map_err(|e| e.to_string())
 }
 

@@ -14,7 +14,15 @@
 //!   process, as an agent sends it), with the daemon's own time and its OpenFlow bundle apart
 //!   (ovs-vswitchd taking the flows, which bounds any controller that waits for the switch);
 //! - the latency from `netpol apply` of one policy to enforced (the first probe that sees it),
-//!   and from the seed's bundle of the same flows to enforced on its node.
+//!   and from the seed's bundle of the same flows to enforced on its node; and the same from
+//!   its `netpol del` (issue 26: ofnode purges the datapath's cached flows after each change on
+//!   an Open vSwitch with the stale-megaflow bug; measured with the purge on, the default, and
+//!   again with the daemon restarted with `--no-stale-megaflow-purge`);
+//! - what a purge costs: its time (from the daemon's /metrics), and what a busy pod (a UDP flow
+//!   of one datagram every 2 ms, allowed throughout) loses across the changes with the purge
+//!   on and off; and why the purge is `revalidator/purge` and not `dpctl/del-flows`: the busy
+//!   flow's packets that go through the slow path (upcalls that cannot install a datapath
+//!   flow, OVS's `handler_duplicate_upcall`) in the 2 s after each.
 //!
 //! What the seed side does not include: computing the flows (it replays ofnode's diff).
 //!
@@ -25,8 +33,9 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
+use ofnode_harness::probe::{UdpEcho, UdpStream};
 use ofnode_harness::reachability::{probe_once, Probe, Servers};
-use ofnode_harness::OperationTotals;
+use ofnode_harness::{OperationTotals, PurgeTotals};
 use serde_json::json;
 
 const NAMESPACES: usize = 50;
@@ -41,6 +50,12 @@ const CHANGES: usize = 20;
 /// Rounds of the apply -> enforced measurement, and each probe's timeout.
 const ROUNDS: usize = 10;
 const PROBE_MS: u64 = 50;
+/// The busy pod's flow: its UDP port, one datagram every BUSY_INTERVAL, across BUSY_CHANGES
+/// changes (a deny applied and deleted); and how long a busy flow is watched after one purge.
+const BUSY_PORT: u16 = 5353;
+const BUSY_INTERVAL: Duration = Duration::from_millis(2);
+const BUSY_CHANGES: usize = 10;
+const SLOW_PATH_WATCH: Duration = Duration::from_secs(2);
 
 fn namespace(i: usize) -> String {
     format!("ns{i}")
@@ -163,7 +178,7 @@ fn main() {
     {
         return;
     }
-    let ours = Cluster::start(ClusterOptions {
+    let mut ours = Cluster::start(ClusterOptions {
         nodes: 1,
         mode: Mode::NetworkPolicy,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
@@ -177,10 +192,20 @@ fn main() {
             .expect("namespace set");
     }
     let client = ours
-        .add_pod_in(0, &namespace(0), 100, &labels(&[("app", "client")]))
+        .add_named_pod(
+            0,
+            (&namespace(0), "client"),
+            100,
+            &labels(&[("app", "client")]),
+        )
         .expect("client pod");
     let server = ours
-        .add_pod_in(0, &namespace(1), 101, &labels(&[("app", "probe")]))
+        .add_named_pod(
+            0,
+            (&namespace(1), "probe"),
+            101,
+            &labels(&[("app", "probe")]),
+        )
         .expect("server pod");
     let ours_pair = ProbePair {
         _servers: Servers::start(server.netns(), "probe".into()).expect("servers"),
@@ -313,18 +338,136 @@ fn main() {
         op_ms.len()
     );
 
-    enforced_latency(&ours, &ours_pair, &seed, &seed_pair);
+    let purges = || {
+        let metrics = runtime.block_on(client.metrics()).expect("GET /metrics");
+        PurgeTotals::from_metrics(&metrics).expect("the daemon's purge totals")
+    };
+    let before = purges();
+    let with_purge = enforced_latency(&ours, &ours_pair, &seed, &seed_pair);
+    let busy_with_purge = busy_pod(&ours, &ours_pair);
+    let after = purges();
+    let count = after.purges - before.purges;
+    println!(
+        "netpol stale-megaflow purge (revalidator/purge after each committed bundle on this affected switch): {count} purges during the runs above, mean {:.3} ms each, {} failed",
+        (after.seconds - before.seconds) * 1000.0 / count.max(1.0),
+        after.errors - before.errors,
+    );
+    let (purged, flushed) = slow_path_after_flush(&ours, &ours_pair);
+    println!(
+        "netpol busy flow after one flush of the datapath (a UDP datagram every {BUSY_INTERVAL:?}, watched {SLOW_PATH_WATCH:?}): revalidator/purge (ofnode's way): {purged} packets in the slow path; dpctl/del-flows: {flushed} packets in the slow path (its datapath flow cannot come back while the revalidator's record of it stays)"
+    );
+
+    let node = ours.node_mut(0);
+    node.daemon_mut()
+        .expect("the node's daemon")
+        .restart_with(&["--no-stale-megaflow-purge"])
+        .expect("restart without the purge");
+    node.daemon()
+        .expect("the node's daemon")
+        .wait_status(Duration::from_secs(30), "in sync", |s| s["in_sync"] == true)
+        .expect("in sync after the restart");
+    let without_purge = enforced_latency(&ours, &ours_pair, &seed, &seed_pair);
+    let busy_without_purge = busy_pod(&ours, &ours_pair);
+    for (what, latency, busy) in [
+        ("purge on (default)", with_purge, busy_with_purge),
+        ("purge off", without_purge, busy_without_purge),
+    ] {
+        println!(
+            "netpol apply -> enforced (a narrowing change: the first TCP probe refused, {PROBE_MS} ms probes, median of {ROUNDS}), ofnode {what}: {:.1} ms, seed way {:.1} ms, ratio {:.1}x; delete -> first probe answered: ofnode {:.1} ms, seed way {:.1} ms, ratio {:.1}x; a busy pod lost {} of {} datagrams across {BUSY_CHANGES} applies and deletes",
+            latency.deny_ours,
+            latency.deny_seed,
+            latency.deny_seed / latency.deny_ours.max(f64::MIN_POSITIVE),
+            latency.allow_ours,
+            latency.allow_seed,
+            latency.allow_seed / latency.allow_ours.max(f64::MIN_POSITIVE),
+            busy.0,
+            busy.1,
+        );
+    }
+}
+
+/// Medians of [`enforced_latency`], in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Enforced {
+    deny_ours: f64,
+    allow_ours: f64,
+    deny_seed: f64,
+    allow_seed: f64,
+}
+
+/// The probe server's deny-all-ingress policy (the bench's narrowing change).
+fn deny_probe() -> serde_json::Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "deny-probe", "namespace": namespace(1)},
+        "spec": {"podSelector": {"matchLabels": {"app": "probe"}}, "policyTypes": ["Ingress"]}
+    })
+}
+
+/// A busy pod across changes: the probe server sends the client one UDP datagram every
+/// BUSY_INTERVAL (echoed back) while the deny policy is applied and deleted BUSY_CHANGES times.
+/// The flow is allowed throughout (the deny is the server's ingress; this is its egress and
+/// its replies), so every datagram without an echo is lost to the changes. Returns (lost,
+/// sent).
+fn busy_pod(ours: &Cluster, pair: &ProbePair) -> (usize, usize) {
+    let _echo = UdpEcho::start(&pair.client, BUSY_PORT).expect("UDP echo");
+    let stream = UdpStream::start(&pair.server, pair.client.ip, BUSY_PORT, BUSY_INTERVAL)
+        .expect("UDP stream");
+    let started = Instant::now();
+    while stream.log().answered() < 50 {
+        assert!(started.elapsed() < Duration::from_secs(10), "no echo");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let from = Instant::now();
+    for _ in 0..BUSY_CHANGES {
+        ours.netpol_apply(&deny_probe()).expect("apply deny");
+        ours.netpol_del(&namespace(1), "deny-probe")
+            .expect("del deny");
+    }
+    let log = stream.stop();
+    let sent = log.sent_since(from);
+    (sent - log.answered_since(from), sent)
+}
+
+/// A busy flow's packets that go through the slow path in the SLOW_PATH_WATCH after one flush
+/// of the datapath, by `revalidator/purge` (ofnode's) and by `dpctl/del-flows`.
+fn slow_path_after_flush(ours: &Cluster, pair: &ProbePair) -> (u64, u64) {
+    let ovs = ours.node(0).ovs();
+    let _echo = UdpEcho::start(&pair.client, BUSY_PORT).expect("UDP echo");
+    let stream = UdpStream::start(&pair.server, pair.client.ip, BUSY_PORT, BUSY_INTERVAL)
+        .expect("UDP stream");
+    let after = |command: &str| {
+        // Counts are added up about once a second: settle before and after.
+        std::thread::sleep(Duration::from_millis(1500));
+        let before = ovs
+            .coverage_total("handler_duplicate_upcall")
+            .expect("coverage");
+        ovs.appctl(&[command]).expect(command);
+        std::thread::sleep(SLOW_PATH_WATCH);
+        let now = ovs
+            .coverage_total("handler_duplicate_upcall")
+            .expect("coverage");
+        now - before
+    };
+    let purged = after("revalidator/purge");
+    let flushed = after("dpctl/del-flows");
+    drop(stream);
+    // The flow's record (ukey) left by dpctl/del-flows goes with a purge.
+    ovs.appctl(&["revalidator/purge"])
+        .expect("revalidator/purge");
+    (purged, flushed)
 }
 
 /// Denies ingress to the probe server and times the change to the first probe refused, then
 /// deletes it and times to the first probe answered: ofnode (`netpol apply`/`del`) against
 /// the seed's way (`ovs-ofctl bundle` of the same flows) on the seed's node.
-fn enforced_latency(ours: &Cluster, ours_pair: &ProbePair, seed: &Cluster, seed_pair: &ProbePair) {
-    let deny = json!({
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": "deny-probe", "namespace": namespace(1)},
-        "spec": {"podSelector": {"matchLabels": {"app": "probe"}}, "policyTypes": ["Ingress"]}
-    });
+fn enforced_latency(
+    ours: &Cluster,
+    ours_pair: &ProbePair,
+    seed: &Cluster,
+    seed_pair: &ProbePair,
+) -> Enforced {
+    let deny = deny_probe();
     let mut samples: [Vec<f64>; 4] = Default::default();
     for _ in 0..ROUNDS {
         // ofnode: the change and the probes, timed together.
@@ -346,11 +489,12 @@ fn enforced_latency(ours: &Cluster, ours_pair: &ProbePair, seed: &Cluster, seed_
         samples[3].push(ms(first_probe_seeing(seed_pair, true, started)));
     }
     let [deny_ours, allow_ours, deny_seed, allow_seed] = samples.map(median);
-    println!(
-        "netpol apply -> enforced (start of the first TCP probe refused, {PROBE_MS} ms probes, median of {ROUNDS}): ofnode {deny_ours:.1} ms, seed way {deny_seed:.1} ms, ratio {:.1}x; delete -> first probe answered: ofnode {allow_ours:.1} ms, seed way {allow_seed:.1} ms, ratio {:.1}x",
-        deny_seed / deny_ours.max(f64::MIN_POSITIVE),
-        allow_seed / allow_ours.max(f64::MIN_POSITIVE),
-    );
+    Enforced {
+        deny_ours,
+        allow_ours,
+        deny_seed,
+        allow_seed,
+    }
 }
 
 /// Probes the pair's server over and over until a probe connects (`connected`) or does not;
@@ -403,6 +547,8 @@ fn add_local_ports(cluster: &Cluster) {
         node.cli(&[
             "pod",
             "add",
+            "--pod",
+            &format!("{}/local-{i}", namespace(ns)),
             "--veth",
             &format!("bp{i}"),
             "--ip",
@@ -413,8 +559,6 @@ fn add_local_ports(cluster: &Cluster) {
             &format!("{:064x}", 0xb000 + i),
             "--vnid",
             &vnid,
-            "--namespace",
-            &namespace(ns),
             "--label",
             &app,
         ])
@@ -444,10 +588,10 @@ fn add_remote_pods(cluster: &Cluster) {
             "pod",
             "remote",
             "set",
+            "--pod",
+            &format!("{}/remote-{i}", namespace(i % NAMESPACES)),
             "--ip",
             &ip,
-            "--namespace",
-            &namespace(i % NAMESPACES),
             "--label",
             &app,
         ])

@@ -40,6 +40,8 @@ fn setup_request() -> SetupRequest {
 fn config(ovs: &Ovs, state: &std::path::Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns.nameservers = Some(Vec::new());
@@ -55,12 +57,12 @@ fn pod_ip(i: usize) -> Ipv4Addr {
 fn pod_add(prefix: &str, i: usize) -> PodAdd {
     let mac = format!("0a:58:00:00:{:02x}:{:02x}", (i >> 8) & 0xff, i & 0xff);
     PodAdd {
+        pod: format!("default/{prefix}-pod-{i}").parse().unwrap(),
         veth: format!("{prefix}{i}").parse().unwrap(),
         ip: pod_ip(i),
         mac: mac.parse().unwrap(),
         sandbox: format!("{i:064x}").parse().unwrap(),
         vnid: Vnid::new(0).unwrap(),
-        namespace: None,
         labels: Default::default(),
     }
 }
@@ -279,7 +281,7 @@ fn big_state(dir: &std::path::Path) {
     for i in 0..BIG_PODS as usize {
         let add = pod_add("x", i);
         state.pods.insert(
-            add.ip,
+            add.pod,
             Pod {
                 veth: None,
                 ip: add.ip,
@@ -365,11 +367,7 @@ const HA_PODS: usize = 40;
 /// One `POST /v1/pods` on the daemon's API socket; the HTTP status.
 fn api_pod_add(api: &std::path::Path, pod: &PodAdd) -> u16 {
     use std::io::{Read, Write as _};
-    let body = serde_json::json!({
-        "veth": pod.veth.to_string(), "ip": pod.ip.to_string(), "mac": pod.mac.to_string(),
-        "sandbox": pod.sandbox.to_string(), "vnid": 0,
-    })
-    .to_string();
+    let body = serde_json::to_string(pod).expect("pod add JSON");
     let mut stream = std::os::unix::net::UnixStream::connect(api).expect("API socket");
     let request = format!(
         "POST /v1/pods HTTP/1.1\r\nHost: ofnode\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -179,7 +179,7 @@ fn kube_steps(
         made.add_endpoint(pod);
         println!(
             "  pod {}/{:<7} node {} ip {}",
-            pod.namespace, pod.name, pod.pod.node, pod.pod.ip
+            pod.pod.namespace, pod.pod.name, pod.pod.node, pod.pod.ip
         );
     }
     cluster.wait_kube_synced(std::time::Duration::from_secs(30))?;
@@ -187,7 +187,6 @@ fn kube_steps(
     let kube_pings = |report: &mut Report,
                       cases: &[(&str, &ofnode_harness::cluster::KubePod, Ipv4Addr, Expect)]|
      -> Result<(), Box<dyn Error>> {
-        cluster.settle_datapaths()?;
         for (name, from, to, expect) in cases {
             let stats = from.ping(*to, PINGS)?;
             let (got, as_expected) = match expect {
@@ -304,11 +303,11 @@ fn show(
     report: &mut Report,
     started: Instant,
 ) -> Result<(), Box<dyn Error>> {
-    heading("adding pods (tenant = VNID; VNID 0 is the global tenant)");
-    let web = cluster.add_pod(0, 10)?;
-    let db = cluster.add_pod(0, 11)?;
-    let api = cluster.add_pod(1, 10)?;
-    let admin = cluster.add_pod(2, 0)?;
+    heading("adding pods, named NAMESPACE/NAME (tenant = VNID, one per namespace; VNID 0 is the global tenant)");
+    let web = cluster.add_named_pod(0, ("shop", "web"), 10, &[])?;
+    let db = cluster.add_named_pod(0, ("billing", "db"), 11, &[])?;
+    let api = cluster.add_named_pod(1, ("shop", "api"), 10, &[])?;
+    let admin = cluster.add_named_pod(2, ("default", "admin"), 0, &[])?;
     let pods = [("web", &web), ("db", &db), ("api", &api), ("admin", &admin)];
     for (_, pod) in pods {
         made.add_endpoint(pod);
@@ -327,10 +326,16 @@ fn show(
 
     heading("the cluster");
     print!("{}", cluster.describe());
-    for (name, pod) in pods {
+    for (_, pod) in pods {
         println!(
-            "  pod {name:<5} node {} ip {:<13} mac {} vnid {:<2} br0 port {} ({})",
-            pod.node, pod.ip, pod.mac, pod.vnid, pod.ofport, pod.host_veth
+            "  pod {:<13} node {} ip {:<13} mac {} vnid {:<2} br0 port {} ({})",
+            pod.key(),
+            pod.node,
+            pod.ip,
+            pod.mac,
+            pod.vnid,
+            pod.ofport,
+            pod.host_veth
         );
     }
 
@@ -508,6 +513,29 @@ fn status(
         for line in node.cli(&["status"])?.lines() {
             println!("    {line}");
         }
+    }
+    for node in cluster.nodes() {
+        let listed = node.cli(&["pod", "list"])?;
+        let mut listed: Vec<&str> = listed
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        listed.sort_unstable();
+        let mut local: Vec<String> = pods
+            .iter()
+            .filter(|(_, pod)| pod.node == node.index)
+            .map(|(_, pod)| pod.key())
+            .collect();
+        local.sort_unstable();
+        report.check(
+            listed == local,
+            &format!(
+                "node {}: `ofnode pod list` shows [{}]; expected its own pods [{}]",
+                node.index,
+                listed.join(" "),
+                local.join(" ")
+            ),
+        );
     }
     for node in cluster.nodes() {
         let status = status_json(node)?;

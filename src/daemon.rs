@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// Leave tun0's address, routes and IP forwarding alone (the host network is managed elsewhere).
     #[arg(long)]
     pub no_host_network: bool,
+    /// Never purge the datapath's cached flows after a change, even on an Open vSwitch with
+    /// the stale-megaflow bug (a package with the fix backported).
+    #[arg(long)]
+    pub no_stale_megaflow_purge: bool,
     /// Seconds between polls of the per-pod traffic counters (0: off) [default: 10].
     #[arg(long, value_name = "SECS")]
     pub pod_counters_interval: Option<u64>,
@@ -96,6 +100,9 @@ pub struct ConfigFile {
     pub ha: Option<crate::sdn::HaConfig>,
     /// Watch br0 for flow changes made behind ofnode's back and undo them (default true).
     pub drift_repair: Option<bool>,
+    /// Purge the datapath's cached flows after every change on an Open vSwitch with the
+    /// stale-megaflow bug (default true).
+    pub stale_megaflow_purge: Option<bool>,
     /// Seconds between polls of the per-pod traffic counters; 0 turns them off (default 10).
     pub pod_counters_interval: Option<u64>,
     /// Most pods whose counters /metrics exports (default 1000).
@@ -219,6 +226,7 @@ impl Settings {
         let defaults = ApiOptions::default();
         let vswitchd_ctl = VswitchdCtl::new(args.vswitchd_ctl.or(file.vswitchd_ctl), &ovsdb);
         let mut node = NodeConfig {
+            vswitchd_ctl: vswitchd_ctl.clone(),
             bridge: args.bridge.or(file.bridge).unwrap_or_else(|| "br0".into()),
             datapath_type: args.datapath_type.or(file.datapath_type),
             mtu,
@@ -235,6 +243,8 @@ impl Settings {
             )
         };
         node.drift.repair = file.drift_repair.unwrap_or(true);
+        node.stale_megaflow_purge =
+            !args.no_stale_megaflow_purge && file.stale_megaflow_purge.unwrap_or(true);
         if let Some(secs) = args.pod_counters_interval.or(file.pod_counters_interval) {
             node.pod_counters_interval = pod_counters_interval(secs)?;
         }
@@ -365,6 +375,7 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
         format!("api: {}", settings.api.socket.display()),
         format!("state_dir: {}", node.state_dir.display()),
         format!("mtu: {}", node.mtu),
+        format!("stale_megaflow_purge: {}", node.stale_megaflow_purge),
         format!(
             "openflow_request_timeout_ms: {}",
             node.request_timeout.as_millis()

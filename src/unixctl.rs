@@ -376,6 +376,40 @@ pub fn resolve_target(target: &str, rundir: &Path) -> Result<PathBuf, UnixctlErr
     Ok(rundir.join(format!("{target}.{pid}.ctl")))
 }
 
+/// Where ovs-vswitchd's control socket is: the config's `vswitchd_ctl` (a socket path, or a
+/// daemon name resolved through its pidfile in the run directory as `ovs-appctl -t` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VswitchdCtl {
+    pub target: String,
+    pub rundir: PathBuf,
+}
+
+/// OVS's default run directory (`OVS_RUNDIR` overrides it, as for OVS's own tools).
+pub const DEFAULT_RUNDIR: &str = "/var/run/openvswitch";
+
+impl VswitchdCtl {
+    /// `target` when configured, else `ovs-vswitchd` in the bridge's run directory: the
+    /// directory of the OVSDB socket the node uses (OVS keeps both there), or OVS's default.
+    pub fn new(target: Option<String>, ovsdb: &str) -> VswitchdCtl {
+        let rundir = std::env::var_os("OVS_RUNDIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let socket = Path::new(ovsdb.strip_prefix("unix:")?);
+                Some(socket.parent()?.to_path_buf())
+            })
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNDIR));
+        VswitchdCtl {
+            target: target.unwrap_or_else(|| "ovs-vswitchd".into()),
+            rundir,
+        }
+    }
+
+    /// The socket path now (a restarted ovs-vswitchd has a new pid, so a new socket name).
+    pub fn path(&self) -> Result<PathBuf, UnixctlError> {
+        resolve_target(&self.target, &self.rundir)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,5 +455,19 @@ mod tests {
             .to_string();
         assert!(err.contains("not a process id"), "{err}");
         assert!(resolve_target("a/b", dir.path()).is_err());
+    }
+
+    #[test]
+    fn the_control_socket_defaults_to_the_ovsdb_sockets_directory() {
+        if std::env::var_os("OVS_RUNDIR").is_some() {
+            return;
+        }
+        let ctl = VswitchdCtl::new(None, "unix:/tmp/ovs1/db.sock");
+        assert_eq!(ctl.target, "ovs-vswitchd");
+        assert_eq!(ctl.rundir, PathBuf::from("/tmp/ovs1"));
+        let ctl = VswitchdCtl::new(None, "tcp:127.0.0.1:6640");
+        assert_eq!(ctl.rundir, PathBuf::from(DEFAULT_RUNDIR));
+        let ctl = VswitchdCtl::new(Some("/x/vswitchd.ctl".into()), "tcp:127.0.0.1:6640");
+        assert_eq!(ctl.path().unwrap(), PathBuf::from("/x/vswitchd.ctl"));
     }
 }

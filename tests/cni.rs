@@ -93,7 +93,13 @@ impl Fixture {
     }
 
     fn add(&self, pod: &CniPod, config: &Value) -> CniResult {
-        let run = self.cni("ADD", &pod.id, &pod.netns.path(), &bytes(config), "");
+        let run = self.cni(
+            "ADD",
+            &pod.id,
+            &pod.netns.path(),
+            &bytes(config),
+            &pod.args(),
+        );
         assert!(
             run.ok,
             "ADD failed: {run:?}\n{}",
@@ -197,9 +203,12 @@ fn bytes(config: &Value) -> Vec<u8> {
     serde_json::to_vec(config).unwrap()
 }
 
-/// A pod sandbox the "runtime" made: its namespace and its container id.
+/// A pod sandbox the "runtime" made: its namespace, its container id, and the Kubernetes pod
+/// it is (`default/pod-<n>` unless a test moves it).
 struct CniPod {
     id: String,
+    namespace: String,
+    name: String,
     netns: Netns,
     ip: Ipv4Addr,
 }
@@ -209,9 +218,25 @@ impl CniPod {
         CniPod {
             // The first 11 characters name the host veth: distinct per pod.
             id: format!("c{n:010x}{:053x}", std::process::id()),
+            namespace: "default".into(),
+            name: format!("pod-{n}"),
             netns: Netns::new("cp").unwrap(),
             ip: Ipv4Addr::UNSPECIFIED,
         }
+    }
+
+    /// `CNI_ARGS` as kubelet (through containerd) passes them for this pod, the same for ADD,
+    /// CHECK and DEL; IgnoreUnknown=1 lets host-local accept the keys it does not know.
+    fn args(&self) -> String {
+        format!(
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={};K8S_POD_INFRA_CONTAINER_ID={}",
+            self.namespace, self.name, self.id
+        )
+    }
+
+    /// `NAMESPACE/NAME`: the daemon's key of the pod.
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
     }
 
     fn host_veth(&self) -> String {
@@ -307,7 +332,7 @@ fn three_pods_get_addresses_reach_each_other_and_del_removes_everything() {
             &pod.id,
             &pod.netns.path(),
             &with_prev_result(&config, result),
-            "",
+            &pod.args(),
         );
         assert!(run.ok, "CHECK failed: {run:?}");
         assert!(run.stdout.trim().is_empty(), "{run:?}");
@@ -316,7 +341,7 @@ fn three_pods_get_addresses_reach_each_other_and_del_removes_everything() {
     // DEL the first pod: its port, flows, veth and allocation go; the others stay.
     let gone = &pods[0];
     let prev = with_prev_result(&config, &results[0]);
-    let run = fx.cni("DEL", &gone.id, &gone.netns.path(), &prev, "");
+    let run = fx.cni("DEL", &gone.id, &gone.netns.path(), &prev, &gone.args());
     assert!(run.ok, "DEL failed: {run:?}");
     assert!(!fx.ports().contains(&gone.host_veth()), "{:?}", fx.ports());
     assert!(
@@ -333,23 +358,30 @@ fn three_pods_get_addresses_reach_each_other_and_del_removes_everything() {
     );
     assert_eq!(fx.allocations().len(), 2);
     // The CHECK above can fail: after DEL it does, with the spec's error object.
-    let check = fx.cni("CHECK", &gone.id, &gone.netns.path(), &prev, "");
+    let check = fx.cni("CHECK", &gone.id, &gone.netns.path(), &prev, &gone.args());
     let error = check.error();
     assert_eq!(error.code, 101, "{check:?}");
     assert!(error.msg.contains("no eth0"), "{error:?}");
     // A second DEL succeeds, and so does a DEL after the namespace itself is gone.
-    let run = fx.cni("DEL", &gone.id, &gone.netns.path(), &prev, "");
+    let run = fx.cni("DEL", &gone.id, &gone.netns.path(), &prev, &gone.args());
     assert!(run.ok, "second DEL failed: {run:?}");
     let [_, second, third] = <[CniPod; 3]>::try_from(pods).ok().unwrap();
     let second_prev = with_prev_result(&config, &results[1]);
-    let (second_ns, second_veth) = (second.netns.path(), second.host_veth());
+    let (second_ns, second_veth, second_args) =
+        (second.netns.path(), second.host_veth(), second.args());
     drop(second.netns);
-    let run = fx.cni("DEL", &second.id, &second_ns, &second_prev, "");
+    let run = fx.cni("DEL", &second.id, &second_ns, &second_prev, &second_args);
     assert!(run.ok, "DEL without its namespace failed: {run:?}");
     assert!(!fx.ports().contains(&second_veth));
     assert!(fx.flows_mentioning(second.ip).is_empty());
     assert_eq!(fx.allocations(), vec![third.ip.to_string()]);
-    let run = fx.cni("DEL", &third.id, &third.netns.path(), &bytes(&config), "");
+    let run = fx.cni(
+        "DEL",
+        &third.id,
+        &third.netns.path(),
+        &bytes(&config),
+        &third.args(),
+    );
     assert!(run.ok, "DEL without prevResult failed: {run:?}");
     fx.assert_nothing_left("after every DEL");
 }
@@ -361,17 +393,23 @@ fn check_finds_a_missing_flow_and_bandwidth_and_vnid_reach_the_daemon() {
     config["runtimeConfig"] =
         json!({"bandwidth": {"ingressRate": 2_000_000, "egressRate": 1_024_000}});
     let mut pod = CniPod::new(7);
-    // As containerd sends it: IgnoreUnknown=1 lets host-local accept keys it does not know.
+    pod.namespace = "ns1".into();
     let run = fx.cni(
         "ADD",
         &pod.id,
         &pod.netns.path(),
         &bytes(&config),
-        "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;OFNODE_VNID=42",
+        &format!("{};OFNODE_VNID=42", pod.args()),
     );
     assert!(run.ok, "{run:?}");
     let result: CniResult = serde_json::from_str(&run.stdout).unwrap();
     pod.ip = result.ipv4().unwrap().0.addr();
+    // The daemon knows the pod by the name kubelet gave it.
+    let listed = fx.node().cli(&["pod", "list"]).unwrap();
+    assert!(
+        listed.starts_with(&format!("{} ip={} vnid=42 ", pod.key(), pod.ip)),
+        "{listed}"
+    );
     let veth = pod.host_veth();
     let flows = fx.flows_mentioning(pod.ip);
     assert!(
@@ -393,13 +431,25 @@ fn check_finds_a_missing_flow_and_bandwidth_and_vnid_reach_the_daemon() {
     assert_ne!(qos.trim(), "[]", "no QoS on {veth}");
 
     let prev = with_prev_result(&config, &result);
-    assert!(fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, "").ok);
+    assert!(
+        fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, &pod.args())
+            .ok
+    );
     // A repeated ADD is refused and takes nothing from the pod (host-local releases by
     // container id, so undoing it must not reach IPAM).
-    let again = fx.cni("ADD", &pod.id, &pod.netns.path(), &bytes(&config), "");
+    let again = fx.cni(
+        "ADD",
+        &pod.id,
+        &pod.netns.path(),
+        &bytes(&config),
+        &pod.args(),
+    );
     assert_eq!(again.error().code, 103, "{again:?}");
     assert_eq!(fx.allocations(), vec![pod.ip.to_string()]);
-    assert!(fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, "").ok);
+    assert!(
+        fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, &pod.args())
+            .ok
+    );
     // Remove one of the pod's flows behind the daemon's back: CHECK names it.
     fx.node()
         .ovs()
@@ -409,12 +459,12 @@ fn check_finds_a_missing_flow_and_bandwidth_and_vnid_reach_the_daemon() {
             &[&format!("table=40,arp,nw_dst={}", pod.ip)],
         )
         .unwrap();
-    let check = fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, "");
+    let check = fx.cni("CHECK", &pod.id, &pod.netns.path(), &prev, &pod.args());
     let error = check.error();
     assert_eq!(error.code, 101, "{check:?}");
     assert!(error.msg.contains("table=40"), "{error:?}");
 
-    let run = fx.cni("DEL", &pod.id, &pod.netns.path(), &prev, "");
+    let run = fx.cni("DEL", &pod.id, &pod.netns.path(), &prev, &pod.args());
     assert!(run.ok, "{run:?}");
     fx.assert_nothing_left("after DEL");
 }
@@ -424,7 +474,10 @@ fn failed_adds_give_a_cni_error_and_leave_nothing_behind() {
     let fx = Fixture::start();
     let pod = CniPod::new(1);
     let ns = pod.netns.path();
-    let add = |config: &[u8], netns: &str, args: &str| fx.cni("ADD", &pod.id, netns, config, args);
+    let add = |config: &[u8], netns: &str, extra: &str| {
+        let args = format!("{}{extra}", pod.args());
+        fx.cni("ADD", &pod.id, netns, config, &args)
+    };
     let good = fx.config();
 
     // Bad configurations: not JSON, a version we do not speak, another plugin's type, bad MTU.
@@ -438,9 +491,24 @@ fn failed_adds_give_a_cni_error_and_leave_nothing_behind() {
     let mut conf = good.clone();
     conf["mtu"] = json!(20);
     assert_eq!(add(&bytes(&conf), &ns, "").error().code, 7);
-    let error = add(&bytes(&good), &ns, "OFNODE_VNID=99999999").error();
+    let error = add(&bytes(&good), &ns, ";OFNODE_VNID=99999999").error();
     assert_eq!(error.code, 7, "{error:?}");
+    // Without the pod's name (kubelet always sends it) the daemon could not know the pod.
+    for args in [
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=default",
+        "IgnoreUnknown=1;K8S_POD_NAME=pod-1",
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=Default;K8S_POD_NAME=pod-1",
+    ] {
+        let error = fx.cni("ADD", &pod.id, &ns, &bytes(&good), args).error();
+        assert_eq!(error.code, 4, "{args}: {error:?}");
+        assert!(error.msg.contains("CNI_ARGS"), "{args}: {error:?}");
+    }
     fx.assert_nothing_left("bad configurations");
+    // Refused before anything was asked of IPAM: host-local never made its directory.
+    assert!(
+        !fx.data_dir.path().join(NETWORK).exists(),
+        "a refused ADD reached IPAM"
+    );
 
     // An IPAM plugin that is not in CNI_PATH.
     let mut conf = good.clone();
@@ -493,7 +561,13 @@ fn an_add_failing_after_the_daemon_accepted_the_pod_leaves_nothing_behind() {
     conf["api"] = json!(fault.path());
     conf["runtimeConfig"] =
         json!({"bandwidth": {"ingressRate": 2_000_000, "egressRate": 1_024_000}});
-    let run = fx.cni("ADD", &pod.id, &pod.netns.path(), &bytes(&conf), "");
+    let run = fx.cni(
+        "ADD",
+        &pod.id,
+        &pod.netns.path(),
+        &bytes(&conf),
+        &pod.args(),
+    );
     let error = run.error();
     assert!(error.msg.contains("injected fault"), "{error:?}");
     // The daemon had the pod: its add went through, then the plugin took it back.
@@ -531,7 +605,7 @@ fn the_pod_lookup_api_reports_the_pod_its_port_and_missing_flows() {
     let get =
         |query: String| runtime.block_on(client.get::<PodStatus>(&format!("/v1/pods?{query}")));
 
-    let status = get(format!("sandbox={}", pod.id)).unwrap();
+    let status = get(format!("pod={}", pod.key())).unwrap();
     assert_eq!(status.pod.ip, ip);
     assert_eq!(
         status.pod.veth.as_ref().map(|v| v.to_string()),
@@ -544,7 +618,7 @@ fn the_pod_lookup_api_reports_the_pod_its_port_and_missing_flows() {
         .ovs()
         .ofctl("del-flows", "br0", &[&format!("table=70,ip,nw_dst={ip}")])
         .unwrap();
-    let status = get(format!("sandbox={}", pod.id)).unwrap();
+    let status = get(format!("pod={}", pod.key())).unwrap();
     assert_eq!(status.missing_flows.len(), 1, "{status:?}");
     assert!(
         status.missing_flows[0].starts_with("table=70"),
@@ -555,9 +629,11 @@ fn the_pod_lookup_api_reports_the_pod_its_port_and_missing_flows() {
         Err(ClientError::Api { status, .. }) => status.as_u16(),
         other => panic!("expected an API error, got {other:?}"),
     };
-    assert_eq!(status_of(get(format!("sandbox={}", "ab".repeat(32)))), 404);
-    assert_eq!(status_of(get("sandbox=xyz".into())), 400);
-    assert_eq!(status_of(get("sandbox=ab&other=1".into())), 400);
+    assert_eq!(status_of(get("pod=default/no-such-pod".into())), 404);
+    assert_eq!(status_of(get("pod=xyz".into())), 400);
+    assert_eq!(status_of(get(format!("pod={}&other=1", pod.key()))), 400);
+    // Pods were once looked up by sandbox id: the query is refused, not ignored.
+    assert_eq!(status_of(get(format!("sandbox={}", pod.id))), 400);
 }
 
 #[test]

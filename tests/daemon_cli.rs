@@ -43,11 +43,44 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     let table70 = daemon.cli(&["dump-flows", "--table", "70"]).unwrap();
     assert_eq!(table70.lines().count(), 2, "{table70}");
 
+    // The node's pods, by their keys.
+    let list = daemon.cli(&["pod", "list"]).unwrap();
+    assert_eq!(
+        list,
+        format!(
+            "default/pod-0 ip=10.128.0.10 vnid=0 ofport={ofport} veth=veth0\n",
+            ofport = ofport.trim()
+        ),
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&daemon.cli(&["pod", "list", "--json"]).unwrap()).unwrap();
+    assert_eq!(json["pods"][0]["pod"], "default/pod-0", "{json}");
+    assert_eq!(json["pods"][0]["veth"], "veth0", "{json}");
+    let status = daemon
+        .cli(&["pod", "status", "--pod", "default/pod-0", "--json"])
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["pod"]["ip"], "10.128.0.10", "{status}");
+    assert_eq!(status["missing_flows"], serde_json::json!([]), "{status}");
+
     // Bad input: a clear error, exit status 1, and nothing changes.
     let mut bad = pod_add_args(1);
-    bad[9] = "not-hex".into();
+    let sandbox_at = bad.iter().position(|a| a == "--sandbox").unwrap() + 1;
+    bad[sandbox_at] = "not-hex".into();
     let err = cli(&daemon, &bad).unwrap_err();
     assert!(err.contains("sandbox id"), "{err}");
+    // A pod is named NAMESPACE/NAME, as Kubernetes names it.
+    for key in ["pod-1", "Default/pod-1", "default/pod_1"] {
+        let mut bad = pod_add_args(1);
+        bad[3] = key.into();
+        let err = cli(&daemon, &bad).unwrap_err();
+        assert!(err.contains("invalid pod"), "{key}: {err}");
+    }
+    let err = daemon
+        .cli(&["pod", "status", "--pod", "default/nosuch"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("default/nosuch"), "{err}");
     let err = daemon
         .cli(&[
             "service",
@@ -66,10 +99,10 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
         .cli(&[
             "pod",
             "del",
+            "--pod",
+            "default/pod-0",
             "--veth",
             "veth-name-too-long",
-            "--ip",
-            "10.128.0.10",
         ])
         .unwrap_err()
         .to_string();
@@ -80,6 +113,29 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
     let (status, body) = http(&daemon.api, "POST", "/v1/pods", r#"{"veth":"veth1"}"#);
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("\"error\""), "{body}");
+    let pod: serde_json::Value = serde_json::json!({
+        "pod": "default/pod-1", "veth": "veth1", "ip": "10.128.0.11",
+        "mac": "0a:58:0a:80:00:0b", "sandbox": sandbox(1),
+    });
+    // A bad key, and the namespace field pods had before they were named by it.
+    for (field, value, named) in [
+        ("pod", "pod-1", "invalid pod"),
+        ("pod", "x/Pod", "invalid pod"),
+        ("namespace", "default", "unknown field `namespace`"),
+    ] {
+        let mut bad = pod.clone();
+        bad[field] = value.into();
+        let (status, body) = http(&daemon.api, "POST", "/v1/pods", &bad.to_string());
+        assert_eq!(status, 422, "{field} {value}: {body}");
+        assert!(body.contains(named), "{field} {value}: {body}");
+    }
+    let (status, body) = http(&daemon.api, "GET", "/v1/pods?pod=pod-1", "");
+    assert_eq!(status, 400, "{body}");
+    let old_query = format!("/v1/pods?sandbox={}", sandbox(0));
+    let (status, body) = http(&daemon.api, "GET", &old_query, "");
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = http(&daemon.api, "GET", "/v1/pods?pod=default/pod-1", "");
+    assert_eq!(status, 404, "{body}");
     let (status, body) = http(&daemon.api, "POST", "/v1/pods", "{not json");
     assert_eq!(status, 400, "{body}");
     let (status, _) = http(&daemon.api, "GET", "/v1/nothing", "");
@@ -100,7 +156,7 @@ fn cli_drives_the_daemon_and_refuses_bad_input() {
 
     // Teardown restores the table exactly.
     daemon
-        .cli(&["pod", "del", "--veth", "veth0", "--ip", "10.128.0.10"])
+        .cli(&["pod", "del", "--pod", "default/pod-0"])
         .unwrap();
     assert_eq!(ovs.dump_flows("br0").unwrap(), base);
     let ports = ovs.vsctl(&["list-ports", "br0"]).unwrap();

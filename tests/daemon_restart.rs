@@ -112,9 +112,14 @@ fn restart_changes_nothing(stop: impl FnOnce(&mut Daemon)) {
     wait_for("the new process in sync", Duration::from_secs(30), || {
         daemon.status_json().unwrap()["in_sync"] == true
     });
-    // In sync means it read the table (a flow dump) and found nothing to change; let a moment
-    // pass for anything else it might send.
-    std::thread::sleep(Duration::from_millis(500));
+    // In sync means it read the table (a flow dump) and found nothing to change. Evidence that
+    // nothing else follows: `pod status` is a read through the daemon's writer, after whatever
+    // it had queued, then flow dumps on its switch connection, after whatever it had sent.
+    // When it returns, all the new process decided to send has passed the proxy; the window
+    // stays open to the end of the test, where it is checked again.
+    daemon
+        .cli(&["pod", "status", "--sandbox", &sandbox(0)])
+        .unwrap();
     let traffic = proxy.traffic_since(mark);
     assert!(
         proxy.connections() > connections,
@@ -125,11 +130,14 @@ fn restart_changes_nothing(stop: impl FnOnce(&mut Daemon)) {
         "it never read the table: {}",
         traffic.describe()
     );
-    assert!(
-        traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
-        "the new process changed the switch: {}",
-        traffic.describe()
-    );
+    let unchanged = |traffic: &ofnode_harness::ofproxy::Traffic| {
+        assert!(
+            traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
+            "the new process changed the switch: {}",
+            traffic.describe()
+        );
+    };
+    unchanged(&traffic);
     let after = flow_stats(&ovs);
     assert_eq!(
         after.keys().collect::<Vec<_>>(),
@@ -143,6 +151,7 @@ fn restart_changes_nothing(stop: impl FnOnce(&mut Daemon)) {
         );
     }
     assert_eq!(daemon.status_json().unwrap()["pods"], PODS);
+    unchanged(&proxy.traffic_since(mark));
 }
 
 #[test]

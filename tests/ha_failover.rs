@@ -33,9 +33,9 @@ fn veth(ovs: &Ovs, name: &str) {
     ovs.netns().add_veth(name).unwrap();
 }
 
-fn pod_add(daemon: &Daemon, veth: &str, ip: &str, mac: &str) -> Result<u16, String> {
+fn pod_add(daemon: &Daemon, pod: &str, veth: &str, ip: &str, mac: &str) -> Result<u16, String> {
     daemon
-        .pod_add(veth, ip, mac, SANDBOX, 10)
+        .pod_add(pod, veth, ip, mac, SANDBOX, 10)
         .map_err(|e| e.to_string())
 }
 
@@ -64,8 +64,14 @@ fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
         .expect("setup through the active daemon");
     veth(ovs, "vethA");
     veth(ovs, "vethB");
-    let port_a = pod_add(&first, "vethA", "10.128.0.5", "0a:58:0a:80:00:05")
-        .expect("pod add through the active daemon");
+    let port_a = pod_add(
+        &first,
+        "default/pod-a",
+        "vethA",
+        "10.128.0.5",
+        "0a:58:0a:80:00:05",
+    )
+    .expect("pod add through the active daemon");
     let mut expected = base_flows(Mode::Subnet);
     expected.extend(pod_flows(port_a, "10.128.0.5", "0a:58:0a:80:00:05"));
     wait_for_flows(ovs, &expected, LIMIT);
@@ -74,8 +80,14 @@ fn active_and_standby(ovs: &Ovs) -> (Daemon, Daemon, Vec<String>) {
 
 /// Adds the second pod through `daemon` and checks the whole table.
 fn second_pod_lands_exactly(ovs: &Ovs, daemon: &Daemon, mut expected: Vec<String>) {
-    let port_b = pod_add(daemon, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
-        .expect("pod add through the new active daemon");
+    let port_b = pod_add(
+        daemon,
+        "default/pod-b",
+        "vethB",
+        "10.128.0.6",
+        "0a:58:0a:80:00:06",
+    )
+    .expect("pod add through the new active daemon");
     expected.extend(pod_flows(port_b, "10.128.0.6", "0a:58:0a:80:00:06"));
     wait_for_flows(ovs, &expected, LIMIT);
     assert_eq!(status(daemon)["pods"], 2);
@@ -87,8 +99,14 @@ fn the_standby_takes_over_when_the_active_daemon_is_killed() {
     let (mut first, second, expected) = active_and_standby(&ovs);
 
     // The standby refuses operations and names the active daemon.
-    let refused = pod_add(&second, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
-        .expect_err("a standby refuses operations");
+    let refused = pod_add(
+        &second,
+        "default/pod-b",
+        "vethB",
+        "10.128.0.6",
+        "0a:58:0a:80:00:06",
+    )
+    .expect_err("a standby refuses operations");
     assert!(
         refused.contains("standby") && refused.contains("HA id 1"),
         "{refused}"
@@ -122,8 +140,14 @@ fn a_frozen_active_daemon_is_replaced_and_steps_down_when_it_wakes() {
     signal(&first, "-CONT");
     // It learns from the switch that it is no longer master, and stops acting as one.
     wait_role(&first, "standby");
-    let refused = pod_add(&first, "vethB", "10.128.0.6", "0a:58:0a:80:00:06")
-        .expect_err("the old active daemon refuses operations");
+    let refused = pod_add(
+        &first,
+        "default/pod-b",
+        "vethB",
+        "10.128.0.6",
+        "0a:58:0a:80:00:06",
+    )
+    .expect_err("the old active daemon refuses operations");
     assert!(refused.contains("standby"), "{refused}");
     wait_for_flows(&ovs, &expected, LIMIT);
     second_pod_lands_exactly(&ovs, &second, expected);
@@ -207,6 +231,8 @@ fn the_standby_takes_over_the_networkpolicy_modes_flows() {
         &[
             "pod",
             "add",
+            "--pod",
+            "x/pod-a",
             "--veth",
             "vethA",
             "--ip",
@@ -215,8 +241,6 @@ fn the_standby_takes_over_the_networkpolicy_modes_flows() {
             "0a:58:0a:80:00:05",
             "--sandbox",
             SANDBOX,
-            "--namespace",
-            "x",
             "--label",
             "pod=a",
         ],
@@ -253,10 +277,14 @@ fn the_standby_takes_over_the_networkpolicy_modes_flows() {
         "x/from-blue types=Ingress selected_pods=1 flows=5"
     );
 
+    let pods = cli(&first, &["pod", "list"]);
+    assert!(pods.starts_with("x/pod-a ip=10.128.0.5 vnid=11 "), "{pods}");
+
     first.kill9();
     wait_role(&second, "active");
     wait_for_flows(&ovs, &expected, LIMIT);
     assert_eq!(cli(&second, &["netpol", "list"]), listed);
+    assert_eq!(cli(&second, &["pod", "list"]), pods);
     assert_eq!(status(&second)["netpols"], 1);
     assert_eq!(status(&second)["namespaces"], 2);
 

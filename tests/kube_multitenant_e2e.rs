@@ -12,7 +12,6 @@ use ofnode_harness::kube::PodObject;
 use serde_json::json;
 
 fn assert_reachability(cluster: &Cluster, cases: &[(&str, &dyn Endpoint, Ipv4Addr, bool)]) {
-    cluster.settle_datapaths().unwrap();
     let pairs: Vec<(&dyn Endpoint, Ipv4Addr)> =
         cases.iter().map(|(_, from, to, _)| (*from, *to)).collect();
     let wrong: Vec<String> = cases
@@ -34,14 +33,13 @@ fn assert_reachability(cluster: &Cluster, cases: &[(&str, &dyn Endpoint, Ipv4Add
 
 #[test]
 fn tenants_from_netnamespaces_and_an_egress_policy_object() {
-    let mut cluster = Cluster::start_following_kube(ClusterOptions {
+    let cluster = Cluster::start_following_kube(ClusterOptions {
         nodes: 2,
         mode: Mode::Multitenant,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
         echo: false,
     })
     .unwrap();
-    cluster.settle_datapaths_after_changes().unwrap();
     cluster.create_kube_namespace("a", 10, &[]).unwrap();
     cluster.create_kube_namespace("b", 11, &[]).unwrap();
     cluster.create_kube_namespace("ops", 0, &[]).unwrap();
@@ -114,5 +112,4 @@ fn tenants_from_netnamespaces_and_an_egress_policy_object() {
         })
         .unwrap();
     assert_reachability(&cluster, &[("policy deleted", &b0, external.ip, true)]);
-    let _ = cluster.kube_api_mut();
 }

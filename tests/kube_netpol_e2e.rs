@@ -19,14 +19,13 @@ fn vnid(namespace: &str) -> u32 {
 }
 
 fn start() -> (Cluster, Model) {
-    let mut cluster = Cluster::start_following_kube(ClusterOptions {
+    let cluster = Cluster::start_following_kube(ClusterOptions {
         nodes: 3,
         mode: Mode::NetworkPolicy,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
         echo: false,
     })
     .unwrap();
-    cluster.settle_datapaths_after_changes().unwrap();
     let model = Model::create_following_kube(&cluster, vnid).unwrap();
     cluster.wait_kube_synced(Duration::from_secs(60)).unwrap();
     (cluster, model)
@@ -65,7 +64,6 @@ impl Session<'_> {
                 .kube_apply("NetworkPolicy", policy)
                 .map_err(|e| e.to_string())?;
         }
-        self.settle();
         let tables: Vec<(Probe, &Reachability)> =
             Probe::ALL.iter().map(|p| (*p, expected)).collect();
         let checked = self.model.check(&tables);
@@ -77,7 +75,6 @@ impl Session<'_> {
             );
             self.delete_policy(ns, name)?;
         }
-        self.settle();
         checked?;
         self.model
             .check(&[(Probe::TCP80, &self.model.all_connected())])
@@ -102,10 +99,6 @@ impl Session<'_> {
             .map_err(|e| e.to_string())?;
         }
         Ok(())
-    }
-
-    fn settle(&self) {
-        self.cluster.settle_datapaths().unwrap();
     }
 
     fn finish(self) {
@@ -175,7 +168,6 @@ fn networkpolicy_truth_tables_from_the_api_server() {
         json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"]}),
     );
     cluster.kube_apply("NetworkPolicy", &deny_a).unwrap();
-    cluster.settle_datapaths().unwrap();
     let only_xa = model.expect(|_, to| to.id() != "x/a");
     model.check(&[(Probe::TCP80, &only_xa)]).unwrap();
     cluster
@@ -184,7 +176,6 @@ fn networkpolicy_truth_tables_from_the_api_server() {
             &["label", "pod", "b", "-n", "x", "pod=a", "--overwrite"],
         )
         .unwrap();
-    cluster.settle_datapaths().unwrap();
     let xa_and_xb = model.expect(|_, to| to.id() != "x/a" && to.id() != "x/b");
     model.check(&[(Probe::TCP80, &xa_and_xb)]).unwrap();
     cluster
@@ -193,7 +184,6 @@ fn networkpolicy_truth_tables_from_the_api_server() {
             &["label", "pod", "b", "-n", "x", "pod=b", "--overwrite"],
         )
         .unwrap();
-    cluster.settle_datapaths().unwrap();
     model.check(&[(Probe::TCP80, &only_xa)]).unwrap();
 
     // The API server goes away: every node keeps enforcing what it had, nothing is flushed.
@@ -220,7 +210,6 @@ fn networkpolicy_truth_tables_from_the_api_server() {
         json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
     );
     cluster.kube_apply("NetworkPolicy", &deny_y).unwrap();
-    cluster.settle_datapaths().unwrap();
     let xa_and_y = model.expect(|_, to| to.id() != "x/a" && to.namespace != "y");
     model.check(&[(Probe::TCP80, &xa_and_y)]).unwrap();
     for node in cluster.nodes() {

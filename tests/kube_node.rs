@@ -114,8 +114,10 @@ fn the_socket_refuses_what_the_api_owns_and_cni_takes_the_pod_from_the_api() {
     )
     .unwrap();
     let file = file.display().to_string();
-    let refused: [&[&str]; 6] = [
+    let refused: [&[&str]; 8] = [
         &["netpol", "apply", "--file", &file],
+        &["pod", "label", "--pod", "web/a", "team=b"],
+        &["pod", "ports", "--pod", "web/a", "http=8080/TCP"],
         &["netpol", "del", "--namespace", "web", "--name", "p"],
         &["namespace", "set", "--name", "other", "--vnid", "30"],
         &[
@@ -234,7 +236,6 @@ fn faults_bad_objects_relists_and_restarts_converge() {
     let b = pod(&cluster, 1, "x", "b");
     let c = pod(&cluster, 1, "y", "c");
     cluster.wait_kube_synced(Duration::from_secs(30)).unwrap();
-    cluster.settle_datapaths().unwrap();
     assert!(b.reaches(a.ip()).unwrap());
 
     // A policy the API accepts and ofnode cannot implement (more rules than one policy may
@@ -248,7 +249,6 @@ fn faults_bad_objects_relists_and_restarts_converge() {
         json!({"podSelector": {"matchLabels": {"app": "a"}}, "ingress": rules}),
     );
     cluster.kube_apply("NetworkPolicy", &bad).unwrap();
-    cluster.settle_datapaths().unwrap();
     assert!(
         !b.reaches(a.ip()).unwrap(),
         "the bad policy's pod is not isolated"
@@ -280,7 +280,6 @@ fn faults_bad_objects_relists_and_restarts_converge() {
         "ingress": [{"from": [{"podSelector": {}}]}]}),
     );
     cluster.kube_apply("NetworkPolicy", &fixed).unwrap();
-    cluster.settle_datapaths().unwrap();
     assert!(b.reaches(a.ip()).unwrap());
     assert!(!c.reaches(a.ip()).unwrap());
     assert_eq!(kube_status(&cluster, 0)["bad_objects"], json!([]));

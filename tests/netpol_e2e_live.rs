@@ -7,7 +7,6 @@
 mod netpol_common;
 
 use netpol_common::{policy, start};
-use ofnode_harness::cluster::labels;
 use ofnode_harness::probe::{Connection, Echo};
 use ofnode_harness::reachability::{check_transition, Probe, Reachability};
 use serde_json::json;
@@ -75,22 +74,14 @@ fn policy_update_and_label_change_under_traffic() {
         "label y/b role=client",
         &nobody,
         &y_b_client,
-        || {
-            cluster
-                .set_pod_labels(y_b, &labels(&[("pod", "b"), ("role", "client")]))
-                .unwrap()
-        },
+        || cluster.label_pod(y_b, &["role=client"]).unwrap(),
     );
     during(
         &model,
         "label role removed from y/b",
         &y_b_client,
         &nobody,
-        || {
-            cluster
-                .set_pod_labels(y_b, &labels(&[("pod", "b")]))
-                .unwrap()
-        },
+        || cluster.label_pod(y_b, &["role-"]).unwrap(),
     );
 
     // A namespace label change: x/a lets in namespaces labelled team=blue, then z gets it.
@@ -111,15 +102,7 @@ fn policy_update_and_label_change_under_traffic() {
         "namespace z labelled team=blue",
         &nobody,
         &from_blue_z,
-        || {
-            cluster
-                .namespace_set(
-                    "z",
-                    netpol_common::vnid("z"),
-                    &labels(&[("ns", "z"), ("team", "blue")]),
-                )
-                .unwrap()
-        },
+        || cluster.label_namespace("z", &["team=blue"]).unwrap(),
     );
 }
 

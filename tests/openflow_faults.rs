@@ -490,9 +490,25 @@ async fn at_most_max_pending_requests_are_in_flight_on_a_connection() {
         at_switch(&proxy) == MAX_PENDING && proxy.held().len() == MAX_PENDING
     })
     .await;
-    // Nothing more goes out while no reply comes back (a short look: more would be a bug
-    // that shows at once, not one that needs time).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing more goes out while no reply comes back. Evidence, not a wait: an echo request
+    // injected as if from the switch is answered on the same connection, after whatever the
+    // client had written; once its reply has passed the proxy, so has any barrier sent before.
+    // (Over the whole exchange, below, one in flight beyond the bound at any time fails too.)
+    let marker = INJECTED_XIDS + 1;
+    proxy
+        .inject(
+            &Message::EchoRequest(Bytes::from_static(b"marker"))
+                .to_bytes(marker)
+                .expect("an echo encodes"),
+        )
+        .unwrap();
+    eventually("the marker echo answered", || {
+        proxy
+            .traffic_since(mark)
+            .to_switch()
+            .any(|f| f.msg_type() == msg_type::ECHO_REPLY && f.xid() == marker)
+    })
+    .await;
     assert_eq!(at_switch(&proxy), MAX_PENDING);
     proxy.release_held();
     for barrier in barriers {

@@ -38,17 +38,18 @@ async fn pod_del_and_bandwidth_without_ovsdb_are_carried_out_when_it_is_back() {
     f.veth("vethA");
     f.veth("vethB");
     f.node.pod_add(&pod_a(0)).await.unwrap();
-    let b = pod(
+    let add_b = pod(
+        POD_B,
         "vethB",
         "10.128.0.6",
         "0a:58:0a:80:00:06",
         &"cd".repeat(32),
         0,
     );
-    f.node.pod_add(&b).await.unwrap();
-    let (va, vb) = ("vethA".parse().unwrap(), "vethB".parse().unwrap());
+    f.node.pod_add(&add_b).await.unwrap();
+    let (a, b) = (key(POD_A), key(POD_B));
     f.node
-        .pod_bandwidth(&va, Some(2_000_000), None)
+        .pod_bandwidth(&a, Some(2_000_000), None)
         .await
         .unwrap();
     assert!(f.ofport("vethA").is_some() && f.ofport("vethB").is_some());
@@ -65,7 +66,7 @@ async fn pod_del_and_bandwidth_without_ovsdb_are_carried_out_when_it_is_back() {
     f.node.switch().wait_connected(LIMIT).await.unwrap();
     let deadline = Instant::now() + LIMIT;
     loop {
-        match f.node.pod_del(&va, "10.128.0.5".parse().unwrap()).await {
+        match f.node.pod_del(&a, None).await {
             Ok(()) => break,
             // Refused while the OpenFlow session was being made again: nothing changed, the
             // caller (the CNI) tries again.
@@ -84,7 +85,7 @@ async fn pod_del_and_bandwidth_without_ovsdb_are_carried_out_when_it_is_back() {
         "the node had no OVSDB session during the pod del"
     );
     f.node
-        .pod_bandwidth(&vb, Some(3_000_000), Some(1_024_000))
+        .pod_bandwidth(&b, Some(3_000_000), Some(1_024_000))
         .await
         .expect("a pod's limits without OVSDB are acknowledged");
     assert!(
@@ -229,12 +230,21 @@ async fn a_port_removal_refused_in_a_session_is_retried_until_the_port_is_gone()
     };
     let session = f.node.status();
     f.node
-        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .pod_del(&key(POD_A), None)
         .await
         .expect("a pod del whose port OVSDB keeps is acknowledged");
     assert_flows(&f.ovs, &base_flows(Mode::Subnet));
-    // Refused, and refused again by the retries while br1 holds the row.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Refused, and refused again by the retries while br1 holds the row: evidence from the
+    // node's reconciler, two of whose passes failed (each an OVSDB round trip that the server
+    // refused), not a wait that hopes the retries ran.
+    let failed_passes = || {
+        f.node
+            .metrics()
+            .ovsdb_reconcile_errors
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = failed_passes();
+    wait_until("two refused retries", || failed_passes() >= before + 2).await;
     assert!(on_br0(), "the database cannot have dropped the port yet");
     f.ovs
         .vsctl_no_wait(&["remove", "Bridge", "br1", "ports", port])
@@ -264,18 +274,20 @@ async fn pod_bandwidth_refused_is_taken_back_and_one_of_unknown_outcome_stands()
     f.veth("vethA");
     f.veth("vethB");
     f.node.pod_add(&pod_a(0)).await.unwrap();
-    let b = pod(
+    let add_b = pod(
+        POD_B,
         "vethB",
         "10.128.0.6",
         "0a:58:0a:80:00:06",
         &"cd".repeat(32),
         0,
     );
-    f.node.pod_add(&b).await.unwrap();
+    f.node.pod_add(&add_b).await.unwrap();
     let (va, vb): (ofnode::sdn::IfName, ofnode::sdn::IfName) =
         ("vethA".parse().unwrap(), "vethB".parse().unwrap());
+    let (a, b) = (key(POD_A), key(POD_B));
     f.node
-        .pod_bandwidth(&va, Some(1_000_000), None)
+        .pod_bandwidth(&a, Some(1_000_000), None)
         .await
         .unwrap();
     let acknowledged = f.node.state().await.unwrap().port_intents[&va];
@@ -283,7 +295,7 @@ async fn pod_bandwidth_refused_is_taken_back_and_one_of_unknown_outcome_stands()
     f.ovs.vsctl(&["del-port", "br0", "vethA"]).unwrap();
     let refused = f
         .node
-        .pod_bandwidth(&va, Some(5_000_000), None)
+        .pod_bandwidth(&a, Some(5_000_000), None)
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("vethA"), "{refused}");
@@ -294,7 +306,7 @@ async fn pod_bandwidth_refused_is_taken_back_and_one_of_unknown_outcome_stands()
 
     let paused = f.ovs.pause_vswitchd();
     f.node
-        .pod_bandwidth(&vb, Some(3_000_000), Some(1_024_000))
+        .pod_bandwidth(&b, Some(3_000_000), Some(1_024_000))
         .await
         .expect("limits of unknown outcome are acknowledged");
     let desired = f.node.state().await.unwrap().port_intents[&vb];

@@ -80,8 +80,21 @@ async fn request_in_flight_gets_disconnected_and_client_reconnects() {
         let client = client.clone();
         tokio::spawn(async move { client.transact(&[blocking_wait()]).await })
     };
-    // Let the request reach the server before it dies.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The request reached the server before it dies: the server says it holds one blocked
+    // transaction (an OVSDB round trip on its control socket, not a wait that hopes so).
+    let held = ovs.clone();
+    let blocked = blocking(move || {
+        let deadline = std::time::Instant::now() + NO_HANG;
+        loop {
+            let blocked = held.ovsdb_blocked_transactions().unwrap();
+            if blocked > 0 || std::time::Instant::now() > deadline {
+                return blocked;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .await;
+    assert_eq!(blocked, 1, "ovsdb-server should hold the blocked wait");
     assert!(
         !in_flight.is_finished(),
         "the wait should block in ovsdb-server"

@@ -281,10 +281,31 @@ fn check_config_names_the_bad_field() {
             && text.contains("openflow_request_timeout_ms: 1500\n"),
         "{text}"
     );
-    let bad: [(&str, &[&str], &str); 9] = [
+    // The stale-megaflow purge: on by default, off by the key or the flag.
+    let (ok, text) = check("", &[]);
+    assert!(
+        ok && text.contains("stale_megaflow_purge: true\n"),
+        "{text}"
+    );
+    let (ok, text) = check("stale_megaflow_purge = false\n", &[]);
+    assert!(
+        ok && text.contains("stale_megaflow_purge: false\n"),
+        "{text}"
+    );
+    let (ok, text) = check("", &["--no-stale-megaflow-purge"]);
+    assert!(
+        ok && text.contains("stale_megaflow_purge: false\n"),
+        "{text}"
+    );
+    let bad: [(&str, &[&str], &str); 10] = [
         ("brdge = \"br0\"\n", &[], "unknown field `brdge`"),
         ("mtu = 10\n", &[], "mtu 10 is outside 576..=65535"),
         ("mtu = \"big\"\n", &[], "mtu"),
+        (
+            "stale_megaflow_purge = \"no\"\n",
+            &[],
+            "stale_megaflow_purge",
+        ),
         ("openflow = \"tcp\"\n", &[], "OpenFlow target"),
         (
             "openflow_echo_timeout_ms = 50\n",
@@ -393,6 +414,11 @@ fn the_example_config_parses_with_the_daemons_defaults() {
     assert_eq!(node.0.datapath_type, node.1.datapath_type);
     assert_eq!(node.0.manage_host_network, node.1.manage_host_network);
     assert_eq!(node.0.drift.repair, node.1.drift.repair);
+    assert_eq!(node.0.stale_megaflow_purge, node.1.stale_megaflow_purge);
+    assert!(
+        node.0.stale_megaflow_purge,
+        "the mitigation is on by default"
+    );
     assert_eq!(node.0.request_timeout, node.1.request_timeout);
     assert_eq!(node.0.echo_interval, node.1.echo_interval);
     assert_eq!(node.0.echo_timeout, node.1.echo_timeout);

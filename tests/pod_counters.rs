@@ -1,6 +1,7 @@
 //! Issue 15: per-pod traffic counters on real Open vSwitch. Two nodes (subnet mode), a pod on
 //! each; N pings from A to B must grow A's and B's tx and rx by at least N, as both the API
-//! (`GET /v1/pods?sandbox=`) and /metrics show them; a deleted pod's series go. The oracle for
+//! (`GET /v1/pods?pod=NS/NAME`) and /metrics (labelled by the pod's namespace and name) show
+//! them; a deleted pod's series go. The oracle for
 //! the traffic is the kernel: ping's own count of requests sent and replies received.
 
 mod daemon_common;
@@ -28,10 +29,15 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The pod's counters from `GET /v1/pods?sandbox=`, once a poll that started after `after_ms`
-/// has run.
+/// `GET /v1/pods?pod=NS/NAME` of the pod.
+fn status_path(pod: &Pod) -> String {
+    format!("/v1/pods?pod={}", pod.key())
+}
+
+/// The pod's counters from `GET /v1/pods?pod=NS/NAME`, once a poll that started after
+/// `after_ms` has run.
 fn api_counts(api: &Path, pod: &Pod, after_ms: u64) -> Counts {
-    let path = format!("/v1/pods?sandbox={}", pod.sandbox);
+    let path = status_path(pod);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (code, body) = http(api, "GET", &path, "");
@@ -67,7 +73,10 @@ fn metrics(api: &Path) -> String {
 /// The pod's four series on /metrics, if it has them.
 fn metric_counts(text: &str, pod: &Pod) -> Option<Counts> {
     let value = |name: &str| -> Option<u64> {
-        let prefix = format!("{name}{{namespace=\"\",pod=\"{}\"}} ", pod.sandbox);
+        let prefix = format!(
+            "{name}{{namespace=\"{}\",pod=\"{}\"}} ",
+            pod.namespace, pod.name
+        );
         text.lines()
             .find_map(|line| line.strip_prefix(&prefix))
             .map(|v| v.trim().parse().expect("a counter value"))
@@ -174,7 +183,7 @@ fn pings_grow_both_pods_counters_in_the_api_and_metrics_and_a_deleted_pod_goes()
 
     let text = cluster
         .node(0)
-        .cli(&["pod", "status", "--sandbox", &a.sandbox])
+        .cli(&["pod", "status", "--pod", &a.key()])
         .unwrap();
     assert!(
         text.contains("rx: ") && text.contains("tx: ") && text.contains("counters polled at: "),
@@ -184,14 +193,7 @@ fn pings_grow_both_pods_counters_in_the_api_and_metrics_and_a_deleted_pod_goes()
     // A deleted pod's series disappear at the next poll.
     cluster
         .node(1)
-        .cli(&[
-            "pod",
-            "del",
-            "--veth",
-            &b.host_veth,
-            "--ip",
-            &b.ip.to_string(),
-        ])
+        .cli(&["pod", "del", "--pod", &b.key(), "--veth", &b.host_veth])
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while metric_counts(&metrics(&api_b), &b).is_some() {
@@ -202,14 +204,9 @@ fn pings_grow_both_pods_counters_in_the_api_and_metrics_and_a_deleted_pod_goes()
         std::thread::sleep(Duration::from_millis(100));
     }
     let text = metrics(&api_b);
-    assert!(!text.contains(&b.sandbox), "{text}");
+    assert!(!text.contains(&format!("pod=\"{}\"", b.name)), "{text}");
     assert!(text.contains("\nofnode_pod_metrics_omitted 0\n"), "{text}");
-    let (code, _) = http(
-        &api_b,
-        "GET",
-        &format!("/v1/pods?sandbox={}", b.sandbox),
-        "",
-    );
+    let (code, _) = http(&api_b, "GET", &status_path(&b), "");
     assert_eq!(code, 404);
     // A is still polled.
     assert!(metric_counts(&metrics(&api_a), &a).is_some());

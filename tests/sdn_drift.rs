@@ -205,19 +205,16 @@ async fn a_foreign_flow_is_removed_and_a_modified_one_reverted() {
 async fn the_nodes_own_operations_are_not_drift() {
     let (f, _) = watched().await;
     for i in 0..10u8 {
-        let veth = format!("vethP{i}");
+        let (name, veth) = (format!("default/pod-{i}"), format!("vethP{i}"));
         f.veth(&veth);
         let ip = format!("10.128.0.{}", 20 + i);
         let mac = format!("0a:58:0a:80:00:{:02x}", 20 + i);
         f.node
-            .pod_add(&pod(&veth, &ip, &mac, SANDBOX, 0))
+            .pod_add(&pod(&name, &veth, &ip, &mac, SANDBOX, 0))
             .await
             .unwrap();
         if i % 2 == 0 {
-            f.node
-                .pod_del(&veth.parse().unwrap(), ip.parse().unwrap())
-                .await
-                .unwrap();
+            f.node.pod_del(&key(&name), None).await.unwrap();
         }
     }
     // The switch reported none of them as someone else's change: no comparison was made.

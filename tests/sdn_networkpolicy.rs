@@ -27,7 +27,14 @@ async fn serve(f: &Fixture) -> Api {
     let listener = server::bind(&options).await.expect("bind the API socket");
     let node = f.node.clone();
     tokio::spawn(async move {
-        let _ = server::serve(listener, node, None, &options, std::future::pending()).await;
+        let _ = server::serve(
+            listener,
+            node,
+            server::Sources::default(),
+            &options,
+            std::future::pending(),
+        )
+        .await;
     });
     Api {
         client: Client::new(dir.path().join("ofnode.sock")),
@@ -44,14 +51,30 @@ fn policy(namespace: &str, name: &str, spec: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn namespace(name: &str, vnid: u32, labels: &[(&str, &str)]) -> wire::Namespace {
+fn namespace(name: &str, vnid: u32, pairs: &[(&str, &str)]) -> wire::Namespace {
     wire::Namespace {
         name: name.into(),
         vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        labels: labels(pairs),
+    }
+}
+
+fn pod_labels(pod: &str, set: &[(&str, &str)], remove: &[&str]) -> wire::PodLabels {
+    wire::PodLabels {
+        pod: key(pod),
+        edit: label_edit(set, remove),
+    }
+}
+
+/// Pod `pod` of another node at `ip` with labels `pairs`.
+fn remote_pod(pod: &str, ip: &str, pairs: &[(&str, &str)]) -> wire::KnownPod {
+    wire::KnownPod {
+        pod: key(pod),
+        info: wire::PodInfo {
+            labels: labels(pairs),
+            ips: vec![ip.parse().unwrap()],
+            ..Default::default()
+        },
     }
 }
 
@@ -68,7 +91,8 @@ fn refusal<T: std::fmt::Debug>(result: Result<T, ClientError>) -> (u16, String) 
 async fn inputs(api: &Api) -> String {
     let c = &api.client;
     format!(
-        "{:?}\n{:?}\n{:?}",
+        "{:?}\n{:?}\n{:?}\n{:?}",
+        c.pods().await.expect("pods"),
         c.namespaces().await.expect("namespaces"),
         c.remote_pods().await.expect("remote pods"),
         c.netpols().await.expect("netpols"),
@@ -111,7 +135,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
     f.veth("vethA");
     let mut pod = pod_a(0);
-    pod.namespace = Some("x".into());
+    pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
     let ofport = c
         .pod_add(&pod)
@@ -139,13 +163,9 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     // No pod labelled pod=b exists: the rule allows nothing yet, the pod is isolated.
     assert_flows(&f.ovs, &isolated);
 
-    c.remote_pod_set(&wire::RemotePod {
-        ip: "10.130.0.7".parse().unwrap(),
-        namespace: "x".into(),
-        labels: [("pod".to_string(), "b".to_string())].into(),
-    })
-    .await
-    .unwrap();
+    c.remote_pod_set(&remote_pod("x/pod-b", "10.130.0.7", &[("pod", "b")]))
+        .await
+        .unwrap();
     let allowed = with(
         &isolated,
         &[
@@ -168,19 +188,32 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     );
 
     // The pod's labels change: it is no longer selected.
-    c.pod_labels(&wire::PodLabels {
-        sandbox: SANDBOX.parse().unwrap(),
-        labels: [("pod".to_string(), "z".to_string())].into(),
-    })
-    .await
-    .unwrap();
+    c.pod_labels(&pod_labels("x/pod-a", &[("pod", "z")], &[]))
+        .await
+        .unwrap();
     assert_flows(&f.ovs, &with_pod);
-    c.pod_labels(&wire::PodLabels {
-        sandbox: SANDBOX.parse().unwrap(),
-        labels: [("pod".to_string(), "a".to_string())].into(),
-    })
-    .await
-    .unwrap();
+    c.pod_labels(&pod_labels("x/pod-a", &[("pod", "a")], &[]))
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &allowed);
+    // The peer's label goes (the others stay): the rule allows nothing again.
+    c.pod_labels(&pod_labels("x/pod-b", &[("tier", "web")], &[]))
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &allowed);
+    c.pod_labels(&pod_labels("x/pod-b", &[], &["pod"]))
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &isolated);
+    let remote = c.remote_pods().await.unwrap();
+    assert_eq!(remote.len(), 1, "{remote:?}");
+    assert_eq!(
+        remote[0].info.labels,
+        [("tier".to_string(), "web".to_string())].into()
+    );
+    c.pod_labels(&pod_labels("x/pod-b", &[("pod", "b")], &[]))
+        .await
+        .unwrap();
     assert_flows(&f.ovs, &allowed);
 
     c.netpol_del(&wire::NetPolDel {
@@ -202,9 +235,12 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         .unwrap();
     f.veth("vethA");
     let mut pod = pod_a(0);
-    pod.namespace = Some("x".into());
+    pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
     c.pod_add(&pod).await.unwrap();
+    c.remote_pod_set(&remote_pod("x/pod-r", "10.130.0.8", &[]))
+        .await
+        .unwrap();
     c.netpol_apply(policy("x", "deny", r#"{"podSelector":{}}"#))
         .await
         .unwrap();
@@ -217,9 +253,9 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
             policy(
                 "x",
                 "p",
-                r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http"}]}]}"#,
+                r#"{"podSelector":{},"ingress":[{"ports":[{"port":"HTTP"}]}]}"#,
             ),
-            "spec.ingress[0].ports[0].port: \"http\": named ports are not supported",
+            "spec.ingress[0].ports[0].port: \"HTTP\" is not a port name",
         ),
         (
             policy(
@@ -286,6 +322,7 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
 
     f.veth("vethB");
     let mut other = sdn_common::pod(
+        "nowhere/pod-b",
         "vethB",
         "10.128.0.6",
         "0a:58:0a:80:00:06",
@@ -294,12 +331,17 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     );
     let (status, message) = refusal(c.pod_add(&other).await);
     assert_eq!(status, 422);
-    assert!(message.starts_with("namespace: required"), "{message}");
-    other.namespace = Some("nowhere".into());
+    assert!(
+        message.starts_with("pod: namespace \"nowhere\" does not exist"),
+        "{message}"
+    );
+    other.pod = key("x/pod-b");
+    other.ip = "10.130.0.8".parse().unwrap();
     let (status, message) = refusal(c.pod_add(&other).await);
     assert_eq!(status, 422);
-    assert!(message.starts_with("namespace:"), "{message}");
-    other.namespace = Some("x".into());
+    assert!(message.starts_with("ip:"), "{message}");
+    assert!(message.contains("x/pod-r"), "{message}");
+    other.ip = "10.128.0.6".parse().unwrap();
     other.vnid = ofnode::sdn::Vnid::new(12).unwrap();
     let (status, message) = refusal(c.pod_add(&other).await);
     assert_eq!(status, 422);
@@ -311,33 +353,164 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     assert!(message.starts_with("labels.bad key"), "{message}");
 
     let (status, message) = refusal(
-        c.pod_labels(&wire::PodLabels {
-            sandbox: SANDBOX.parse().unwrap(),
-            labels: [("pod".to_string(), "a b".to_string())].into(),
+        c.pod_labels(&pod_labels("x/pod-a", &[("pod", "a b")], &[]))
+            .await,
+    );
+    assert_eq!(status, 422);
+    assert!(message.starts_with("labels.pod"), "{message}");
+    let (status, message) = refusal(
+        c.pod_labels(&pod_labels("x/pod-a", &[("pod", "b")], &["pod"]))
+            .await,
+    );
+    assert_eq!(status, 422);
+    assert!(message.starts_with("labels.pod"), "{message}");
+    let (status, message) = refusal(
+        c.pod_labels(&pod_labels("x/nosuch", &[("pod", "b")], &[]))
+            .await,
+    );
+    assert_eq!(status, 404, "{message}");
+    let (status, message) = refusal(
+        c.namespace_labels(&wire::NamespaceLabels {
+            name: "x".into(),
+            edit: label_edit(&[("-bad", "v")], &[]),
         })
         .await,
     );
     assert_eq!(status, 422);
-    assert!(message.starts_with("labels.pod"), "{message}");
+    assert!(message.starts_with("labels.-bad"), "{message}");
+    let (status, message) = refusal(
+        c.namespace_labels(&wire::NamespaceLabels {
+            name: "nowhere".into(),
+            edit: label_edit(&[("team", "blue")], &[]),
+        })
+        .await,
+    );
+    assert_eq!(status, 404, "{message}");
 
-    let remote = |ip: &str, ns: &str| wire::RemotePod {
-        ip: ip.parse().unwrap(),
-        namespace: ns.into(),
-        labels: Default::default(),
+    let http = |port| wire::NamedPort {
+        name: "http".into(),
+        protocol: wire::L4::Tcp,
+        port,
     };
+    for (ports, status, field) in [
+        (vec![http(0)], 422, "ports[0].port: 0 is not a port"),
+        (
+            vec![http(80), http(81)],
+            422,
+            "ports[1].name: \"http\" names two TCP ports",
+        ),
+        (
+            vec![wire::NamedPort {
+                name: "web--1".into(),
+                ..http(80)
+            }],
+            422,
+            "ports[0].name: \"web--1\" is not a port name",
+        ),
+    ] {
+        let req = wire::PodPorts {
+            pod: key("x/pod-a"),
+            ports,
+        };
+        let (got, message) = refusal(c.pod_ports(&req).await);
+        assert_eq!(got, status, "{message}");
+        assert!(message.starts_with(field), "{message}");
+    }
+    let nobody = wire::PodPorts {
+        pod: key("x/nosuch"),
+        ports: vec![http(80)],
+    };
+    let (status, message) = refusal(c.pod_ports(&nobody).await);
+    assert_eq!(status, 404, "{message}");
+
+    let mut no_address = remote_pod("x/pod-c", "10.130.0.9", &[]);
+    let mut bad_port = remote_pod("x/pod-c", "10.130.0.9", &[]);
+    bad_port.info.ports = vec![http(0)];
+    no_address.info.ips.clear();
     for (pod, field) in [
-        (remote("10.128.0.9", "x"), "ip:"),
-        (remote("192.0.2.9", "x"), "ip:"),
-        (remote("10.130.0.9", "nowhere"), "namespace:"),
+        (remote_pod("x/pod-c", "10.128.0.9", &[]), "ips:"),
+        (remote_pod("x/pod-c", "192.0.2.9", &[]), "ips:"),
+        (no_address, "ips:"),
+        (bad_port, "ports[0].port"),
+        (remote_pod("nowhere/pod-c", "10.130.0.9", &[]), "pod:"),
+        (remote_pod("x/pod-a", "10.130.0.9", &[]), "pod:"),
+        (
+            remote_pod("x/pod-c", "10.130.0.9", &[("bad key", "v")]),
+            "labels.bad key",
+        ),
     ] {
         let (status, message) = refusal(c.remote_pod_set(&pod).await);
         assert_eq!(status, 422);
         assert!(message.starts_with(field), "{message}");
     }
+    let (status, message) = refusal(
+        c.remote_pod_del(&wire::RemotePodDel {
+            pod: key("x/pod-a"),
+        })
+        .await,
+    );
+    assert_eq!(status, 422);
+    assert!(message.starts_with("pod:"), "{message}");
 
     assert_flows(&f.ovs, &flows);
     assert_eq!(f.ports(), ports, "a refused pod add left a port");
     assert_eq!(inputs(&api).await, held);
+}
+
+/// A named port resolves on each pod it names (its number there), follows the pod's ports
+/// as they change, and allows nothing on a pod without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_port_resolves_on_the_pods_that_name_it() {
+    let f = Fixture::set_up(Mode::NetworkPolicy).await;
+    let api = serve(&f).await;
+    let c = &api.client;
+    c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    let ofport = c.pod_add(&pod).await.unwrap();
+    let with_pod = with(
+        &base_flows(Mode::NetworkPolicy),
+        &pod_a_flows(ofport, "0xb")
+            .iter()
+            .map(String::as_str)
+            .chain(["table=25, priority=100,ip,nw_src=10.128.0.5 actions=load:0xb->NXM_NX_REG0[],resubmit(,21)"])
+            .collect::<Vec<_>>(),
+    );
+    wait_for_flows(&f.ovs, &with_pod, std::time::Duration::from_secs(10));
+    let spec = r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http"},{"protocol":"UDP","port":"dns"}]}]}"#;
+    c.netpol_apply(policy("x", "named", spec)).await.unwrap();
+    // The pod names no port yet: isolated, nothing allowed.
+    let isolated = with(
+        &with_pod,
+        &["table=80, priority=100,ip,reg1=0xb actions=drop"],
+    );
+    assert_flows(&f.ovs, &isolated);
+
+    let ports = |ports: &[&str]| wire::PodPorts {
+        pod: key("x/pod-a"),
+        ports: ports.iter().map(|p| p.parse().unwrap()).collect(),
+    };
+    c.pod_ports(&ports(&["http=8080/TCP", "dns=5353/UDP", "metrics=9090"]))
+        .await
+        .unwrap();
+    let allowed = |http: &str| {
+        with(
+            &isolated,
+            &[
+                &format!("table=80, priority=210,tcp,nw_dst=10.128.0.5,tp_dst={http} actions=goto_table:81"),
+                "table=80, priority=210,udp,nw_dst=10.128.0.5,tp_dst=5353 actions=goto_table:81",
+            ],
+        )
+    };
+    assert_flows(&f.ovs, &allowed("8080"));
+    c.pod_ports(&ports(&["http=80", "dns=5353/UDP"]))
+        .await
+        .unwrap();
+    assert_flows(&f.ovs, &allowed("80"));
+    // `http` over UDP is not the policy's (TCP) http.
+    c.pod_ports(&ports(&["http=80/UDP"])).await.unwrap();
+    assert_flows(&f.ovs, &isolated);
 }
 
 /// A node in another mode would keep the mode's inputs without enforcing them: it refuses
@@ -370,24 +543,17 @@ async fn a_node_in_another_mode_refuses_the_modes_inputs() {
     );
     expect_409(
         refusal(
-            c.remote_pod_set(&wire::RemotePod {
-                ip: "10.130.0.7".parse().unwrap(),
-                namespace: "x".into(),
-                labels: Default::default(),
-            })
-            .await,
+            c.remote_pod_set(&remote_pod("x/pod-b", "10.130.0.7", &[]))
+                .await,
         ),
         "remote pods",
     );
     let mut pod = pod_a(11);
     pod.labels.insert("pod".into(), "a".into());
-    expect_409(
-        refusal(c.pod_add(&pod).await),
-        "a pod's namespace and labels",
-    );
+    expect_409(refusal(c.pod_add(&pod).await), "a pod's labels");
     assert_flows(&f.ovs, &flows);
     assert_eq!(f.ports(), ports, "a refused pod add left a port");
-    assert_eq!(inputs(&api).await, "[]\n[]\n[]");
+    assert_eq!(inputs(&api).await, "[]\n[]\n[]\n[]");
 }
 
 /// A networkpolicy node with namespaces x and y, pod A (x, pod=a), a remote pod of y, an
@@ -402,16 +568,12 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
         .unwrap();
     f.veth("vethA");
     let mut pod = pod_a(0);
-    pod.namespace = Some("x".into());
+    pod.pod = key("x/pod-a");
     pod.labels.insert("pod".into(), "a".into());
     c.pod_add(&pod).await.unwrap();
-    c.remote_pod_set(&wire::RemotePod {
-        ip: "10.130.0.7".parse().unwrap(),
-        namespace: "y".into(),
-        labels: Default::default(),
-    })
-    .await
-    .unwrap();
+    c.remote_pod_set(&remote_pod("y/pod-b", "10.130.0.7", &[]))
+        .await
+        .unwrap();
     let ingress = r#"{"podSelector":{"matchLabels":{"pod":"a"}},
         "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"team":"blue"}}}],
                     "ports":[{"port":80},{"port":81,"endPort":90},

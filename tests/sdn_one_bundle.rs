@@ -5,13 +5,9 @@
 
 mod sdn_common;
 
-use std::time::Duration;
-
 use ofnode::sdn::policy::networkpolicy::parse_netpol;
-use ofnode::sdn::{
-    EgressNetworkPolicy, HostSubnet, Labels, Mode, Namespace, RemotePod, Service, Vnid,
-};
-use ofnode_harness::ofproxy::BundleEnd;
+use ofnode::sdn::{EgressNetworkPolicy, HostSubnet, Mode, Namespace, PodInfo, Service, Vnid};
+use ofnode_harness::ofproxy::{msg_type, BundleEnd};
 use ofnode_harness::OfProxy;
 use sdn_common::*;
 
@@ -62,11 +58,19 @@ async fn no_bundle<T: std::fmt::Debug>(
 }
 
 /// Nothing reaches the switch behind the operations' backs (no follow-up fixes, no second
-/// bundle after the answer).
-async fn quiet_afterwards(proxy: &OfProxy) {
+/// bundle after the answer), by evidence: a resync goes through the node's writer after
+/// whatever it had queued, and reads the table through the same OpenFlow connection after
+/// whatever the node had sent on it. When it returns, everything the operations left behind
+/// has passed the proxy, and all that may have passed since `mark` is the resync's read.
+async fn quiet_afterwards(proxy: &OfProxy, node: &ofnode::sdn::Node) {
     let mark = proxy.mark();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    node.resync(false).await.expect("resync");
     let traffic = proxy.traffic_since(mark);
+    assert!(
+        traffic.count_to_switch(msg_type::MULTIPART_REQUEST) >= 1,
+        "the resync did not read the table: {}",
+        traffic.describe()
+    );
     assert!(
         traffic.bundles().is_empty() && traffic.loose_flow_mods() == 0,
         "{}",
@@ -88,8 +92,12 @@ async fn every_operation_is_exactly_one_bundle_at_the_switch() {
 
     f.veth("vethA");
     one_bundle(&proxy, "pod add", node.pod_add(&pod_a(10))).await;
-    let sandbox = SANDBOX.parse().unwrap();
-    one_bundle(&proxy, "pod update", node.pod_update(&sandbox, vnid(11))).await;
+    one_bundle(
+        &proxy,
+        "pod update",
+        node.pod_update(&key(POD_A), None, vnid(11)),
+    )
+    .await;
     let host_subnet = HostSubnet {
         host_ip: "192.0.2.2".parse().unwrap(),
         subnet: "10.130.0.0/23".parse().unwrap(),
@@ -140,21 +148,9 @@ async fn every_operation_is_exactly_one_bundle_at_the_switch() {
         node.hostsubnet_del(host_subnet.host_ip, host_subnet.subnet),
     )
     .await;
-    one_bundle(
-        &proxy,
-        "pod del",
-        node.pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap()),
-    )
-    .await;
+    one_bundle(&proxy, "pod del", node.pod_del(&key(POD_A), None)).await;
 
-    quiet_afterwards(&proxy).await;
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    quiet_afterwards(&proxy, node).await;
 }
 
 fn namespace(name: &str, v: u32, pairs: &[(&str, &str)]) -> Namespace {
@@ -194,7 +190,7 @@ async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
     .await;
     f.veth("vethA");
     let mut pod = pod_a(0);
-    pod.namespace = Some("x".into());
+    pod.pod = key("x/pod-a");
     pod.labels = labels(&[("pod", "a")]);
     one_bundle(
         &proxy,
@@ -224,42 +220,74 @@ async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
         node.namespace_set(namespace("y", 12, &[("team", "red")])),
     )
     .await;
-    let remote = RemotePod {
-        ip: "10.130.0.7".parse().unwrap(),
-        namespace: "x".into(),
+    one_bundle(
+        &proxy,
+        "namespace label (selected again)",
+        node.namespace_labels("y", label_edit(&[("team", "blue")], &[])),
+    )
+    .await;
+    no_bundle(
+        &proxy,
+        "namespace label (the same)",
+        node.namespace_labels("y", label_edit(&[("team", "blue")], &[])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "namespace label (removed, no longer selected)",
+        node.namespace_labels("y", label_edit(&[], &["team"])),
+    )
+    .await;
+    let (remote_key, local_key) = (key("x/pod-b"), key("x/pod-a"));
+    let remote = PodInfo {
         labels: labels(&[("pod", "b")]),
+        ips: vec!["10.130.0.7".parse().unwrap()],
+        local: false,
+        ports: Vec::new(),
     };
     one_bundle(
         &proxy,
         "remote pod set",
-        node.remote_pod_set(remote.clone()),
+        node.remote_pod_set(remote_key.clone(), remote.clone()),
     )
     .await;
     no_bundle(
         &proxy,
         "remote pod set (the same)",
-        node.remote_pod_set(remote),
+        node.remote_pod_set(remote_key.clone(), remote.clone()),
     )
     .await;
-    let sandbox = SANDBOX.parse().unwrap();
+    one_bundle(
+        &proxy,
+        "remote pod labels (no longer selected)",
+        node.pod_labels(remote_key.clone(), label_edit(&[("pod", "c")], &[])),
+    )
+    .await;
+    one_bundle(
+        &proxy,
+        "remote pod set (selected again)",
+        node.remote_pod_set(remote_key.clone(), remote),
+    )
+    .await;
     one_bundle(
         &proxy,
         "pod labels (no longer selected)",
-        node.pod_labels(&sandbox, labels(&[("pod", "z")])),
+        node.pod_labels(local_key.clone(), label_edit(&[("pod", "z")], &[])),
+    )
+    .await;
+    no_bundle(
+        &proxy,
+        "pod labels (another label, no policy sees it)",
+        node.pod_labels(local_key.clone(), label_edit(&[("tier", "web")], &[])),
     )
     .await;
     one_bundle(
         &proxy,
         "pod labels (selected again)",
-        node.pod_labels(&sandbox, labels(&[("pod", "a")])),
+        node.pod_labels(local_key.clone(), label_edit(&[("pod", "a")], &["tier"])),
     )
     .await;
-    one_bundle(
-        &proxy,
-        "remote pod del",
-        node.remote_pod_del("10.130.0.7".parse().unwrap()),
-    )
-    .await;
+    one_bundle(&proxy, "remote pod del", node.remote_pod_del(remote_key)).await;
     one_bundle(
         &proxy,
         "namespace set (selected again)",
@@ -280,11 +308,6 @@ async fn every_networkpolicy_operation_is_exactly_one_bundle_at_the_switch() {
     )
     .await;
     no_bundle(&proxy, "namespace del (no policy)", node.namespace_del("y")).await;
-    one_bundle(
-        &proxy,
-        "pod del",
-        node.pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap()),
-    )
-    .await;
-    quiet_afterwards(&proxy).await;
+    one_bundle(&proxy, "pod del", node.pod_del(&local_key, None)).await;
+    quiet_afterwards(&proxy, node).await;
 }

@@ -191,28 +191,33 @@ async fn pod_add_update_del() {
     };
     assert_flows(&f.ovs, &expect("0xa"));
 
-    // Found through its sandbox id; re-installed with the new VNID.
+    // Found by its key; re-installed with the new VNID.
     f.node
-        .pod_update(&SANDBOX.parse().unwrap(), vnid(11))
+        .pod_update(&key(POD_A), None, vnid(11))
         .await
         .unwrap();
     assert_flows(&f.ovs, &expect("0xb"));
 
-    // An unknown sandbox is an error that changes nothing.
-    let other = "00".repeat(32).parse().unwrap();
-    let err = f.node.pod_update(&other, vnid(12)).await.unwrap_err();
+    // An unknown pod is an error that changes nothing, with or without a sandbox id no flow
+    // of the switch carries.
+    let other = key("default/pod-z");
+    let err = f.node.pod_update(&other, None, vnid(12)).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    let unknown_sandbox = Some("00".repeat(32).parse().unwrap());
+    let err = f
+        .node
+        .pod_update(&other, unknown_sandbox, vnid(12))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
     assert_flows(&f.ovs, &expect("0xb"));
 
-    f.node
-        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
-        .await
-        .unwrap();
+    f.node.pod_del(&key(POD_A), None).await.unwrap();
     assert_flows(&f.ovs, &base);
     assert!(!f.ports().contains(&"vethA".to_string()));
-    // Deleting again succeeds and changes nothing.
+    // Deleting again (as a runtime does, naming the veth) succeeds and changes nothing.
     f.node
-        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
+        .pod_del(&key(POD_A), Some("vethA".parse().unwrap()))
         .await
         .unwrap();
     assert_flows(&f.ovs, &base);
@@ -236,7 +241,11 @@ async fn pod_update_finds_a_pod_through_the_note_on_the_switch() {
         f.ovs.ofctl("add-flow", "br0", &[flow]).unwrap();
     }
     f.node
-        .pod_update(&SANDBOX.parse().unwrap(), vnid(6))
+        .pod_update(
+            &key("default/seed-pod"),
+            Some(SANDBOX.parse().unwrap()),
+            vnid(6),
+        )
         .await
         .unwrap();
     let expected = with(
@@ -250,6 +259,11 @@ async fn pod_update_finds_a_pod_through_the_note_on_the_switch() {
     );
     assert_flows(&f.ovs, &expected);
     assert_eq!(f.node.status().pods, 1);
+    // Taken over under the key it was given.
+    let pods = f.node.pods().await.unwrap();
+    assert_eq!(pods.len(), 1);
+    assert_eq!(pods[0].0, key("default/seed-pod"));
+    assert_eq!(pods[0].1.ofport, 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,6 +301,7 @@ async fn multitenant_vnid_rules_follow_their_users() {
     // A pod of VNID 0 adds no rule (setup's reg0=0/reg1=0 flows cover it).
     f.node
         .pod_add(&pod(
+            POD_B,
             "vethB",
             "10.128.0.6",
             "0a:58:0a:80:00:06",
@@ -302,16 +317,10 @@ async fn multitenant_vnid_rules_follow_their_users() {
         "table=70, priority=100,ip,nw_dst=10.128.0.6 actions=load:0->NXM_NX_REG1[],load:0x4->NXM_NX_REG2[],goto_table:80",
     ];
     assert_flows(&f.ovs, &with(&with_a_svc, &pod_b));
-    f.node
-        .pod_del(&"vethB".parse().unwrap(), "10.128.0.6".parse().unwrap())
-        .await
-        .unwrap();
+    f.node.pod_del(&key(POD_B), None).await.unwrap();
 
     // The pod goes; the service still uses VNID 10, so the rule stays.
-    f.node
-        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
-        .await
-        .unwrap();
+    f.node.pod_del(&key(POD_A), None).await.unwrap();
     assert_flows(&f.ovs, &with(&with(&base, &svc_flows), &[rule]));
     assert!(f.node.unused_vnids().await.unwrap().is_empty());
 
@@ -486,7 +495,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
     assert!(matches!(err, Error::Invalid(_)), "{err}");
     let err = f
         .node
-        .pod_bandwidth(&"nosuch".parse().unwrap(), Some(1000), None)
+        .pod_bandwidth(&key("default/nosuch"), Some(1000), None)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
@@ -494,6 +503,7 @@ async fn operations_before_setup_and_bad_input_change_nothing() {
     let err = f
         .node
         .pod_add(&pod(
+            POD_A,
             "nosuch",
             "10.128.0.5",
             "0a:58:0a:80:00:05",
@@ -521,9 +531,9 @@ async fn pod_bandwidth_sets_qos_and_policing() {
     let f = Fixture::set_up(Mode::Subnet).await;
     f.veth("vethA");
     f.node.pod_add(&pod_a(0)).await.unwrap();
-    let veth = "vethA".parse().unwrap();
+    let pod = key(POD_A);
     f.node
-        .pod_bandwidth(&veth, Some(1_000_000), Some(2_048_000))
+        .pod_bandwidth(&pod, Some(1_000_000), Some(2_048_000))
         .await
         .unwrap();
     let qos = f.ovs.vsctl(&["get", "Port", "vethA", "qos"]).unwrap();
@@ -547,7 +557,7 @@ async fn pod_bandwidth_sets_qos_and_policing() {
             .trim(),
         "2000"
     );
-    f.node.pod_bandwidth(&veth, None, None).await.unwrap();
+    f.node.pod_bandwidth(&pod, None, None).await.unwrap();
     assert_eq!(
         f.ovs
             .vsctl(&["get", "Port", "vethA", "qos"])
@@ -558,13 +568,10 @@ async fn pod_bandwidth_sets_qos_and_policing() {
     assert_eq!(f.ovs.vsctl(&["list", "QoS"]).unwrap().trim(), "");
     // Teardown clears the QoS with the port.
     f.node
-        .pod_bandwidth(&veth, Some(5_000_000), None)
+        .pod_bandwidth(&pod, Some(5_000_000), None)
         .await
         .unwrap();
-    f.node
-        .pod_del(&veth, "10.128.0.5".parse().unwrap())
-        .await
-        .unwrap();
+    f.node.pod_del(&pod, None).await.unwrap();
     assert_eq!(f.ovs.vsctl(&["list", "QoS"]).unwrap().trim(), "");
     assert_flows(&f.ovs, &base_flows(Mode::Subnet));
 }
@@ -590,6 +597,7 @@ async fn concurrent_pod_adds_and_deletes_keep_the_table_exact() {
     let sandbox = |i: usize| format!("{:02x}", i + 1).repeat(32);
     let add = move |i: usize| {
         pod(
+            &format!("default/pod-{i}"),
             &format!("vc{i}"),
             &format!("10.128.1.{}", i + 1),
             &format!("0a:58:0a:80:01:{:02x}", i + 1),
@@ -642,12 +650,9 @@ async fn concurrent_pod_adds_and_deletes_keep_the_table_exact() {
     for i in (0..PODS).filter(|i| i % 2 == 0) {
         let node = f.node.clone();
         tasks.push(tokio::spawn(async move {
-            node.pod_del(
-                &format!("vc{i}").parse().unwrap(),
-                format!("10.128.1.{}", i + 1).parse().unwrap(),
-            )
-            .await
-            .unwrap();
+            node.pod_del(&key(&format!("default/pod-{i}")), None)
+                .await
+                .unwrap();
         }));
     }
     for task in tasks {

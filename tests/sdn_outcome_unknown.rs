@@ -42,6 +42,7 @@ async fn through_proxy_with(
 /// The second pod of these tests (vethB, 10.128.0.6, sandbox b0b0…) in VNID 10.
 fn pod_b() -> ofnode::sdn::PodAdd {
     pod(
+        POD_B,
         "vethB",
         "10.128.0.6",
         "0a:58:0a:80:00:06",

@@ -129,21 +129,25 @@ async fn ofnode_restart_repairs_the_switch() {
     assert_eq!(f.node.metrics().full_reinstalls.load(Ordering::Relaxed), 0);
     assert_eq!(f.node.metrics().repairs.load(Ordering::Relaxed), 1);
     // Operations continue on the reloaded state.
-    f.node
-        .pod_del(&"vethA".parse().unwrap(), "10.128.0.5".parse().unwrap())
-        .await
-        .unwrap();
+    f.node.pod_del(&key(POD_A), None).await.unwrap();
     let status = f.node.status();
     assert_eq!(status.pods, 0);
 }
 
 const STREAM_PODS: usize = 120;
 
-/// `ofnode pod add` of stream pod `i`: veth `vs<i>`, IP 10.128.1.<i>.
+/// The key of stream pod `i`.
+fn stream_pod(i: usize) -> String {
+    format!("default/stream-{i}")
+}
+
+/// `ofnode pod add` of stream pod `i`: [`stream_pod`], veth `vs<i>`, IP 10.128.1.<i>.
 fn stream_pod_args(i: usize) -> Vec<String> {
     [
         "pod",
         "add",
+        "--pod",
+        &stream_pod(i),
         "--veth",
         &format!("vs{i}"),
         "--ip",
@@ -205,8 +209,10 @@ async fn ofnode_killed_during_pod_adds() {
         .unwrap();
     let state: NodeState = node.state().await.unwrap();
     for i in &acked {
-        let ip = format!("10.128.1.{i}").parse().unwrap();
-        assert!(state.pods.contains_key(&ip), "acknowledged pod {i} lost");
+        let pod = state.pods.get(&key(&stream_pod(*i)));
+        assert!(pod.is_some(), "acknowledged pod {i} lost");
+        let ip: std::net::Ipv4Addr = format!("10.128.1.{i}").parse().unwrap();
+        assert_eq!(pod.map(|p| p.ip), Some(ip), "pod {i}'s address");
     }
     assert!(
         state.pods.len() <= acked.len() + 1,

@@ -17,8 +17,8 @@ use serde_json::json;
 
 const SERVICE_IP: Ipv4Addr = Ipv4Addr::new(172, 30, 0, 10);
 
-/// Two nodes; on node 0 pods `a` and `a2` of tenant 10 and `b` of tenant 11; on node 1 pod `c`
-/// of tenant 10; service 172.30.0.10 (tcp/80) of tenant 10.
+/// Two nodes; on node 0 pods `shop/a` and `shop/a2` of tenant 10 and `billing/b` of tenant 11;
+/// on node 1 pod `shop/c` of tenant 10; service 172.30.0.10 (tcp/80) of tenant 10.
 struct Scenario {
     a: Pod,
     a2: Pod,
@@ -36,10 +36,10 @@ impl Scenario {
             echo: false,
         })
         .unwrap();
-        let a = cluster.add_pod(0, 10).unwrap();
-        let a2 = cluster.add_pod(0, 10).unwrap();
-        let b = cluster.add_pod(0, 11).unwrap();
-        let c = cluster.add_pod(1, 10).unwrap();
+        let a = cluster.add_named_pod(0, ("shop", "a"), 10, &[]).unwrap();
+        let a2 = cluster.add_named_pod(0, ("shop", "a2"), 10, &[]).unwrap();
+        let b = cluster.add_named_pod(0, ("billing", "b"), 11, &[]).unwrap();
+        let c = cluster.add_named_pod(1, ("shop", "c"), 10, &[]).unwrap();
         cluster.add_service(SERVICE_IP, 10, &["tcp/80"]).unwrap();
         Scenario {
             a,
@@ -124,7 +124,7 @@ fn node_state(s: &Scenario, index: usize) -> NodeState {
         .map(|pod| {
             let value = json!({"veth": pod.host_veth, "ip": pod.ip, "mac": pod.mac,
                                "sandbox": pod.sandbox, "vnid": pod.vnid, "ofport": pod.ofport});
-            (pod.ip.to_string(), value)
+            (pod.key(), value)
         })
         .collect();
     serde_json::from_value(json!({
@@ -147,6 +147,13 @@ async fn traced(s: &Scenario, node: usize, packet: &Packet) -> Trace {
         .unwrap_or_else(|e| panic!("{e}\n{}", s.cluster.diagnostics()));
     println!("{}", trace.render());
     trace
+}
+
+/// Whether `owners` is `pod` alone, named by its key and sandbox id.
+fn is_pod(owners: &[Owner], pod: &Pod) -> bool {
+    let key = pod.key();
+    matches!(owners, [Owner::Pod { pod: owner, sandbox, ip, .. }]
+        if *owner == key && *sandbox == pod.sandbox && *ip == pod.ip)
 }
 
 fn step_of(trace: &Trace, table: u8) -> &Step {
@@ -178,10 +185,15 @@ async fn a_pod_to_a_pod_on_the_other_node_is_tunnelled_to_that_node() {
             subnet: node1.subnet_cidr()
         }]
     );
-    assert!(
-        matches!(&step_of(&trace, 20).owners[..], [Owner::Pod { sandbox, .. }] if *sandbox == s.a.sandbox)
-    );
+    assert!(is_pod(&step_of(&trace, 20).owners, &s.a));
     let text = trace.render();
+    let owner = format!(
+        "pod {} {} (sandbox {}…, VNID 10)",
+        s.a.key(),
+        s.a.ip,
+        &s.a.sandbox[..12]
+    );
+    assert!(text.contains(&owner), "{text}");
     let expected = format!(
         "verdict: tunnel to {} (tun_id 0xa) through port 1 (vxlan0)",
         node1.underlay_ip
@@ -345,7 +357,7 @@ fn api_get(s: &Scenario, index: usize, path: &str) -> (u16, String) {
 }
 
 /// The daemon answers the operator's question (`ofnode trace`, its `--json`, `GET
-/// /v1/trace`) from what it knows: the pod by IP, veth or sandbox prefix, its port and MAC.
+/// /v1/trace`) from what it knows: the pod by key, IP, veth or sandbox prefix, its port and MAC.
 #[tokio::test]
 async fn the_cli_and_the_api_trace_through_the_daemon() {
     let s = Scenario::start();
@@ -406,9 +418,7 @@ async fn the_cli_and_the_api_trace_through_the_daemon() {
             "{:?}",
             outputs[0]
         );
-        assert!(
-            matches!(&step_of(trace, 20).owners[..], [Owner::Pod { sandbox, .. }] if *sandbox == s.a.sandbox)
-        );
+        assert!(is_pod(&step_of(trace, 20).owners, &s.a));
     }
 
     // Another tenant: dropped at table 80, by the flow named.
@@ -435,26 +445,17 @@ async fn the_cli_and_the_api_trace_through_the_daemon() {
         "{text}"
     );
 
-    // A service: through table 60, to tun0.
+    // A service: through table 60, to tun0 (the pod named by its key).
+    let a_key = s.a.key();
     let (ok, text, err) = cli_trace(
         &s,
         0,
         &[
-            "--from",
-            &s.a.host_veth,
-            "--to",
-            &service,
-            "--proto",
-            "tcp",
-            "--dport",
-            "80",
+            "--from", &a_key, "--to", &service, "--proto", "tcp", "--dport", "80",
         ],
     );
     assert!(ok, "{err}");
-    println!(
-        "$ ofnode trace --from {} --to {service} --proto tcp --dport 80\n{text}",
-        s.a.host_veth
-    );
+    println!("$ ofnode trace --from {a_key} --to {service} --proto tcp --dport 80\n{text}");
     assert_eq!(text_tables(&text), [0, 20, 21, 30, 60, 80], "{text}");
     assert!(text.contains(&format!("[service {service}")), "{text}");
     assert!(text.contains("(tun0)"), "{text}");
@@ -462,10 +463,14 @@ async fn the_cli_and_the_api_trace_through_the_daemon() {
     // Unknown inputs: a non-zero exit and an error naming what is wrong; the CLI refuses a
     // bad IP before asking, the daemon what it cannot build a packet from.
     let before = s.cluster.node(0).flows().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["--from", "10.128.0.99"],
             "--from \"10.128.0.99\" is not a pod of this node",
+        ),
+        (
+            &["--from", "default/no-such-pod"],
+            "--from \"default/no-such-pod\" is not a pod of this node",
         ),
         (&["--from", "no-such-veth"], "is not a pod of this node"),
         (

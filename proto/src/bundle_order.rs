@@ -6,6 +6,10 @@
 //! places each message in one of three stages — group adds and modifies, then flow mods (and
 //! anything else), then group deletes — keeping the caller's order within a stage.
 //!
+//! OVS 3.1 bundles only flow mods, group mods, port mods and packet-outs: anything else (a
+//! meter mod, above all) is refused here with [`BundleOrderError::NotBundlable`] rather than by
+//! the switch with OFPBFC_MSG_UNSUP.
+//!
 //! Moving a message across another one about the same group would change what the bundle
 //! does, so that is refused instead: a group deleted and then added or modified again (the
 //! add would go first and fail with OFPGMFC_GROUP_EXISTS, or, for a new id, the group would be
@@ -16,14 +20,15 @@
 
 use std::collections::HashSet;
 
-use crate::{GroupCommand, Message, OFPG_ALL};
+use crate::message::message_name;
+use crate::{GroupCommand, Message, OFPG_ALL, OFPT_PORT_MOD};
 
 /// The three parts of a bundle, in the order they are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BundleStage {
     /// Group adds and modifies: before the flows that use them.
     GroupsIn,
-    /// Flow mods and any other message, in the caller's order.
+    /// Flow mods (and port mods and packet-outs), in the caller's order.
     Flows,
     /// Group deletes: after the flows that used them.
     GroupsOut,
@@ -47,6 +52,13 @@ pub enum BundleOrderError {
         /// The delete was of every group (`group_id=all`), not of this one.
         after_delete_all: bool,
     },
+    /// A message OVS 3.1 does not take inside a bundle.
+    #[error(
+        "a {what} cannot go in a bundle: OVS 3.1 bundles only flow mods, group mods, port mods \
+         and packet-outs (OFPBFC_MSG_UNSUP); send it on its own (a meter before the bundle \
+         whose flows use it, its delete after the bundle that removes them)"
+    )]
+    NotBundlable { what: &'static str },
 }
 
 /// Places a bundle's messages, one after another in the caller's order, in their
@@ -87,19 +99,26 @@ impl BundleOrder {
         Ok(BundleStage::GroupsIn)
     }
 
-    /// The stage of any message (a group mod as [`BundleOrder::place_group`] places it).
+    /// The stage of any message (a group mod as [`BundleOrder::place_group`] places it), or
+    /// the error for a message OVS does not bundle.
     pub fn place(&mut self, message: &Message) -> Result<BundleStage, BundleOrderError> {
         match message {
             Message::GroupMod(gm) => self.place_group(gm.command, gm.group_id),
-            _ => Ok(BundleStage::Flows),
+            Message::FlowMod(_) | Message::PacketOut(_) => Ok(BundleStage::Flows),
+            Message::Unknown { msg_type, .. } if *msg_type == OFPT_PORT_MOD => {
+                Ok(BundleStage::Flows)
+            }
+            other => Err(BundleOrderError::NotBundlable {
+                what: message_name(other.msg_type()),
+            }),
         }
     }
 }
 
 /// The messages of one bundle in the order OVS needs them: group adds and modifies first,
-/// then the flow mods (and anything else), then group deletes, the caller's order kept within
-/// each part; or the error when that order would change what the bundle does (see
-/// [`BundleOrderError`]).
+/// then the flow mods (port mods and packet-outs with them), then group deletes, the caller's
+/// order kept within each part; or the error when that order would change what the bundle
+/// does, or a message cannot be bundled (see [`BundleOrderError`]).
 pub fn order_for_bundle(messages: Vec<Message>) -> Result<Vec<Message>, BundleOrderError> {
     let mut order = BundleOrder::new();
     let mut placed = Vec::with_capacity(messages.len());
@@ -212,5 +231,14 @@ mod tests {
             group(GroupCommand::Add, 10),
         ])
         .is_ok());
+    }
+
+    #[test]
+    fn a_meter_mod_is_not_bundled() {
+        let meter = Message::MeterMod(crate::MeterMod::delete(1));
+        let err = order_for_bundle(vec![flow(1), meter]).unwrap_err();
+        assert_eq!(err, BundleOrderError::NotBundlable { what: "meter_mod" });
+        assert!(err.to_string().contains("OFPBFC_MSG_UNSUP"), "{err}");
+        assert!(order_for_bundle(vec![Message::BarrierRequest]).is_err());
     }
 }

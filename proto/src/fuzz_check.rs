@@ -2,10 +2,12 @@
 //! run them under the fuzzer and `tests/fuzz_corpus.rs` replays the kept corpora through them in
 //! the normal test run. They panic (assert) when a property fails; that is their job.
 
-use crate::text::{format_flow_mod, format_group_mod, parse_flow, parse_group};
+use crate::text::{
+    format_flow_mod, format_group_mod, format_meter_mod, parse_flow, parse_group, parse_meter,
+};
 use crate::{
     message_length, Action, FlowMod, FlowModCommand, GroupCommand, GroupMod, Instruction, Message,
-    MultipartReply, MultipartReplyBody,
+    MeterCommand, MultipartReply, MultipartReplyBody,
 };
 
 /// Messages with fixed-size strings: port names and switch descriptions are decoded lossily
@@ -57,9 +59,9 @@ fn reencoded(msg: &Message, xid: u32) -> bytes::BytesMut {
         .unwrap_or_else(|e| panic!("a decoded message does not encode again: {e}"))
 }
 
-/// Any text given to the flow or group parser gives a flow (group) or an error, never a
-/// panic; a parsed flow or group prints to text that parses back to the same flow or group
-/// (up to NAT ranges of one, see [`ranges_of_one_collapsed`]).
+/// Any text given to the flow, group or meter parser gives a flow (group, meter) or an error,
+/// never a panic; a parsed flow, group or meter prints to text that parses back to the same
+/// one (up to NAT ranges of one, see [`ranges_of_one_collapsed`]).
 pub fn check_parse_flow(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -74,6 +76,22 @@ pub fn check_parse_flow(data: &[u8]) {
     }
     let _ = parse_flow(text, FlowModCommand::Delete);
     check_parse_group(text);
+    check_parse_meter(text);
+}
+
+/// A meter as add-meter reads it prints (after the command word, as ofp-print prints it and,
+/// with its bands on lines of their own, as dump-meters does) to text that parses back to it.
+fn check_parse_meter(text: &str) {
+    if let Ok(mm) = parse_meter(text, MeterCommand::Add) {
+        let printed = format_meter_mod(&mm);
+        let meter = printed.strip_prefix("ADD ").unwrap_or(&printed);
+        assert_eq!(
+            parse_meter(meter, MeterCommand::Add),
+            Ok(mm),
+            "printed: {printed}"
+        );
+    }
+    let _ = parse_meter(text, MeterCommand::Delete);
 }
 
 /// A group as add-group reads it prints (after the command word) to text that parses back to

@@ -25,6 +25,7 @@ pub const OFPT_PORT_STATUS: u8 = 12;
 pub const OFPT_PACKET_OUT: u8 = 13;
 pub const OFPT_FLOW_MOD: u8 = 14;
 pub const OFPT_GROUP_MOD: u8 = 15;
+pub const OFPT_PORT_MOD: u8 = 16;
 pub const OFPT_MULTIPART_REQUEST: u8 = 18;
 pub const OFPT_MULTIPART_REPLY: u8 = 19;
 pub const OFPT_BARRIER_REQUEST: u8 = 20;
@@ -34,6 +35,7 @@ pub const OFPT_ROLE_REPLY: u8 = 25;
 pub const OFPT_GET_ASYNC_REQUEST: u8 = 26;
 pub const OFPT_GET_ASYNC_REPLY: u8 = 27;
 pub const OFPT_SET_ASYNC: u8 = 28;
+pub const OFPT_METER_MOD: u8 = 29;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {

@@ -4,7 +4,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::action::{decode_actions, encode_actions, Action};
 use crate::wire::{put_raw, put_zeros, LengthSlot, Reader};
-use crate::{DecodeError, EncodeError};
+use crate::{DecodeError, EncodeError, OFPM_MAX};
 
 pub const OFPIT_GOTO_TABLE: u16 = 1;
 pub const OFPIT_WRITE_METADATA: u16 = 2;
@@ -15,18 +15,32 @@ pub const OFPIT_METER: u16 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Instruction {
+    /// `meter:N`: the packet goes through meter N (1 to [`OFPM_MAX`]) first.
+    Meter(u32),
     GotoTable(u8),
     ApplyActions(Vec<Action>),
     WriteActions(Vec<Action>),
     ClearActions,
-    /// A meter or write-metadata instruction (this crate does not interpret them), header
-    /// included, kept verbatim.
+    /// A write-metadata instruction (this crate does not interpret it), header included, kept
+    /// verbatim.
     Unknown(Vec<u8>),
 }
 
 impl Instruction {
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         match self {
+            Instruction::Meter(meter_id) => {
+                if !meter_in_range(*meter_id) {
+                    return Err(EncodeError::BadValue {
+                        what: "meter instruction",
+                        value: u128::from(*meter_id),
+                        reason: "a flow's meter is 1 to 4294901760 (OFPMMFC_INVALID_METER)",
+                    });
+                }
+                out.put_u16(OFPIT_METER);
+                out.put_u16(8);
+                out.put_u32(*meter_id);
+            }
             Instruction::GotoTable(table) => {
                 out.put_u16(OFPIT_GOTO_TABLE);
                 out.put_u16(8);
@@ -83,6 +97,19 @@ impl Instruction {
         }
         let mut body = r.child(&raw[4..], "instruction");
         Ok(match inst_type {
+            OFPIT_METER => {
+                let meter_id = body.u32()?;
+                match (meter_in_range(meter_id), r.is_lenient()) {
+                    (true, _) => Instruction::Meter(meter_id),
+                    (false, true) => Instruction::Unknown(raw.to_vec()),
+                    (false, false) => {
+                        return Err(DecodeError::BadValue {
+                            what: "meter instruction (OFPMMFC_INVALID_METER)",
+                            value: u64::from(meter_id),
+                        })
+                    }
+                }
+            }
             OFPIT_GOTO_TABLE => Instruction::GotoTable(body.u8()?),
             OFPIT_APPLY_ACTIONS => {
                 body.skip(4)?;
@@ -90,7 +117,14 @@ impl Instruction {
             }
             OFPIT_WRITE_ACTIONS => {
                 body.skip(4)?;
-                Instruction::WriteActions(decode_actions(&mut body)?)
+                let actions = decode_actions(&mut body)?;
+                if !r.is_lenient() && !actions.iter().all(Action::allowed_in_action_set) {
+                    return Err(DecodeError::BadValue {
+                        what: "write_actions: an action OVS does not take in an action set (OFPBAC_BAD_TYPE)",
+                        value: 0,
+                    });
+                }
+                Instruction::WriteActions(actions)
             }
             OFPIT_CLEAR_ACTIONS => Instruction::ClearActions,
             _ => Instruction::Unknown(raw.to_vec()),
@@ -100,6 +134,7 @@ impl Instruction {
     /// The instruction's type number.
     pub fn inst_type(&self) -> u16 {
         match self {
+            Instruction::Meter(_) => OFPIT_METER,
             Instruction::GotoTable(_) => OFPIT_GOTO_TABLE,
             Instruction::ApplyActions(_) => OFPIT_APPLY_ACTIONS,
             Instruction::WriteActions(_) => OFPIT_WRITE_ACTIONS,
@@ -123,6 +158,11 @@ impl Instruction {
             _ => 5,
         }
     }
+}
+
+/// Whether a flow may use meter `meter_id` (check_METER: not 0, not a virtual meter).
+pub(crate) fn meter_in_range(meter_id: u32) -> bool {
+    (1..=OFPM_MAX).contains(&meter_id)
 }
 
 fn encode_with_actions(

@@ -9,12 +9,16 @@ use crate::error::ErrorMsg;
 use crate::flow_mod::FlowMod;
 use crate::group::GroupMod;
 use crate::header::*;
+use crate::meter::MeterMod;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::packet::{PacketIn, PacketOut};
+use crate::packet_in2::{
+    PacketIn2, PacketInFormat, PacketInView, NXT_PACKET_IN2, NXT_SET_PACKET_IN_FORMAT,
+};
 use crate::port::PortStatus;
 use crate::switch::{AsyncConfig, Hello, RoleMsg, SwitchConfig, SwitchFeatures};
 use crate::wire::{LengthSlot, Reader};
-use crate::{DecodeError, EncodeError};
+use crate::{DecodeError, EncodeError, NX_VENDOR_ID};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -32,6 +36,7 @@ pub enum Message {
     PacketOut(PacketOut),
     FlowMod(FlowMod),
     GroupMod(GroupMod),
+    MeterMod(MeterMod),
     MultipartRequest(MultipartRequest),
     MultipartReply(MultipartReply),
     BarrierRequest,
@@ -43,6 +48,10 @@ pub enum Message {
     SetAsync(AsyncConfig),
     BundleControl(BundleControl),
     BundleAdd(BundleAdd),
+    /// NXT_PACKET_IN2: the packet-in OVS sends once asked with [`Message::SetPacketInFormat`].
+    PacketIn2(PacketIn2),
+    /// NXT_SET_PACKET_IN_FORMAT.
+    SetPacketInFormat(PacketInFormat),
     /// An experimenter message this crate does not interpret.
     Experimenter {
         experimenter: u32,
@@ -73,6 +82,7 @@ impl Message {
             Message::PacketOut(_) => OFPT_PACKET_OUT,
             Message::FlowMod(_) => OFPT_FLOW_MOD,
             Message::GroupMod(_) => OFPT_GROUP_MOD,
+            Message::MeterMod(_) => OFPT_METER_MOD,
             Message::MultipartRequest(_) => OFPT_MULTIPART_REQUEST,
             Message::MultipartReply(_) => OFPT_MULTIPART_REPLY,
             Message::BarrierRequest => OFPT_BARRIER_REQUEST,
@@ -82,9 +92,11 @@ impl Message {
             Message::GetAsyncRequest => OFPT_GET_ASYNC_REQUEST,
             Message::GetAsyncReply(_) => OFPT_GET_ASYNC_REPLY,
             Message::SetAsync(_) => OFPT_SET_ASYNC,
-            Message::BundleControl(_) | Message::BundleAdd(_) | Message::Experimenter { .. } => {
-                OFPT_EXPERIMENTER
-            }
+            Message::BundleControl(_)
+            | Message::BundleAdd(_)
+            | Message::PacketIn2(_)
+            | Message::SetPacketInFormat(_)
+            | Message::Experimenter { .. } => OFPT_EXPERIMENTER,
             Message::Unknown { msg_type, .. } => *msg_type,
         }
     }
@@ -148,11 +160,20 @@ impl Message {
             Message::PacketOut(packet_out) => packet_out.encode(out)?,
             Message::FlowMod(flow_mod) => flow_mod.encode(out)?,
             Message::GroupMod(group_mod) => group_mod.encode(out)?,
+            Message::MeterMod(meter_mod) => meter_mod.encode(out)?,
             Message::MultipartRequest(request) => request.encode(out)?,
             Message::MultipartReply(reply) => reply.encode(out)?,
             Message::RoleRequest(role) | Message::RoleReply(role) => role.encode(out),
             Message::BundleControl(control) => control.encode(out),
             Message::BundleAdd(add) => add.encode(xid, out)?,
+            Message::PacketIn2(packet_in) => {
+                put_nx_header(out, NXT_PACKET_IN2);
+                packet_in.encode(out)?;
+            }
+            Message::SetPacketInFormat(format) => {
+                put_nx_header(out, NXT_SET_PACKET_IN_FORMAT);
+                format.encode(out);
+            }
             Message::Experimenter {
                 experimenter,
                 exp_type,
@@ -165,6 +186,16 @@ impl Message {
             Message::Unknown { body, .. } => out.put_slice(body),
         }
         Ok(())
+    }
+
+    /// The packet a PACKET_IN or NXT_PACKET_IN2 carries, with its table, cookie, metadata and
+    /// userdata; `None` for any other message.
+    pub fn packet_in(&self) -> Option<PacketInView<'_>> {
+        match self {
+            Message::PacketIn(packet_in) => Some(packet_in.view()),
+            Message::PacketIn2(packet_in) => Some(packet_in.view()),
+            _ => None,
+        }
     }
 
     /// Decodes one whole frame (header included; its length must equal `frame.len()`).
@@ -237,6 +268,7 @@ fn decode_body(
         OFPT_PACKET_OUT => Message::PacketOut(PacketOut::decode(r)?),
         OFPT_FLOW_MOD => Message::FlowMod(FlowMod::decode(r)?),
         OFPT_GROUP_MOD => Message::GroupMod(GroupMod::decode(r)?),
+        OFPT_METER_MOD => Message::MeterMod(MeterMod::decode(r)?),
         OFPT_MULTIPART_REQUEST => Message::MultipartRequest(MultipartRequest::decode(r)?),
         OFPT_MULTIPART_REPLY => Message::MultipartReply(MultipartReply::decode(r)?),
         OFPT_BARRIER_REQUEST => Message::BarrierRequest,
@@ -272,6 +304,10 @@ fn decode_experimenter(
         (ONF_EXPERIMENTER_ID, ONFT_BUNDLE_ADD_MESSAGE) => {
             Message::BundleAdd(BundleAdd::decode(r, xid)?)
         }
+        (NX_VENDOR_ID, NXT_PACKET_IN2) => Message::PacketIn2(PacketIn2::decode(r)?),
+        (NX_VENDOR_ID, NXT_SET_PACKET_IN_FORMAT) => {
+            Message::SetPacketInFormat(PacketInFormat::decode(r)?)
+        }
         _ => Message::Experimenter {
             experimenter,
             exp_type,
@@ -280,8 +316,14 @@ fn decode_experimenter(
     })
 }
 
+/// The experimenter header of a Nicira message: its vendor id and subtype.
+fn put_nx_header(out: &mut BytesMut, subtype: u32) {
+    out.put_u32(NX_VENDOR_ID);
+    out.put_u32(subtype);
+}
+
 /// A name for error messages about a message body.
-fn message_name(msg_type: u8) -> &'static str {
+pub(crate) fn message_name(msg_type: u8) -> &'static str {
     match msg_type {
         OFPT_HELLO => "hello",
         OFPT_ERROR => "error",
@@ -293,6 +335,8 @@ fn message_name(msg_type: u8) -> &'static str {
         OFPT_PACKET_OUT => "packet_out",
         OFPT_FLOW_MOD => "flow_mod",
         OFPT_GROUP_MOD => "group_mod",
+        OFPT_PORT_MOD => "port_mod",
+        OFPT_METER_MOD => "meter_mod",
         OFPT_MULTIPART_REQUEST => "multipart request",
         OFPT_MULTIPART_REPLY => "multipart reply",
         OFPT_ROLE_REQUEST | OFPT_ROLE_REPLY => "role message",

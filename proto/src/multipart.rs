@@ -1,10 +1,12 @@
-//! OFPT_MULTIPART_REQUEST / OFPT_MULTIPART_REPLY: flow stats, port descriptions, switch
-//! description; other kinds are carried as raw bodies.
+//! OFPT_MULTIPART_REQUEST / OFPT_MULTIPART_REPLY: flow stats, group and meter statistics and
+//! descriptions, meter features, port descriptions, switch description, the ONF flow monitor;
+//! other kinds are carried as raw bodies.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::group::{GroupDesc, GroupStats};
 use crate::instruction::{decode_instructions, encode_instructions, Instruction};
+use crate::meter::{MeterConfig, MeterFeatures, MeterStats};
 use crate::monitor::{
     decode_requests, decode_updates, encode_experimenter_header, is_flow_monitor_body,
     FlowMonitorRequest, FlowUpdate, OFPMP_EXPERIMENTER,
@@ -18,6 +20,9 @@ pub const OFPMP_DESC: u16 = 0;
 pub const OFPMP_FLOW: u16 = 1;
 pub const OFPMP_GROUP: u16 = 6;
 pub const OFPMP_GROUP_DESC: u16 = 7;
+pub const OFPMP_METER: u16 = 9;
+pub const OFPMP_METER_CONFIG: u16 = 10;
+pub const OFPMP_METER_FEATURES: u16 = 11;
 pub const OFPMP_PORT_DESC: u16 = 13;
 
 /// Set in a reply's flags when more parts of the same reply follow.
@@ -89,6 +94,12 @@ pub enum MultipartRequest {
     GroupStats(u32),
     /// The description of every group (`dump-groups`).
     GroupDesc,
+    /// Statistics of one meter, or of all (`OFPM_ALL`; `meter-stats`).
+    MeterStats(u32),
+    /// The configuration of one meter, or of all (`OFPM_ALL`; `dump-meters`).
+    MeterConfig(u32),
+    /// What meters the switch has (`meter-features`).
+    MeterFeatures,
     PortDesc,
     Desc,
     /// ONF flow monitor (see `monitor.rs`): one or more monitors.
@@ -106,6 +117,9 @@ impl MultipartRequest {
             MultipartRequest::Flow(_) => OFPMP_FLOW,
             MultipartRequest::GroupStats(_) => OFPMP_GROUP,
             MultipartRequest::GroupDesc => OFPMP_GROUP_DESC,
+            MultipartRequest::MeterStats(_) => OFPMP_METER,
+            MultipartRequest::MeterConfig(_) => OFPMP_METER_CONFIG,
+            MultipartRequest::MeterFeatures => OFPMP_METER_FEATURES,
             MultipartRequest::PortDesc => OFPMP_PORT_DESC,
             MultipartRequest::Desc => OFPMP_DESC,
             MultipartRequest::FlowMonitor(_) => OFPMP_EXPERIMENTER,
@@ -123,11 +137,16 @@ impl MultipartRequest {
         put_zeros(out, 4);
         match self {
             MultipartRequest::Flow(req) => req.encode(out)?,
-            MultipartRequest::GroupStats(group_id) => {
-                out.put_u32(*group_id);
+            MultipartRequest::GroupStats(id)
+            | MultipartRequest::MeterStats(id)
+            | MultipartRequest::MeterConfig(id) => {
+                out.put_u32(*id);
                 put_zeros(out, 4);
             }
-            MultipartRequest::GroupDesc | MultipartRequest::PortDesc | MultipartRequest::Desc => {}
+            MultipartRequest::GroupDesc
+            | MultipartRequest::MeterFeatures
+            | MultipartRequest::PortDesc
+            | MultipartRequest::Desc => {}
             MultipartRequest::FlowMonitor(monitors) => {
                 encode_experimenter_header(out);
                 for monitor in monitors {
@@ -153,12 +172,11 @@ impl MultipartRequest {
         }
         let req = match mp_type {
             OFPMP_FLOW => MultipartRequest::Flow(FlowStatsRequest::decode(r)?),
-            OFPMP_GROUP => {
-                let group_id = r.u32()?;
-                r.skip(4)?;
-                MultipartRequest::GroupStats(group_id)
-            }
+            OFPMP_GROUP => MultipartRequest::GroupStats(decode_id(r)?),
             OFPMP_GROUP_DESC => MultipartRequest::GroupDesc,
+            OFPMP_METER => MultipartRequest::MeterStats(decode_id(r)?),
+            OFPMP_METER_CONFIG => MultipartRequest::MeterConfig(decode_id(r)?),
+            OFPMP_METER_FEATURES => MultipartRequest::MeterFeatures,
             OFPMP_PORT_DESC => MultipartRequest::PortDesc,
             OFPMP_DESC => MultipartRequest::Desc,
             OFPMP_EXPERIMENTER if is_flow_monitor_body(r.peek_rest()) => {
@@ -172,6 +190,13 @@ impl MultipartRequest {
         };
         Ok(req)
     }
+}
+
+/// The group or meter a request asks about, and 4 bytes of padding.
+fn decode_id(r: &mut Reader<'_>) -> Result<u32, DecodeError> {
+    let id = r.u32()?;
+    r.skip(4)?;
+    Ok(id)
 }
 
 /// One flow of a flow stats reply.
@@ -289,6 +314,9 @@ pub enum MultipartReplyBody {
     Flow(Vec<FlowStats>),
     GroupStats(Vec<GroupStats>),
     GroupDesc(Vec<GroupDesc>),
+    MeterStats(Vec<MeterStats>),
+    MeterConfig(Vec<MeterConfig>),
+    MeterFeatures(MeterFeatures),
     PortDesc(Vec<Port>),
     Desc(Desc),
     /// ONF flow monitor updates (the initial dump, or changes as they happen).
@@ -316,6 +344,9 @@ impl MultipartReply {
             MultipartReplyBody::Flow(_) => OFPMP_FLOW,
             MultipartReplyBody::GroupStats(_) => OFPMP_GROUP,
             MultipartReplyBody::GroupDesc(_) => OFPMP_GROUP_DESC,
+            MultipartReplyBody::MeterStats(_) => OFPMP_METER,
+            MultipartReplyBody::MeterConfig(_) => OFPMP_METER_CONFIG,
+            MultipartReplyBody::MeterFeatures(_) => OFPMP_METER_FEATURES,
             MultipartReplyBody::PortDesc(_) => OFPMP_PORT_DESC,
             MultipartReplyBody::Desc(_) => OFPMP_DESC,
             MultipartReplyBody::FlowMonitor(_) => OFPMP_EXPERIMENTER,
@@ -328,21 +359,20 @@ impl MultipartReply {
         out.put_u16(self.flags);
         put_zeros(out, 4);
         match &self.body {
-            MultipartReplyBody::Flow(flows) => {
-                for flow in flows {
-                    flow.encode(out)?;
-                }
-            }
+            MultipartReplyBody::Flow(flows) => flows.iter().try_for_each(|f| f.encode(out))?,
             MultipartReplyBody::GroupStats(groups) => {
-                for group in groups {
-                    group.encode(out)?;
-                }
+                groups.iter().try_for_each(|g| g.encode(out))?
             }
             MultipartReplyBody::GroupDesc(groups) => {
-                for group in groups {
-                    group.encode(out)?;
-                }
+                groups.iter().try_for_each(|g| g.encode(out))?
             }
+            MultipartReplyBody::MeterStats(meters) => {
+                meters.iter().try_for_each(|m| m.encode(out))?
+            }
+            MultipartReplyBody::MeterConfig(meters) => {
+                meters.iter().try_for_each(|m| m.encode(out))?
+            }
+            MultipartReplyBody::MeterFeatures(features) => features.encode(out),
             MultipartReplyBody::PortDesc(ports) => ports.iter().for_each(|p| p.encode(out)),
             MultipartReplyBody::Desc(desc) => desc.encode(out),
             MultipartReplyBody::FlowMonitor(updates) => {
@@ -370,20 +400,11 @@ impl MultipartReply {
                 }
                 MultipartReplyBody::Flow(flows)
             }
-            OFPMP_GROUP => {
-                let mut groups = Vec::new();
-                while !r.is_empty() {
-                    groups.push(GroupStats::decode(r)?);
-                }
-                MultipartReplyBody::GroupStats(groups)
-            }
-            OFPMP_GROUP_DESC => {
-                let mut groups = Vec::new();
-                while !r.is_empty() {
-                    groups.push(GroupDesc::decode(r)?);
-                }
-                MultipartReplyBody::GroupDesc(groups)
-            }
+            OFPMP_GROUP => MultipartReplyBody::GroupStats(entries(r, GroupStats::decode)?),
+            OFPMP_GROUP_DESC => MultipartReplyBody::GroupDesc(entries(r, GroupDesc::decode)?),
+            OFPMP_METER => MultipartReplyBody::MeterStats(entries(r, MeterStats::decode)?),
+            OFPMP_METER_CONFIG => MultipartReplyBody::MeterConfig(entries(r, MeterConfig::decode)?),
+            OFPMP_METER_FEATURES => MultipartReplyBody::MeterFeatures(MeterFeatures::decode(r)?),
             OFPMP_PORT_DESC => {
                 if r.remaining() % OFP_PORT_LEN != 0 {
                     return Err(DecodeError::BadLength {
@@ -409,4 +430,16 @@ impl MultipartReply {
         };
         Ok(MultipartReply { flags, body })
     }
+}
+
+/// The entries of a reply body, each read by `decode`, until the body is exhausted.
+fn entries<T>(
+    r: &mut Reader<'_>,
+    decode: fn(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<Vec<T>, DecodeError> {
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        out.push(decode(r)?);
+    }
+    Ok(out)
 }

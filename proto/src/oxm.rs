@@ -45,8 +45,12 @@ pub struct Match {
 }
 
 impl Match {
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new() -> Self {
+        Match {
+            entries: Vec::new(),
+            unknown: Vec::new(),
+            present: 0,
+        }
     }
 
     /// Matches `field` exactly.
@@ -235,6 +239,12 @@ impl Match {
         }
         let mut tlvs = r.sub(length - 4, "match fields")?;
         r.skip(pad8(length))?;
+        Match::decode_tlvs(&mut tlvs)
+    }
+
+    /// Reads OXM TLVs alone (no `ofp_match` header, no padding) until `r` is exhausted, as an
+    /// NXT_PACKET_IN2's metadata carries them.
+    pub(crate) fn decode_tlvs(tlvs: &mut Reader<'_>) -> Result<Match, DecodeError> {
         // A TLV is at least 8 bytes in practice (4 of header, and values of at least 2 in the
         // fields a flow has): room for all of them without regrowing.
         let mut m = Match {
@@ -242,7 +252,7 @@ impl Match {
             ..Match::default()
         };
         while !tlvs.is_empty() {
-            m.decode_tlv(&mut tlvs)?;
+            m.decode_tlv(tlvs)?;
         }
         Ok(m)
     }

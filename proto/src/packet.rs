@@ -7,10 +7,6 @@ use crate::oxm::Match;
 use crate::wire::{put_zeros, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
-pub const OFPR_NO_MATCH: u8 = 0;
-pub const OFPR_ACTION: u8 = 1;
-pub const OFPR_INVALID_TTL: u8 = 2;
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PacketIn {
     pub buffer_id: u32,

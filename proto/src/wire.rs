@@ -219,6 +219,11 @@ impl LengthSlot {
         }
     }
 
+    /// Offset of the structure's first byte in the output buffer.
+    pub(crate) fn start(&self) -> usize {
+        self.start
+    }
+
     /// Pads with zeros to a multiple of 8 (when asked), then writes the length of everything
     /// written since `new`. Returns that length, or an error when it does not fit in 16 bits:
     /// a length field never says anything but the truth about the bytes that follow.

@@ -193,6 +193,42 @@ fn inner_length_fields_claiming_more_than_the_input_error_cheaply() {
         ),
         // Error message too short for its type and code.
         ("error body", frame(OFPT_ERROR, "00")),
+        // Meter mod whose one band claims 65535 bytes.
+        (
+            "meter band length",
+            frame(
+                OFPT_METER_MOD,
+                "0000 0001 00000001 0001ffff 00000064 00000000 00000000",
+            ),
+        ),
+        // Meter configuration reply whose first entry claims 65535 bytes.
+        (
+            "meter configuration length",
+            frame(OFPT_MULTIPART_REPLY, "000a0000 00000000 ffff0001 00000001"),
+        ),
+        // Meter statistics reply whose first entry claims 65535 bytes.
+        (
+            "meter statistics length",
+            frame(
+                OFPT_MULTIPART_REPLY,
+                "00090000 00000000 00000001 ffff 000000000000 00000000",
+            ),
+        ),
+        // NXT_PACKET_IN2 whose packet property claims 65535 bytes.
+        (
+            "packet-in property length",
+            frame(OFPT_EXPERIMENTER, "00002320 0000001e 0000ffff 01020304"),
+        ),
+        // Flow mod whose controller(...) action's userdata property claims 65535 bytes.
+        (
+            "controller action property length",
+            frame(
+                OFPT_FLOW_MOD,
+                "0000000000000000 0000000000000000 0000 0000 0000 8000 ffffffff ffffffff \
+                 ffffffff 0000 0000 00010004 00000000 00040020 00000000 \
+                 ffff0018 00002320 0025 000000000000 0003ffff 00000000",
+            ),
+        ),
     ];
     for (name, frame) in cases {
         assert_refused_cheaply(name, frame);
@@ -200,7 +236,8 @@ fn inner_length_fields_claiming_more_than_the_input_error_cheaply() {
 }
 
 /// Valid frames of every kind with inner length fields: flow_mod (match, instructions, NX
-/// actions, note), flow stats reply, packet-out, bundle add, hello.
+/// actions, note, controller properties), flow stats reply, packet-out, bundle add, hello,
+/// meter mod, meter configuration and statistics replies, NXT_PACKET_IN2.
 fn sample_frames() -> Vec<Vec<u8>> {
     let text = "table=20, priority=100, in_port=3, arp, nw_src=10.129.0.5, \
                 actions=load:42->NXM_NX_REG0[], note:01.02.03, set_field:192.0.2.3->tun_dst, \
@@ -238,6 +275,46 @@ fn sample_frames() -> Vec<Vec<u8>> {
             message: Box::new(Message::FlowMod(flow)),
         }),
         Message::Hello(Hello::default()),
+        Message::FlowMod(
+            text::parse_flow(
+                "ip, actions=meter:1,controller(userdata=01.02.03,meter_id=1),goto_table:1",
+                FlowModCommand::Add,
+            )
+            .unwrap(),
+        ),
+        Message::MeterMod(
+            text::parse_meter(
+                "meter=1 pktps bands=type=drop rate=1,type=drop rate=2",
+                MeterCommand::Add,
+            )
+            .unwrap(),
+        ),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterConfig(vec![MeterConfig {
+                meter_id: 1,
+                flags: OFPMF_KBPS,
+                bands: vec![MeterBand::drop(1, 0), MeterBand::drop(2, 0)],
+            }]),
+        }),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterStats(vec![MeterStats {
+                meter_id: 1,
+                flow_count: 1,
+                packet_in_count: 2,
+                byte_in_count: 3,
+                duration_sec: 4,
+                duration_nsec: 5,
+                bands: vec![MeterBandStats::default(); 2],
+            }]),
+        }),
+        Message::PacketIn2(PacketIn2 {
+            table_id: Some(1),
+            metadata: Some(Match::new().with(Field::InPort, 1).with(Field::Reg(0), 7)),
+            userdata: Some(bytes::Bytes::from_static(&[1, 2, 3])),
+            ..PacketIn2::new(bytes::Bytes::from_static(&[0; 42]))
+        }),
     ];
     messages
         .iter()
@@ -274,6 +351,7 @@ proptest! {
         msg_type in prop::sample::select(vec![
             OFPT_HELLO, OFPT_ERROR, OFPT_EXPERIMENTER, OFPT_PACKET_IN, OFPT_PORT_STATUS,
             OFPT_PACKET_OUT, OFPT_FLOW_MOD, OFPT_MULTIPART_REQUEST, OFPT_MULTIPART_REPLY,
+            OFPT_METER_MOD,
         ]),
         body in vec(prop_oneof![Just(0xffu8), Just(0u8), any::<u8>()], 0..480),
     ) {

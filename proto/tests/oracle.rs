@@ -26,7 +26,9 @@ mod vectors;
 use bytes::{Bytes, BytesMut};
 use common::*;
 use ofnode_proto::text::{
-    format_flow, format_flow_mod, format_group_desc, format_group_mod, parse_flow, parse_group,
+    format_flow, format_flow_mod, format_group_desc, format_group_mod, format_match,
+    format_meter_config, format_meter_features, format_meter_mod, format_meter_stats, parse_flow,
+    parse_group, parse_meter,
 };
 use ofnode_proto::*;
 
@@ -49,6 +51,7 @@ fn a_ovs_ofctl_reads_our_bytes_as_its_own_parse() {
     let mut flows = seed_add_flows();
     flows.extend(option_add_flows());
     flows.extend(stateful_add_flows());
+    flows.extend(audit_add_flows());
     let ours: Vec<(u32, Message)> = flows
         .iter()
         .enumerate()
@@ -83,6 +86,7 @@ fn add_and_delete_lines() -> Vec<(FlowModCommand, String)> {
     let options = option_add_flows()
         .into_iter()
         .chain(stateful_add_flows())
+        .chain(audit_add_flows())
         .map(|f| (FlowModCommand::Add, f));
     let mut lines: Vec<_> = adds.chain(options).chain(deletes).collect();
     lines.extend(
@@ -464,33 +468,13 @@ fn check_groups_on_the_bridge(
             .collect(),
     );
     assert_eq!(dumped, expected);
-    let xid = session.xid();
-    session.send(&Message::MultipartRequest(MultipartRequest::GroupDesc), xid);
     let mut ours = Vec::new();
-    loop {
-        let frame = session.recv_frame().expect("switch closed the connection");
-        let (got, reply) =
-            Message::decode(&frame).unwrap_or_else(|e| panic!("{e}: {}", hex(&frame)));
-        if got != xid {
-            continue;
-        }
-        let Message::MultipartReply(MultipartReply {
-            flags,
-            body: MultipartReplyBody::GroupDesc(descs),
-        }) = &reply
-        else {
-            panic!("unexpected reply {reply:?}");
+    for (frame, part) in multipart(session, MultipartRequest::GroupDesc) {
+        let MultipartReplyBody::GroupDesc(descs) = &part.body else {
+            panic!("unexpected reply {part:?}");
         };
-        assert_eq!(
-            hex(&reply.to_bytes(xid).unwrap()),
-            hex(&frame),
-            "re-encoding the group desc reply"
-        );
         eprintln!("captured group desc reply: {}", hex(&frame));
         ours.extend(descs.iter().map(format_group_desc));
-        if flags & OFPMPF_REPLY_MORE == 0 {
-            break;
-        }
     }
     assert_eq!(sorted(ours), dumped);
 }
@@ -839,5 +823,474 @@ fn ovs_vectors_are_what_ovs_ofctl_says() {
             .map(|v| v.verdict.clone().unwrap_or_else(|e| e))
             .collect();
         assert_eq!(said, stored, "{file}");
+    }
+}
+
+/// `ovs-ofctl ofp-parse` of one message: what it prints after the message's name and xid
+/// (`ADD meter=1 ...`, with its continuation lines).
+fn ofp_print_body(xid: u32, msg: &Message) -> String {
+    let printed = ofp_parse_one(xid, msg);
+    match printed.split_once("): ") {
+        Some((_, body)) => body.trim_end().to_string(),
+        None => printed,
+    }
+}
+
+/// The meter commands of `add-meter`, `mod-meter` and `del-meters`, as ovs-ofctl reads them.
+fn meter_lines() -> Vec<(MeterCommand, String)> {
+    let mut lines: Vec<(MeterCommand, String)> = audit_meters()
+        .into_iter()
+        .chain([audit_dscp_meter()])
+        .map(|m| (MeterCommand::Add, m))
+        .collect();
+    lines.extend([
+        (
+            MeterCommand::Modify,
+            "meter=2 pktps bands=type=drop rate=10".to_string(),
+        ),
+        (
+            MeterCommand::Add,
+            "meter=controller pktps bands=type=drop rate=1000".to_string(),
+        ),
+        (MeterCommand::Delete, "meter=2".to_string()),
+        (MeterCommand::Delete, String::new()),
+    ]);
+    lines
+}
+
+/// (a) and (b) for meters: what ovs-ofctl sends for add-meter, mod-meter and del-meters
+/// decodes to our parse of the same text and is byte for byte our encoding; ofp-print prints
+/// our message as it prints its own, and as our printer does.
+#[test]
+fn ab_meter_mods_from_ovs_ofctl() {
+    for (command, text) in meter_lines() {
+        let verb = match command {
+            MeterCommand::Add => "add-meter",
+            MeterCommand::Modify => "mod-meter",
+            MeterCommand::Delete => "del-meters",
+        };
+        let mut args = vec![verb, "SOCK"];
+        if !text.is_empty() {
+            args.push(&text);
+        }
+        let captured = capture_ofctl(&args);
+        let Some(((xid, theirs), frame)) = captured
+            .messages
+            .iter()
+            .zip(&captured.frames)
+            .find(|((_, m), _)| matches!(m, Message::MeterMod(_)))
+        else {
+            panic!("ovs-ofctl {verb} sent no meter mod");
+        };
+        let ours = Message::MeterMod(
+            parse_meter(&text, command).unwrap_or_else(|e| panic!("{verb} {text}: {e}")),
+        );
+        assert_eq!(theirs, &ours, "{verb} {text}");
+        assert_eq!(
+            hex(&ours.to_bytes(*xid).unwrap()),
+            hex(frame),
+            "{verb} {text}"
+        );
+        let printed = ofp_print_body(*xid, &ours);
+        assert_eq!(printed, ofp_print_body(*xid, theirs));
+        let Message::MeterMod(mm) = &ours else {
+            unreachable!()
+        };
+        assert_eq!(format_meter_mod(mm), printed, "{verb} {text}");
+        eprintln!("{verb} {text}: {}", hex(frame));
+    }
+}
+
+/// Sends `msg` and a barrier; the switch's error for `msg`, if it sent one.
+fn send_checked(session: &mut Session, msg: &Message) -> Result<(), ErrorMsg> {
+    let xid = session.xid();
+    session.send(msg, xid);
+    let barrier = session.xid();
+    session.send(&Message::BarrierRequest, barrier);
+    let mut error = None;
+    loop {
+        let (got, reply) = session.recv().expect("switch closed the connection");
+        match reply {
+            Message::Error(e) if got == xid => error = Some(e),
+            Message::BarrierReply if got == barrier => return error.map_or(Ok(()), Err),
+            _ => {}
+        }
+    }
+}
+
+/// The parts of the switch's reply to a multipart request: each frame as received and decoded.
+fn multipart(session: &mut Session, request: MultipartRequest) -> Vec<(Vec<u8>, MultipartReply)> {
+    let xid = session.xid();
+    session.send(&Message::MultipartRequest(request), xid);
+    let mut parts = Vec::new();
+    loop {
+        let frame = session.recv_frame().expect("switch closed the connection");
+        let (got, reply) =
+            Message::decode(&frame).unwrap_or_else(|e| panic!("{e}: {}", hex(&frame)));
+        if got != xid {
+            continue;
+        }
+        assert_eq!(
+            hex(&reply.to_bytes(xid).unwrap()),
+            hex(&frame),
+            "re-encoding {reply:?}"
+        );
+        let Message::MultipartReply(part) = reply else {
+            panic!("unexpected reply {reply:?}")
+        };
+        let more = part.more();
+        parts.push((frame, part));
+        if !more {
+            return parts;
+        }
+    }
+}
+
+/// What ovs-ofctl prints for each entry of a multipart reply (dump-meters, meter-stats): the
+/// lines after the header, one entry a block, blocks separated by blank lines.
+fn entries_printed(output: &str) -> Vec<String> {
+    let body: Vec<&str> = output
+        .lines()
+        .filter(|l| !l.starts_with("OFPST_"))
+        .collect();
+    sorted(
+        body.join("\n")
+            .split("\n\n")
+            .map(|block| block.trim().to_string())
+            .filter(|block| !block.is_empty())
+            .collect(),
+    )
+}
+
+/// On a real bridge: meters installed from our bytes dump (ovs-ofctl dump-meters) as our
+/// printer prints them, and our decoders read the switch's meter configuration, features and
+/// statistics replies as ovs-ofctl prints them; the audit flows that use the meters install
+/// and dump as our printer prints them; a flow naming a missing meter and a meter mod inside
+/// a bundle are refused as `order_for_bundle` and our parser say.
+#[test]
+fn c_meters_and_controller_flows_on_a_real_bridge() {
+    ofnode_harness::init();
+    let ovs = ofnode_harness::Ovs::start().unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let mut session = Session::connect(&ovs.mgmt_sock("br0"));
+
+    let meters: Vec<MeterMod> = audit_meters()
+        .iter()
+        .map(|t| parse_meter(t, MeterCommand::Add).unwrap())
+        .collect();
+    // OVS takes no meter mod in a bundle; order_for_bundle says so before the switch does.
+    let first = Message::MeterMod(meters[0].clone());
+    assert!(matches!(
+        order_for_bundle(vec![first.clone()]),
+        Err(BundleOrderError::NotBundlable { .. })
+    ));
+    let err = try_commit_bundle(&mut session, vec![first]).unwrap_err();
+    assert_eq!(err.kind.name(), "OFPBFC_MSG_UNSUP", "{err}");
+    for mm in &meters {
+        send_checked(&mut session, &Message::MeterMod(mm.clone()))
+            .unwrap_or_else(|e| panic!("{mm:?}: {e}"));
+    }
+    // The userspace datapath has no DSCP-remark bands: the switch's error names it.
+    let dscp = parse_meter(&audit_dscp_meter(), MeterCommand::Add).unwrap();
+    let err = send_checked(&mut session, &Message::MeterMod(dscp)).unwrap_err();
+    assert_eq!(err.kind.name(), "OFPMMFC_BAD_BAND", "{err}");
+
+    let configs: Vec<MeterConfig> = meters
+        .iter()
+        .map(|m| MeterConfig {
+            meter_id: m.meter_id,
+            flags: m.flags,
+            bands: m.bands.clone(),
+        })
+        .collect();
+    let dumped = entries_printed(&ovs.ofctl("dump-meters", "br0", &[]).unwrap());
+    assert_eq!(
+        dumped,
+        sorted(configs.iter().map(format_meter_config).collect())
+    );
+    let read: Vec<MeterConfig> = multipart(&mut session, MultipartRequest::MeterConfig(OFPM_ALL))
+        .into_iter()
+        .flat_map(|(frame, part)| {
+            eprintln!("captured meter config reply: {}", hex(&frame));
+            match part.body {
+                MultipartReplyBody::MeterConfig(configs) => configs,
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect();
+    // The switch reports a meter without `burst` with burst sizes equal to the rates, which
+    // neither ovs-ofctl nor our printer prints.
+    assert_eq!(
+        sorted(read.iter().map(format_meter_config).collect()),
+        dumped
+    );
+    let unburst = |c: &MeterConfig| MeterConfig {
+        bands: c
+            .bands
+            .iter()
+            .map(|b| MeterBand {
+                burst_size: if c.flags & OFPMF_BURST != 0 {
+                    b.burst_size
+                } else {
+                    0
+                },
+                ..*b
+            })
+            .collect(),
+        ..c.clone()
+    };
+    let mut read: Vec<MeterConfig> = read.iter().map(unburst).collect();
+    read.sort_by_key(|c| c.meter_id);
+    assert_eq!(read, configs);
+
+    let features = multipart(&mut session, MultipartRequest::MeterFeatures);
+    let [(
+        frame,
+        MultipartReply {
+            body: MultipartReplyBody::MeterFeatures(f),
+            ..
+        },
+    )] = features.as_slice()
+    else {
+        panic!("{features:?}")
+    };
+    eprintln!("captured meter features reply: {}", hex(frame));
+    let printed = ovs.ofctl("meter-features", "br0", &[]).unwrap();
+    assert_eq!(
+        printed.lines().skip(1).collect::<Vec<_>>().join("\n"),
+        format_meter_features(f)
+    );
+    assert!(f.max_meter > 0 && f.band_types == 1 << OFPMBT_DROP, "{f:?}");
+
+    // The audit flows, in one bundle after their meters.
+    let flows: Vec<FlowMod> = audit_add_flows()
+        .iter()
+        .map(|t| parse_flow(t, FlowModCommand::Add).unwrap())
+        .collect();
+    let messages = flows.iter().cloned().map(Message::FlowMod).collect();
+    try_commit_bundle(&mut session, order_for_bundle(messages).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {:?}", Message::decode_lenient(&e.data)));
+    let dumped = sorted(ovs.dump_flows("br0").unwrap());
+    assert_eq!(dumped, sorted(flows.iter().map(format_flow_mod).collect()));
+    let ours = sorted(session.dump_flows().iter().map(format_flow).collect());
+    assert_eq!(ours, dumped);
+
+    // A flow naming a meter the switch does not have.
+    let missing = parse_flow(
+        "table=93, ip, actions=meter:99,output:2",
+        FlowModCommand::Add,
+    )
+    .unwrap();
+    let err = send_checked(&mut session, &Message::FlowMod(missing)).unwrap_err();
+    assert_eq!(err.kind.name(), "OFPMMFC_INVALID_METER", "{err}");
+
+    // An action set takes no controller, note or output:REG action: the switch refuses them
+    // (ovs-ofctl sends them all the same), and so do our parser and decoder.
+    for (action, text) in [
+        (
+            Action::Controller(Controller {
+                userdata: vec![0xff],
+                ..Controller::default()
+            }),
+            "controller(userdata=ff)",
+        ),
+        (Action::note(&[1]), "note:01"),
+        (
+            Action::OutputReg {
+                src: FieldRange::whole(Field::Reg(2)),
+                max_len: 0xffff,
+            },
+            "output:NXM_NX_REG2[]",
+        ),
+    ] {
+        let text = format!("table=93, ip, actions=write_actions({text})");
+        assert!(parse_flow(&text, FlowModCommand::Add).is_err(), "{text}");
+        let mut fm = parse_flow("table=93, ip, actions=drop", FlowModCommand::Add).unwrap();
+        fm.instructions = vec![Instruction::WriteActions(vec![action])];
+        let err = send_checked(&mut session, &Message::FlowMod(fm)).unwrap_err();
+        assert_eq!(err.kind.name(), "OFPBAC_BAD_TYPE", "{text}: {err}");
+        assert!(Message::decode(&err.data).is_err(), "{text}");
+    }
+
+    // Meter statistics: our decoder and printer read the reply as ovs-ofctl prints it.
+    for (frame, part) in multipart(&mut session, MultipartRequest::MeterStats(OFPM_ALL)) {
+        eprintln!("captured meter stats reply: {}", hex(&frame));
+        let MultipartReplyBody::MeterStats(stats) = &part.body else {
+            panic!("{part:?}")
+        };
+        let file = TempFile::new(&frame);
+        let printed = entries_printed(&ofctl(&["ofp-parse", file.path()]));
+        assert_eq!(
+            printed,
+            sorted(stats.iter().map(format_meter_stats).collect())
+        );
+        let by_id = |id| stats.iter().find(|s| s.meter_id == id).unwrap();
+        // meter:3 is used by one flow's instruction.
+        assert!(by_id(3).flow_count >= 1, "{stats:?}");
+    }
+}
+
+/// The next packet-in the switch sends on `session` (an OFPT_PACKET_IN or an NXT_PACKET_IN2),
+/// as received.
+fn next_packet_in(session: &mut Session) -> Vec<u8> {
+    loop {
+        let frame = session
+            .recv_frame()
+            .expect("the switch sent no packet-in within the read timeout");
+        let (_, msg) = Message::decode(&frame).unwrap_or_else(|e| panic!("{e}: {}", hex(&frame)));
+        if msg.packet_in().is_some() {
+            return frame;
+        }
+    }
+}
+
+/// A UDP datagram from the pod's network namespace to `dst`:5000, from a new source port.
+fn send_udp(pod: &ofnode_harness::Netns, dst: &str) {
+    pod.exec_ok(&["bash", "-c", &format!("echo audit > /dev/udp/{dst}/5000")])
+        .expect("sending a datagram from the pod");
+}
+
+/// A REAL packet-in: a UDP datagram sent from a pod's namespace through a veth port of a
+/// private bridge hits an audit flow (`controller(userdata=...,meter_id=...)` behind
+/// conntrack), and the NXT_PACKET_IN2 ovs-vswitchd sends decodes to the packet, table, cookie,
+/// registers, conntrack metadata and userdata, re-encodes byte for byte, and is what
+/// `ovs-ofctl ofp-parse` reads in the same bytes; asked for the standard format, the same
+/// flow's OFPT_PACKET_IN reads alike (without userdata); the rule's meter counted both.
+#[test]
+fn c_a_real_packet_in_from_ovs_vswitchd() {
+    ofnode_harness::init();
+    let ovs = ofnode_harness::Ovs::start().unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let pod = ofnode_harness::Netns::new("audpod").unwrap();
+    let port = ofnode_harness::unique_name("aud");
+    let _veth = ofnode_harness::Veth::new(&port, ovs.netns(), "eth0", &pod).unwrap();
+    ovs.vsctl(&[
+        "add-port",
+        "br0",
+        &port,
+        "--",
+        "set",
+        "interface",
+        &port,
+        "ofport_request=1",
+    ])
+    .unwrap();
+    pod.exec_ok(&["ip", "addr", "add", "10.128.0.2/24", "dev", "eth0"])
+        .unwrap();
+    pod.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        "10.128.0.3",
+        "lladdr",
+        "0a:58:0a:80:00:03",
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    // Userspace conntrack checks checksums: a veth's offloaded (partial) UDP checksum would
+    // make the connection +inv.
+    pod.exec_ok(&["ethtool", "-K", "eth0", "tx", "off"])
+        .unwrap();
+
+    let mut session = Session::connect(&ovs.mgmt_sock("br0"));
+    // A management connection gets packet-ins once it sets a miss_send_len; the userdata
+    // travels only in NXT_PACKET_IN2.
+    session.send(
+        &Message::SetConfig(SwitchConfig {
+            flags: 0,
+            miss_send_len: OFPCML_NO_BUFFER,
+        }),
+        2,
+    );
+    session.send(&Message::SetPacketInFormat(PacketInFormat::Nxt2), 3);
+    let meter = parse_meter(&audit_meters()[0], MeterCommand::Add).unwrap();
+    send_checked(&mut session, &Message::MeterMod(meter)).unwrap();
+    let flows = [
+        "table=0, priority=100, ip, actions=load:0x7->NXM_NX_REG0[],ct(table=1)",
+        "table=1, priority=100, cookie=0x2a, udp, reg0=7, ct_state=+trk+new, actions=controller(userdata=00.00.00.07.01,meter_id=1),ct(commit)",
+    ];
+    let messages = flows
+        .iter()
+        .map(|t| Message::FlowMod(parse_flow(t, FlowModCommand::Add).unwrap()))
+        .collect();
+    try_commit_bundle(&mut session, messages).unwrap();
+
+    send_udp(&pod, "10.128.0.3");
+    let frame = next_packet_in(&mut session);
+    eprintln!("captured NXT_PACKET_IN2: {}", hex(&frame));
+    let (xid, msg) = Message::decode(&frame).unwrap();
+    assert!(matches!(msg, Message::PacketIn2(_)), "{msg:?}");
+    assert_eq!(hex(&msg.to_bytes(xid).unwrap()), hex(&frame), "re-encoding");
+    let view = msg.packet_in().unwrap();
+    assert_eq!(view.userdata, [0, 0, 0, 7, 1]);
+    check_audit_packet_in(&view, &frame);
+
+    // The standard format: an OpenFlow 1.3 PACKET_IN of the same flow, without the userdata.
+    session.send(&Message::SetPacketInFormat(PacketInFormat::Standard), 4);
+    send_udp(&pod, "10.128.0.3");
+    let frame = next_packet_in(&mut session);
+    eprintln!("captured OFPT_PACKET_IN: {}", hex(&frame));
+    let (xid, msg) = Message::decode(&frame).unwrap();
+    assert!(matches!(msg, Message::PacketIn(_)), "{msg:?}");
+    assert_eq!(hex(&msg.to_bytes(xid).unwrap()), hex(&frame), "re-encoding");
+    let view = msg.packet_in().unwrap();
+    assert!(view.userdata.is_empty());
+    check_audit_packet_in(&view, &frame);
+
+    // The rule's meter saw both packet-ins.
+    let stats = multipart(&mut session, MultipartRequest::MeterStats(1));
+    let [(
+        _,
+        MultipartReply {
+            body: MultipartReplyBody::MeterStats(stats),
+            ..
+        },
+    )] = stats.as_slice()
+    else {
+        panic!("{stats:?}")
+    };
+    assert_eq!(stats[0].packet_in_count, 2, "{stats:?}");
+}
+
+/// What both packet-ins of `c_a_real_packet_in_from_ovs_vswitchd` say: the datagram, the
+/// flow's table and cookie, the packet's port, register and conntrack state and tuple — as
+/// ovs-ofctl reads the same bytes.
+fn check_audit_packet_in(view: &PacketInView<'_>, frame: &[u8]) {
+    let p = view.packet;
+    assert_eq!(view.total_len, p.len());
+    assert_eq!(&p[12..14], &[0x08, 0x00], "an IPv4 packet");
+    assert_eq!(p[23], 17, "UDP");
+    assert_eq!(&p[26..30], &[10, 128, 0, 2]);
+    assert_eq!(&p[30..34], &[10, 128, 0, 3]);
+    assert_eq!(&p[36..38], &5000u16.to_be_bytes());
+    assert!(p.ends_with(b"audit\n"));
+    assert_eq!((view.table_id, view.cookie), (1, Some(0x2a)));
+    assert_eq!(view.reason, OFPR_ACTION);
+    let m = view.metadata;
+    assert_eq!(m.exact(Field::InPort), Some(1));
+    assert_eq!(m.exact(Field::Reg(0)), Some(7));
+    assert_eq!(m.exact(Field::CtState), Some(0x21), "+new+trk");
+    assert_eq!(m.exact(Field::CtNwSrc), Some(0x0a80_0002));
+    assert_eq!(m.exact(Field::CtNwDst), Some(0x0a80_0003));
+    assert_eq!(m.exact(Field::CtNwProto), Some(17));
+    assert_eq!(m.exact(Field::CtTpDst), Some(5000));
+
+    let file = TempFile::new(frame);
+    let printed = ofctl(&["ofp-parse", file.path()]);
+    let summary = format!(
+        "total_len={} {} (via action) data_len={} (unbuffered)",
+        view.total_len,
+        format_match(m, OFP_DEFAULT_PRIORITY),
+        p.len()
+    );
+    assert!(
+        printed.contains(&summary) && printed.contains("table_id=1 cookie=0x2a"),
+        "ovs-ofctl reads otherwise:\n{printed}\nwe read: {summary}"
+    );
+    if !view.userdata.is_empty() {
+        assert!(printed.contains(" userdata=00.00.00.07.01\n"), "{printed}");
     }
 }

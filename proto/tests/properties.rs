@@ -3,7 +3,9 @@
 //! the parser panic.
 
 use bytes::Bytes;
-use ofnode_proto::text::{format_flow_mod, format_group_mod, parse_flow, parse_group};
+use ofnode_proto::text::{
+    format_flow_mod, format_group_mod, format_meter_mod, parse_flow, parse_group, parse_meter,
+};
 use ofnode_proto::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -296,6 +298,63 @@ fn printable_resubmit(ct_valid: bool) -> impl Strategy<Value = Action> {
         })
 }
 
+/// A `controller(...)` action that says more than an output to CONTROLLER (which is what
+/// ovs-ofctl reads for one that does not), with the reasons ovs-ofctl names.
+fn printable_controller() -> impl Strategy<Value = Action> {
+    (
+        any::<u16>(),
+        prop_oneof![Just(0u16), any::<u16>()],
+        prop_oneof![Just(OFPR_ACTION), 0u8..=5],
+        vec(any::<u8>(), 0..24),
+        any::<bool>(),
+        prop::option::of(1u32..),
+    )
+        .prop_map(
+            |(max_len, controller_id, reason, userdata, pause, meter_id)| Controller {
+                max_len,
+                controller_id,
+                reason,
+                userdata,
+                pause,
+                meter_id,
+                controller2: false,
+            },
+        )
+        .prop_filter("says more than output:CONTROLLER", |c| {
+            c.reason != OFPR_ACTION
+                || c.controller_id != 0
+                || !c.userdata.is_empty()
+                || c.pause
+                || c.meter_id.is_some()
+        })
+        .prop_map(Action::Controller)
+}
+
+/// Any controller action a switch accepts: any reason, and NXAST_CONTROLLER2 also where
+/// NXAST_CONTROLLER would do (as a switch sends back one that came so).
+fn any_controller() -> impl Strategy<Value = Action> {
+    (
+        any::<(u16, u16, u8, bool, bool)>(),
+        vec(any::<u8>(), 0..24),
+        prop::option::of(1u32..),
+    )
+        .prop_map(
+            |((max_len, controller_id, reason, pause, v2), userdata, meter_id)| {
+                let mut c = Controller {
+                    max_len,
+                    controller_id,
+                    reason,
+                    userdata,
+                    pause,
+                    meter_id,
+                    controller2: false,
+                };
+                c.controller2 = v2 && c.userdata.is_empty() && !c.pause && c.meter_id.is_none();
+                Action::Controller(c)
+            },
+        )
+}
+
 /// An action ovs-ofctl prints in a form it parses back to the same action, consistent with
 /// any match that has `ip` (`ip`: whether it has) and `ct_valid` (a ct_state implying a
 /// connection), and whose packet has the `packet_fields` (set and loaded too: the transport
@@ -330,6 +389,7 @@ fn printable_action(ip: bool, ct_valid: bool, packet_fields: Vec<Field>) -> Boxe
         (0u32..=0xffff_ff00).prop_map(Action::Group).boxed(),
         Just(Action::DecTtl).boxed(),
         printable_resubmit(ct_valid).boxed(),
+        printable_controller().boxed(),
     ];
     if ip {
         options.push(printable_ct().boxed());
@@ -346,6 +406,7 @@ fn printable_action(ip: bool, ct_valid: bool, packet_fields: Vec<Field>) -> Boxe
 fn any_action() -> BoxedStrategy<Action> {
     prop_oneof![
         4 => printable_action(true, true, writable_fields(false, false)),
+        1 => any_controller(),
         1 => unknown_action(),
     ]
     .boxed()
@@ -402,6 +463,18 @@ fn conjunctions() -> impl Strategy<Value = Vec<Instruction>> {
         })
 }
 
+/// Whether OVS takes `action` in an action set (write_actions); it refuses the others.
+fn in_action_set(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::OutputReg { .. }
+            | Action::Controller(_)
+            | Action::Note(_)
+            | Action::Nat(_)
+            | Action::Conjunction(_)
+    )
+}
+
 /// Instructions from `action`: apply, clear, write, goto, or a conjunction set.
 fn instructions_of(
     action: BoxedStrategy<Action>,
@@ -410,15 +483,21 @@ fn instructions_of(
     let plain = (
         vec(action.clone(), 0..6),
         any::<bool>(),
-        prop::option::of(vec(action, 1..3)),
+        prop::option::of(vec(
+            action.prop_filter("in an action set", in_action_set),
+            1..3,
+        )),
         prop::option::of(any::<u8>()),
-        prop::option::of(any::<u32>()).prop_map(move |m| m.filter(|_| unknown)),
+        prop::option::of(1..=OFPM_MAX),
+        prop::option::of(any::<(u64, u64)>()).prop_map(move |m| m.filter(|_| unknown)),
     )
-        .prop_map(|(apply, clear, write, goto, meter)| {
-            let mut out = Vec::new();
-            if let Some(meter_id) = meter {
-                let mut raw = vec![0, 6, 0, 8];
-                raw.extend(meter_id.to_be_bytes());
+        .prop_map(|(apply, clear, write, goto, meter, metadata)| {
+            let mut out: Vec<Instruction> = meter.map(Instruction::Meter).into_iter().collect();
+            if let Some((value, mask)) = metadata {
+                // Write-metadata, which this crate keeps raw.
+                let mut raw = vec![0, 2, 0, 24, 0, 0, 0, 0];
+                raw.extend(value.to_be_bytes());
+                raw.extend(mask.to_be_bytes());
                 out.push(Instruction::Unknown(raw));
             }
             if !apply.is_empty() {
@@ -558,8 +637,215 @@ fn any_group_mod(action: BoxedStrategy<Action>) -> impl Strategy<Value = GroupMo
     })
 }
 
+fn any_band() -> impl Strategy<Value = MeterBand> {
+    (
+        prop_oneof![
+            Just(BandType::Drop),
+            any::<u8>().prop_map(|prec_level| BandType::DscpRemark { prec_level })
+        ],
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(band_type, rate, burst_size)| MeterBand {
+            band_type,
+            rate,
+            burst_size,
+        })
+}
+
+/// A meter mod a switch accepts: a delete of nothing more than its id, or any flags but both
+/// rate units with any bands.
+fn any_meter_mod() -> impl Strategy<Value = MeterMod> {
+    (
+        prop::sample::select(vec![
+            MeterCommand::Add,
+            MeterCommand::Modify,
+            MeterCommand::Delete,
+        ]),
+        any::<u32>(),
+        any::<u16>().prop_filter("not both units", |f| {
+            f & (OFPMF_KBPS | OFPMF_PKTPS) != OFPMF_KBPS | OFPMF_PKTPS
+        }),
+        vec(any_band(), 0..4),
+    )
+        .prop_map(|(command, meter_id, flags, bands)| match command {
+            MeterCommand::Delete => MeterMod::delete(meter_id),
+            // A meter id an add or modify may name.
+            _ => MeterMod {
+                command,
+                meter_id: if meter_id == 0 || meter_id == OFPM_ALL {
+                    OFPM_CONTROLLER
+                } else {
+                    meter_id.min(OFPM_MAX)
+                },
+                flags,
+                bands,
+            },
+        })
+}
+
+/// A meter as add-meter reads it (and dump-meters prints it): one rate unit, bands with a
+/// rate, a burst size exactly when the meter has `burst`, a DSCP band's level non-zero.
+fn printable_meter_mod() -> impl Strategy<Value = MeterMod> {
+    (
+        prop_oneof![1..=OFPM_MAX, Just(OFPM_CONTROLLER), Just(OFPM_SLOWPATH)],
+        prop::sample::select(vec![OFPMF_KBPS, OFPMF_PKTPS]),
+        any::<(bool, bool, bool)>(),
+        vec(any_band(), 1..4),
+    )
+        .prop_map(|(meter_id, unit, (burst, stats, modify), bands)| {
+            let flags =
+                unit | if burst { OFPMF_BURST } else { 0 } | if stats { OFPMF_STATS } else { 0 };
+            let bands = bands
+                .into_iter()
+                .map(|b| MeterBand {
+                    band_type: match b.band_type {
+                        BandType::DscpRemark { prec_level } => BandType::DscpRemark {
+                            prec_level: prec_level.max(1),
+                        },
+                        drop => drop,
+                    },
+                    rate: b.rate.max(1),
+                    burst_size: if burst { b.burst_size.max(1) } else { 0 },
+                })
+                .collect();
+            MeterMod {
+                command: if modify {
+                    MeterCommand::Modify
+                } else {
+                    MeterCommand::Add
+                },
+                meter_id,
+                flags,
+                bands,
+            }
+        })
+}
+
+/// An NXT_PACKET_IN2 as a switch may send it: a packet, any of the other properties, and
+/// properties this crate does not know.
+fn any_packet_in2() -> impl Strategy<Value = PacketIn2> {
+    (
+        vec(any::<u8>(), 1..80).prop_map(Bytes::from),
+        (
+            prop::option::of(any::<u32>()),
+            prop::option::of(any::<u32>()),
+            prop::option::of(any::<u8>()),
+            prop::option::of(any::<u64>()),
+            prop::option::of(any::<u8>()),
+        ),
+        prop::option::of(any_match()),
+        prop::option::of(any_bytes(24)),
+        prop::option::of(any_bytes(40)),
+        vec((9u16..0xfff0, any_bytes(20)), 0..3),
+    )
+        .prop_map(
+            |(
+                packet,
+                (full_len, buffer_id, table_id, cookie, reason),
+                metadata,
+                userdata,
+                continuation,
+                unknown,
+            )| {
+                let full_len = full_len.map(|len| len.max(packet.len() as u32));
+                PacketIn2 {
+                    packet,
+                    full_len,
+                    buffer_id,
+                    table_id,
+                    cookie,
+                    reason,
+                    metadata,
+                    userdata,
+                    continuation,
+                    unknown: unknown
+                        .into_iter()
+                        .map(|(prop_type, payload)| RawProperty { prop_type, payload })
+                        .collect(),
+                }
+            },
+        )
+}
+
 fn any_message() -> impl Strategy<Value = Message> {
     prop_oneof![
+        any_meter_mod().prop_map(Message::MeterMod),
+        any_packet_in2().prop_map(Message::PacketIn2),
+        prop::sample::select(vec![
+            PacketInFormat::Standard,
+            PacketInFormat::Nxt,
+            PacketInFormat::Nxt2
+        ])
+        .prop_map(Message::SetPacketInFormat),
+        prop_oneof![
+            any::<u32>().prop_map(MultipartRequest::MeterStats),
+            any::<u32>().prop_map(MultipartRequest::MeterConfig),
+            Just(MultipartRequest::MeterFeatures),
+        ]
+        .prop_map(Message::MultipartRequest),
+        vec(any_meter_mod(), 0..3).prop_map(|meters| {
+            Message::MultipartReply(MultipartReply {
+                flags: 0,
+                body: MultipartReplyBody::MeterConfig(
+                    meters
+                        .into_iter()
+                        .map(|m| MeterConfig {
+                            meter_id: m.meter_id,
+                            flags: m.flags,
+                            bands: m.bands,
+                        })
+                        .collect(),
+                ),
+            })
+        }),
+        vec(
+            (
+                any::<(u32, u32, u64, u64, u32, u32)>(),
+                vec(any::<(u64, u64)>(), 0..4)
+            ),
+            0..3
+        )
+        .prop_map(|meters| {
+            let stats = meters
+                .into_iter()
+                .map(
+                    |((meter_id, flow_count, packets, bytes, sec, nsec), bands)| MeterStats {
+                        meter_id,
+                        flow_count,
+                        packet_in_count: packets,
+                        byte_in_count: bytes,
+                        duration_sec: sec,
+                        duration_nsec: nsec,
+                        bands: bands
+                            .into_iter()
+                            .map(|(packet_count, byte_count)| MeterBandStats {
+                                packet_count,
+                                byte_count,
+                            })
+                            .collect(),
+                    },
+                )
+                .collect();
+            Message::MultipartReply(MultipartReply {
+                flags: 1,
+                body: MultipartReplyBody::MeterStats(stats),
+            })
+        }),
+        any::<(u32, u32, u32, u8, u8)>().prop_map(
+            |(max_meter, band_types, capabilities, max_bands, max_color)| {
+                Message::MultipartReply(MultipartReply {
+                    flags: 0,
+                    body: MultipartReplyBody::MeterFeatures(MeterFeatures {
+                        max_meter,
+                        band_types,
+                        capabilities,
+                        max_bands,
+                        max_color,
+                    }),
+                })
+            }
+        ),
         any_group_mod(any_action()).prop_map(Message::GroupMod),
         vec(any_group_mod(any_action()), 0..3).prop_map(|groups| {
             Message::MultipartReply(MultipartReply {
@@ -793,6 +1079,15 @@ proptest! {
             text.to_string()
         };
         prop_assert_eq!(parse_group(&text, command), Ok(gm), "text: {}", text);
+    }
+
+    /// A meter as ofp-print prints it parses back to itself (the command word aside).
+    #[test]
+    fn meter_parse_inverts_print(mm in printable_meter_mod()) {
+        let printed = format_meter_mod(&mm);
+        let (word, text) = printed.split_once(' ').unwrap();
+        let command = if word == "MOD" { MeterCommand::Modify } else { MeterCommand::Add };
+        prop_assert_eq!(parse_meter(text, command), Ok(mm), "text: {}", text);
     }
 
     #[test]

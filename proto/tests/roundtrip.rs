@@ -39,6 +39,16 @@ fn sample_actions() -> Vec<Action> {
         },
         Action::note(b"hello"),
         Action::output(OFPP_CONTROLLER),
+        Action::Controller(Controller {
+            userdata: b"rule 7".to_vec(),
+            meter_id: Some(7),
+            ..Controller::default()
+        }),
+        Action::Controller(Controller {
+            reason: OFPR_NO_MATCH,
+            controller_id: 3,
+            ..Controller::default()
+        }),
         Action::Unknown(vec![0, 18, 0, 8, 0, 0, 0, 0]),
     ]
 }
@@ -53,6 +63,7 @@ fn all_messages() -> Vec<Message> {
     fm.flags = OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP;
     fm.match_ = sample_match();
     fm.instructions = vec![
+        Instruction::Meter(7),
         Instruction::ApplyActions(sample_actions()),
         Instruction::ClearActions,
         Instruction::WriteActions(vec![Action::output(3)]),
@@ -235,9 +246,73 @@ fn all_messages() -> Vec<Message> {
             data: Bytes::from_static(&[0, 0, 0, 1]),
         },
         Message::Unknown {
-            msg_type: 29,
+            msg_type: 22,
             body: Bytes::from_static(&[0; 8]),
         },
+        Message::MeterMod(MeterMod::add(
+            7,
+            OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS,
+            vec![
+                MeterBand::drop(100, 10),
+                MeterBand {
+                    band_type: BandType::DscpRemark { prec_level: 2 },
+                    rate: 200,
+                    burst_size: 20,
+                },
+            ],
+        )),
+        Message::MeterMod(MeterMod::delete(OFPM_ALL)),
+        Message::MultipartRequest(MultipartRequest::MeterStats(OFPM_ALL)),
+        Message::MultipartRequest(MultipartRequest::MeterConfig(7)),
+        Message::MultipartRequest(MultipartRequest::MeterFeatures),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterConfig(vec![MeterConfig {
+                meter_id: 7,
+                flags: OFPMF_KBPS,
+                bands: vec![MeterBand::drop(1000, 0)],
+            }]),
+        }),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterStats(vec![MeterStats {
+                meter_id: 7,
+                flow_count: 2,
+                packet_in_count: 30,
+                byte_in_count: 3000,
+                duration_sec: 4,
+                duration_nsec: 5,
+                bands: vec![MeterBandStats {
+                    packet_count: 10,
+                    byte_count: 1000,
+                }],
+            }]),
+        }),
+        Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::MeterFeatures(MeterFeatures {
+                max_meter: 262_144,
+                band_types: 1 << OFPMBT_DROP,
+                capabilities: 0xf,
+                max_bands: 8,
+                max_color: 0,
+            }),
+        }),
+        Message::PacketIn2(PacketIn2 {
+            full_len: Some(1500),
+            table_id: Some(21),
+            cookie: Some(0xc0ffee),
+            reason: Some(OFPR_ACTION),
+            metadata: Some(Match::new().with(Field::InPort, 3).with(Field::Reg(0), 42)),
+            userdata: Some(Bytes::from_static(b"rule 7")),
+            continuation: Some(Bytes::from_static(&[0x80, 0, 0, 8, 0, 0, 0, 0])),
+            unknown: vec![RawProperty {
+                prop_type: 0x40,
+                payload: Bytes::from_static(b"kept"),
+            }],
+            ..PacketIn2::new(Bytes::from_static(&[0xaa; 60]))
+        }),
+        Message::SetPacketInFormat(PacketInFormat::Nxt2),
     ]
 }
 
@@ -528,6 +603,20 @@ fn values_the_wire_cannot_hold_are_refused_not_cut() {
             Action::Unknown(vec![0, 18, 0, 16, 0, 0, 0, 0]),
             "unknown action: its length field says 16 but it is 8 bytes",
         ),
+        (
+            Action::Controller(Controller {
+                meter_id: Some(0),
+                ..Controller::default()
+            }),
+            "controller action meter_id: 0x0",
+        ),
+        (
+            Action::Controller(Controller {
+                userdata: vec![7; 65_520],
+                ..Controller::default()
+            }),
+            "controller action would be",
+        ),
     ];
     for (action, names) in cases {
         let mut fm = FlowMod::new(FlowModCommand::Add);
@@ -571,6 +660,35 @@ fn values_the_wire_cannot_hold_are_refused_not_cut() {
             actual: 10
         }
     );
+
+    // A meter a flow cannot use (0, or a virtual meter), a meter delete with bands (the
+    // switch would not read them).
+    for (msg, names) in [
+        (Instruction::Meter(0), "meter instruction: 0x0"),
+        (
+            Instruction::Meter(OFPM_CONTROLLER),
+            "meter instruction: 0xfffffffe",
+        ),
+    ]
+    .map(|(inst, names)| {
+        let mut fm = FlowMod::new(FlowModCommand::Add);
+        fm.instructions = vec![inst];
+        (Message::FlowMod(fm), names)
+    })
+    .into_iter()
+    .chain([(
+        Message::MeterMod(MeterMod {
+            bands: vec![MeterBand::drop(1, 0)],
+            ..MeterMod::delete(3)
+        }),
+        "meter delete",
+    )]) {
+        let err = msg.try_encode(1, &mut bytes::BytesMut::new()).unwrap_err();
+        assert!(
+            err.to_string().contains(names),
+            "`{err}` does not say `{names}`"
+        );
+    }
 
     // The edges that do fit: reserved ports go in OpenFlow 1.0 numbers, and the last clause.
     let mut fm = FlowMod::new(FlowModCommand::Add);

@@ -72,6 +72,16 @@ const PAIRS: &[(&str, &str)] = &[
      "table=100, idle_timeout=60, hard_timeout=120, no_packet_counts no_byte_counts priority=9,reg0=0x8 actions=output:2"),
     ("table=100, priority=9, reg0=9, send_flow_rem, cookie=0x5, actions=output:3",
      "cookie=0x5, table=100, send_flow_rem priority=9,reg0=0x9 actions=output:3"),
+    // Meters and controller actions (a controller action that says no more than a max_len
+    // is an output to CONTROLLER; userdata prints dotted).
+    ("table=0,priority=10,ip,actions=meter:1,controller(userdata=01.02.03,meter_id=1),goto_table:1",
+     "priority=10,ip actions=meter:1,controller(userdata=01.02.03,meter_id=1),goto_table:1"),
+    ("table=1,priority=10,ip,actions=controller(reason=no_match,max_len=100,id=3)",
+     "table=1, priority=10,ip actions=controller(reason=no_match,max_len=100,id=3)"),
+    ("table=1,priority=11,udp,actions=controller(pause,userdata=0a0b)",
+     "table=1, priority=11,udp actions=controller(userdata=0a.0b,pause)"),
+    ("table=1,priority=12,tcp,actions=controller(max_len=100),controller,controller:55",
+     "table=1, priority=12,tcp actions=CONTROLLER:100,CONTROLLER:65535,CONTROLLER:55"),
 ];
 
 /// Flow-mod options of modify and delete lines, read as ovs-ofctl reads them (oracle (b)
@@ -233,6 +243,45 @@ fn errors_name_the_bad_token() {
             "actions=set_field:1.2.3.4->nw_bogus",
             FlowModCommand::Add,
             "nw_bogus",
+        ),
+        (
+            "actions=controller(userdata=0)",
+            FlowModCommand::Add,
+            "bad hex digit in `controller' action `userdata'",
+        ),
+        (
+            "actions=controller(userdata=)",
+            FlowModCommand::Add,
+            "empty userdata",
+        ),
+        (
+            "actions=controller(reason=bogus)",
+            FlowModCommand::Add,
+            "reason=bogus",
+        ),
+        (
+            "actions=controller(max_len=70000)",
+            FlowModCommand::Add,
+            "max_len=70000",
+        ),
+        (
+            "actions=controller(colour=red)",
+            FlowModCommand::Add,
+            "colour=red",
+        ),
+        ("actions=meter:0", FlowModCommand::Add, "meter:0"),
+        (
+            "actions=meter:4294901761",
+            FlowModCommand::Add,
+            "meter:4294901761",
+        ),
+        ("actions=output:1,meter:1", FlowModCommand::Add, "meter:1"),
+        ("actions=meter:1,meter:2", FlowModCommand::Add, "meter:2"),
+        // ovs-ofctl sends it; the switch refuses it (OFPBAC_BAD_TYPE).
+        (
+            "actions=write_actions(controller(userdata=01))",
+            FlowModCommand::Add,
+            "controller(userdata=01)",
         ),
     ];
     for (text, cmd, needle) in cases {

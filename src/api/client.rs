@@ -161,6 +161,10 @@ impl Client {
         self.act(Method::POST, route::POD_LABELS, req).await
     }
 
+    pub async fn pod_ports(&self, req: &wire::PodPorts) -> Result<(), ClientError> {
+        self.act(Method::POST, route::POD_PORTS, req).await
+    }
+
     /// The pods of the node.
     pub async fn pods(&self) -> Result<Vec<wire::LocalPod>, ClientError> {
         let reply: wire::Pods = self.get(route::PODS).await?;

@@ -12,7 +12,9 @@ pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
     EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
-pub use crate::sdn::{KnownPod, LabelEdit, Labels, Namespace, NetPolSummary, Pod, PodInfo, PodKey};
+pub use crate::sdn::{
+    KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo, PodKey, L4,
+};
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
 
@@ -54,6 +56,8 @@ pub mod route {
     pub const NAMESPACE_LABELS: &str = "/v1/namespaces/labels";
     /// POST [`super::PodLabels`].
     pub const POD_LABELS: &str = "/v1/pods/labels";
+    /// POST [`super::PodPorts`].
+    pub const POD_PORTS: &str = "/v1/pods/ports";
     /// POST [`super::KnownPod`]; DELETE [`super::RemotePodDel`]; GET → [`super::RemotePods`].
     pub const REMOTE_PODS: &str = "/v1/remote-pods";
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
@@ -221,6 +225,14 @@ pub struct PodLabels {
     pub pod: PodKey,
     #[serde(flatten)]
     pub edit: LabelEdit,
+}
+
+/// Sets a pod's named container ports (of this node or another), replacing the old ones.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodPorts {
+    pub pod: PodKey,
+    pub ports: Vec<NamedPort>,
 }
 
 /// Sets and removes a namespace's labels, keeping the others and its VNID.

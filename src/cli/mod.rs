@@ -17,7 +17,7 @@ use clap::builder::PossibleValue;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::daemon::RunArgs;
-use crate::sdn::{Mode, ServicePort};
+use crate::sdn::{Mode, NamedPort, ServicePort};
 use crate::trace::Proto;
 use crate::value::{parse_ipv4, Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 
@@ -92,7 +92,7 @@ pub enum Command {
     Netpol(NetpolCommand),
     /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
     Trace {
-        /// The pod it leaves: its IP, sandbox id (or a unique prefix), or host veth.
+        /// The pod it leaves: its NAMESPACE/NAME, IP, sandbox id (or a unique prefix), or host veth.
         #[arg(long, value_name = "POD|IP")]
         from: String,
         /// Its destination [default: the node's gateway].
@@ -173,6 +173,16 @@ pub enum PodCommand {
         /// Labels to set (k=v) and to remove (k-).
         #[arg(value_name = "K=V|K-", required = true, value_parser = parse_label_edit)]
         edits: Vec<LabelChange>,
+    },
+    /// Set a pod's named container ports (what a policy's named port resolves to on it),
+    /// replacing the old ones; none clears them.
+    Ports {
+        /// The pod, NAMESPACE/NAME (of this node or another).
+        #[arg(long, value_name = "NS/NAME")]
+        pod: PodKey,
+        /// A named port, NAME=PORT[/TCP|UDP|SCTP] (TCP when no protocol is given).
+        #[arg(value_name = "NAME=PORT[/PROTO]")]
+        ports: Vec<NamedPort>,
     },
     /// Pods of other nodes (selectable as NetworkPolicy peers).
     #[command(subcommand)]
@@ -332,6 +342,9 @@ pub enum RemotePodCommand {
         /// A label of the pod, k=v (repeat for more).
         #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        /// A named container port, NAME=PORT[/TCP|UDP|SCTP] (repeat for more).
+        #[arg(long = "port", value_name = "NAME=PORT[/PROTO]")]
+        ports: Vec<NamedPort>,
     },
     /// Forget a pod of another node.
     Del {

@@ -214,16 +214,21 @@ async fn run_pod(client: &Client, cmd: PodCommand) -> Result<(), CliError> {
             };
             client.pod_labels(&req).await?;
         }
+        PodCommand::Ports { pod, ports } => {
+            client.pod_ports(&wire::PodPorts { pod, ports }).await?;
+        }
         PodCommand::Remote(RemotePodCommand::Set {
             pod,
             ips,
             labels: pairs,
+            ports,
         }) => {
             let req = wire::KnownPod {
                 pod,
                 info: wire::PodInfo {
                     labels: labels(pairs),
                     ips,
+                    ports,
                     ..Default::default()
                 },
             };

@@ -14,7 +14,7 @@ use super::spec::{Bandwidth, CniResult, Interface, IpConfig, NetConf, Route};
 use crate::api::client::{Client, ClientError};
 use crate::api::wire::{self, PodAdd, PodStatus};
 use crate::netlink::{self, Handle, VethPair};
-use crate::value::{IfName, MacAddr, SandboxId, Vnid};
+use crate::value::{IfName, MacAddr, PodKey, SandboxId, Vnid};
 
 /// One call's inputs: the environment, the parsed configuration and its raw bytes (what the
 /// IPAM plugin gets on stdin).
@@ -88,6 +88,7 @@ impl Call<'_> {
 
     async fn add_steps(&self, done: &mut Vec<Done>) -> Result<CniResult, CniError> {
         // Everything that can be refused without touching anything comes first.
+        let pod = self.env.pod()?;
         let vnid = self.env.vnid(self.conf.vnid)?;
         let netns = self.netns()?;
         let ipam = self.ipam()?;
@@ -125,7 +126,7 @@ impl Call<'_> {
             .await?;
 
         done.push(Done::Pod { veth: veth.clone() });
-        self.attach(&veth, address.addr(), mac, vnid).await?;
+        self.attach(&pod, &veth, address.addr(), mac, vnid).await?;
         Ok(self.result(&veth, mac, address, gateway, routes, allocated.dns))
     }
 
@@ -156,6 +157,7 @@ impl Call<'_> {
     /// The daemon's part: port and flows, then the bandwidth the runtime asked for.
     async fn attach(
         &self,
+        pod: &PodKey,
         veth: &IfName,
         ip: Ipv4Addr,
         mac: MacAddr,
@@ -163,7 +165,7 @@ impl Call<'_> {
     ) -> Result<(), CniError> {
         let client = self.client();
         let request = PodAdd {
-            pod: self.env.pod()?,
+            pod: pod.clone(),
             veth: veth.clone(),
             ip,
             mac,
@@ -178,7 +180,7 @@ impl Call<'_> {
         }) = self.conf.runtime_config.bandwidth
         {
             let request = wire::PodBandwidth {
-                pod: self.env.pod()?,
+                pod: pod.clone(),
                 ingress_bps: ingress_rate,
                 egress_bps: egress_rate,
             };

@@ -4,9 +4,11 @@
 //! event, `sink.rs`) and a bare core (the simulated nodes of the scale bench).
 
 use crate::sdn::core::{check_egress, Core};
+use crate::sdn::objects::check_named_ports;
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::sdn::types::{Mode, Service};
-use crate::sdn::{Error, PodInfo};
+use crate::sdn::{Error, LabelEdit, PodInfo};
+use crate::value::PodKey;
 
 use super::convert::PolicyFacts;
 use super::input::{Expected, Input, ObjectRef, PodWant};
@@ -122,21 +124,14 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
 /// the API adds is its labels and named ports (NetworkPolicy mode) or its VNID (multitenant:
 /// the seed's UpdatePod when its namespace's NetNamespace changes). One not attached yet
 /// takes them when CNI adds it.
-fn local_pod(
-    core: &mut Core,
-    mode: Mode,
-    key: &crate::value::PodKey,
-    want: Option<&PodWant>,
-) -> Outcome {
+fn local_pod(core: &mut Core, mode: Mode, key: &PodKey, want: Option<&PodWant>) -> Outcome {
     let (Some(want), Some(attached)) = (want, core.state().pods.get(key)) else {
         return Outcome::Applied;
     };
     let address = std::net::IpAddr::V4(attached.ip);
     let disagrees = !want.ips.is_empty() && !want.ips.contains(&address);
     let outcome = match mode {
-        Mode::NetworkPolicy => {
-            Outcome::of(core.local_pod_meta(key, want.labels.clone(), want.ports.clone()))
-        }
+        Mode::NetworkPolicy => Outcome::of(local_pod_meta(core, key, want)),
         Mode::Multitenant if attached.vnid != want.vnid => {
             Outcome::of(core.pod_update(key, want.vnid).map(|_| ()))
         }
@@ -151,8 +146,23 @@ fn local_pod(
     }
 }
 
+/// What selectors see of a local pod as the API says: its labels and named ports replaced
+/// (one batch, so one bundle); its address stays its attachment's.
+fn local_pod_meta(core: &mut Core, key: &PodKey, want: &PodWant) -> Result<(), Error> {
+    // Checked before the labels change, so that bad ports leave the labels as they were.
+    check_named_ports("ports", &want.ports)?;
+    let now = core
+        .state()
+        .pod_infos
+        .get(key)
+        .map(|info| info.labels.clone())
+        .unwrap_or_default();
+    core.pod_labels(key, &LabelEdit::between(&now, &want.labels))?;
+    core.pod_ports(key, want.ports.clone())
+}
+
 /// A pod of another node: what selectors see of it, once it has an address.
-fn remote_pod(core: &mut Core, key: &crate::value::PodKey, want: Option<&PodWant>) -> Outcome {
+fn remote_pod(core: &mut Core, key: &PodKey, want: Option<&PodWant>) -> Outcome {
     if core.state().pods.contains_key(key) {
         // The API says another node; this node's attachment is CNI's to delete.
         return Outcome::Refused(format!(

@@ -133,12 +133,9 @@ pub fn pod_facts(pod: &Pod) -> Result<Option<PodFacts>, Refused> {
         for (p, port) in container.ports.iter().flatten().enumerate() {
             let Some(name) = &port.name else { continue };
             let path = || format!("spec.containers[{c}].ports[{p}]");
-            let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
-                "TCP" => L4::Tcp,
-                "UDP" => L4::Udp,
-                "SCTP" => L4::Sctp,
-                other => return Err(refused(path(), format!("protocol {other:?}"))),
-            };
+            let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            let protocol = L4::from_kubernetes(protocol)
+                .ok_or_else(|| refused(path(), format!("protocol {protocol:?}")))?;
             let number = u16::try_from(port.container_port)
                 .ok()
                 .filter(|n| *n > 0)

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::dns::DnsConfig;
+use crate::unixctl::VswitchdCtl;
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -57,6 +58,11 @@ pub struct NodeConfig {
     pub pod_counters_interval: Duration,
     /// Most pods whose counters /metrics exports (the rest are counted as omitted).
     pub pod_metrics_max: usize,
+    /// ovs-vswitchd's control socket (the stale-megaflow purge; `ofnode trace` has its own).
+    pub vswitchd_ctl: VswitchdCtl,
+    /// Purge the datapath's cached flows after every change when Open vSwitch has the
+    /// stale-megaflow bug (`megaflows.rs`); off for a package with the fix backported.
+    pub stale_megaflow_purge: bool,
 }
 
 impl NodeConfig {
@@ -66,9 +72,12 @@ impl NodeConfig {
         openflow: impl Into<String>,
         state_dir: impl Into<PathBuf>,
     ) -> NodeConfig {
+        let ovsdb = ovsdb.into();
         NodeConfig {
             bridge: "br0".to_string(),
-            ovsdb: ovsdb.into(),
+            vswitchd_ctl: VswitchdCtl::new(None, &ovsdb),
+            stale_megaflow_purge: true,
+            ovsdb,
             openflow: openflow.into(),
             state_dir: state_dir.into(),
             datapath_type: None,

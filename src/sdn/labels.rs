@@ -181,3 +181,25 @@ pub fn check_labels(path: &str, labels: &Labels) -> Checked<()> {
     }
     Ok(())
 }
+
+/// A container port's name as Kubernetes checks it (an IANA service name): 1-15 lowercase
+/// alphanumerics or '-', at least one letter, no '-' at either end or twice in a row.
+pub fn check_port_name(path: &str, name: &str) -> Checked<()> {
+    let ok = (1..=15).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.chars().any(|c| c.is_ascii_lowercase())
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if ok {
+        return Ok(());
+    }
+    Err(FieldError::new(
+        path,
+        format!(
+            "{name:?} is not a port name (1-15 of a-z, 0-9, '-', a letter at least, no '-' at an end or twice in a row)"
+        ),
+    ))
+}

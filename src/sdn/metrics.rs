@@ -74,6 +74,8 @@ pub struct Metrics {
     pub repairs: AtomicU64,
     /// Pod ports ovs-vswitchd could not set up after their add had returned.
     pub port_errors: AtomicU64,
+    /// Passes of the OVSDB reconciler (pods' ports) that failed, each tried again later.
+    pub ovsdb_reconcile_errors: AtomicU64,
     /// Egress DNS names whose answers changed.
     pub dns_changes: AtomicU64,
     /// Repairs of drift (someone else changed the switch's flows), and the flows they
@@ -92,9 +94,11 @@ pub struct Metrics {
     pub pod_counter_polls: AtomicU64,
     pub pod_counter_poll_errors: AtomicU64,
     pub pod_counters: super::counters::PodCounterStore,
+    /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
+    pub megaflow_purges: super::megaflows::PurgeCounters,
 }
 
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+pub(super) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} counter");
     let _ = writeln!(out, "{name} {value}");
@@ -204,6 +208,12 @@ impl Metrics {
         );
         counter(
             &mut out,
+            "ofnode_ovsdb_reconcile_errors_total",
+            "Passes of the OVSDB reconciler (pods' ports) that failed and are tried again (see the log).",
+            load(&self.ovsdb_reconcile_errors),
+        );
+        counter(
+            &mut out,
             "ofnode_switch_connects_total",
             "OpenFlow sessions established (connects and reconnects).",
             load(&self.switch_connects),
@@ -252,6 +262,7 @@ impl Metrics {
             load(&self.pod_counter_poll_errors),
         );
         self.pod_counters.render(&mut out);
+        self.megaflow_purges.render(&mut out);
         self.operation_latency.render(
             &mut out,
             "ofnode_operation_duration_seconds",

@@ -14,7 +14,8 @@
 //!   drift repair and high availability.
 //! - [`Node`] (`node/`): the operations' async front; [`dns`]: egress DNS names; [`host`]:
 //!   tun0, routes, forwarding; [`report`]: what the node reports; `ovs_bugs`: Open vSwitch
-//!   bugs the operator is told about.
+//!   bugs the operator is told about; `megaflows`: the purge of the datapath's cached flows
+//!   on a switch with the stale-megaflow bug.
 
 mod config;
 pub mod core;
@@ -30,6 +31,7 @@ pub mod host;
 pub mod journal;
 pub mod labels;
 pub mod layout;
+mod megaflows;
 mod metrics;
 mod node;
 pub mod objects;
@@ -60,9 +62,10 @@ pub use ha::{HaConfig, HaRole, HaStatus};
 pub use labels::{FieldError, Labels};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use objects::{KnownPod, Namespace, PodInfo};
+pub use objects::{KnownPod, NamedPort, Namespace, PodInfo, L4};
+pub use ovs_bugs::StaleMegaflows;
 pub use report::PodStatus;
-pub use report::{Detection, DriftReport, DriftStatus, Status};
+pub use report::{Detection, DriftReport, DriftStatus, StaleMegaflowStatus, Status};
 pub use state::{EgressState, LocalMulticast, NodeState};
 pub use types::{
     EgressNetworkPolicy, EgressPeer, EgressRule, EgressRuleType, HostSubnet, Mode, Pod, PodAdd,

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::{check_dns_label, check_labels, Checked, FieldError, Labels};
+use super::labels::{check_dns_label, check_labels, check_port_name, Checked, FieldError, Labels};
 use crate::value::Vnid;
 
 /// The label every namespace has implicitly (Kubernetes ≥ 1.21), its value the name.
@@ -88,6 +88,24 @@ impl L4 {
             L4::Sctp => "sctp",
         }
     }
+
+    /// The protocol as Kubernetes spells it: "TCP", "UDP", "SCTP".
+    pub fn from_kubernetes(name: &str) -> Option<L4> {
+        match name {
+            "TCP" => Some(L4::Tcp),
+            "UDP" => Some(L4::Udp),
+            "SCTP" => Some(L4::Sctp),
+            _ => None,
+        }
+    }
+
+    pub fn kubernetes_name(self) -> &'static str {
+        match self {
+            L4::Tcp => "TCP",
+            L4::Udp => "UDP",
+            L4::Sctp => "SCTP",
+        }
+    }
 }
 
 /// What the node knows of a pod, on this node or another: what selectors and policies see.
@@ -136,6 +154,62 @@ pub struct NamedPort {
     pub port: u16,
 }
 
+/// `NAME=PORT[/PROTOCOL]` (TCP when none), as the CLI takes a container port.
+impl std::str::FromStr for NamedPort {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<NamedPort, String> {
+        let shape = || format!("{text:?}: expected NAME=PORT[/TCP|UDP|SCTP], e.g. http=8080/TCP");
+        let (name, rest) = text.split_once('=').ok_or_else(shape)?;
+        if name.is_empty() {
+            return Err(shape());
+        }
+        let (port, protocol) = match rest.split_once('/') {
+            Some((port, protocol)) => (port, L4::from_kubernetes(protocol).ok_or_else(shape)?),
+            None => (rest, L4::Tcp),
+        };
+        let port = port.parse().map_err(|_| shape())?;
+        Ok(NamedPort {
+            name: name.to_string(),
+            protocol,
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for NamedPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let protocol = self.protocol.kubernetes_name();
+        write!(f, "{}={}/{protocol}", self.name, self.port)
+    }
+}
+
+/// A pod's named ports as Kubernetes allows them: IANA service names, ports 1-65535, each
+/// name once per protocol.
+pub fn check_named_ports(path: &str, ports: &[NamedPort]) -> Checked<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        check_port_name(&format!("{at}.name"), &port.name)?;
+        if port.port == 0 {
+            return Err(FieldError::new(
+                format!("{at}.port"),
+                "0 is not a port (1-65535)",
+            ));
+        }
+        if !seen.insert((&port.name, port.protocol)) {
+            return Err(FieldError::new(
+                format!("{at}.name"),
+                format!(
+                    "{:?} names two {} ports",
+                    port.name,
+                    port.protocol.kubernetes_name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 /// A pod as the API lists it: its key and what the node knows of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

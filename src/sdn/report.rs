@@ -46,6 +46,28 @@ pub struct Status {
     /// What the operator should act on: an Open vSwitch bug that applies to this node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Open vSwitch's stale-megaflow bug on this switch and ofnode's mitigation of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_megaflows: Option<StaleMegaflowStatus>,
+}
+
+/// The bug and the mitigation, as `ofnode status` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StaleMegaflowStatus {
+    pub bug: String,
+    pub upstream_fix: String,
+    pub affected_versions: String,
+    /// This switch: affected or not, and why.
+    pub switch: String,
+    /// Whether ofnode purges the datapath's flows after each change on this switch.
+    pub mitigation: String,
+    /// Successful purges, their total and last time, and failed ones.
+    pub purges: u64,
+    pub purge_time_total_ms: f64,
+    pub last_purge_ms: Option<f64>,
+    pub purge_errors: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_purge_error: Option<String>,
 }
 
 /// How drift is being detected right now.

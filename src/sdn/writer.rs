@@ -14,6 +14,10 @@
 //! Setup, resync (after a reconnect), drift repair and HA take-over run alone; they plan
 //! through the same core (`core/sync.rs`) and install the whole table in one bundle when the
 //! switch lacks it.
+//!
+//! Every bundle is committed in one place (`commit`), where, on an Open vSwitch with the
+//! stale-megaflow bug, the datapath's cached flows are purged before anyone is answered
+//! (`megaflows.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,6 +33,7 @@ use super::drift::{record_repair, SharedDriftStatus};
 use super::error::Error;
 use super::ha::HaShared;
 use super::journal::Journal;
+use super::megaflows::Megaflows;
 use super::metrics::Metrics;
 use super::port_steps::{Answer, PortSteps};
 use super::request::{Deferred, Edit, Envelope, Read, Reply, Request, SetupDone};
@@ -71,6 +76,9 @@ pub struct Writer {
     /// Carries out the batches' port steps in OVSDB; without it (a writer with no OVSDB) they
     /// are dropped and their edits answered with the batch.
     pub port_steps: Option<PortSteps>,
+    /// Purges the datapath's cached flows after each bundle on a switch with the
+    /// stale-megaflow bug (`megaflows.rs`); without it (a writer with no OVSDB), never.
+    pub megaflows: Option<Megaflows>,
     requests: mpsc::Receiver<Envelope>,
     max_batch: usize,
     /// How long a bundle waits for the switch's session when there is none (a daemon just
@@ -108,6 +116,7 @@ impl Writer {
             dns,
             ha: None,
             port_steps: None,
+            megaflows: None,
             requests,
             max_batch: cfg.max_batch.max(1),
             connect_timeout: cfg.connect_timeout,
@@ -416,6 +425,14 @@ impl Writer {
             Err(e) => Err(e),
         };
         self.metrics.transaction_latency.observe(started.elapsed());
+        // Every bundle goes through here (batches, resync, repair, take-over, setup): on a
+        // switch with the stale-megaflow bug the datapath forgets what it cached before anyone
+        // is answered, also after a commit of unknown outcome (the switch may hold the bundle).
+        if result.as_ref().map_or_else(may_have_applied, |()| true) {
+            if let Some(megaflows) = &mut self.megaflows {
+                megaflows.after_commit().await;
+            }
+        }
         match result {
             Ok(()) => {
                 Metrics::inc(&self.metrics.transactions);

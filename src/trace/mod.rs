@@ -19,12 +19,13 @@ pub mod render;
 pub mod tables;
 pub mod verdict;
 
+pub use crate::unixctl::VswitchdCtl;
 pub use owner::{Attribution, FlowKey, Owner, OwnerIndex};
 pub use packet::{ArpOp, IpProto, Packet, PacketError, Payload, Tunnel};
 pub use parse::{
     parse, Action, Detail, Level, Matched, ParseError, Pass, Recirculation, Step, Trace,
 };
-pub use query::{Proto, QueryError, TraceQuery, VswitchdCtl};
+pub use query::{Proto, QueryError, TraceQuery};
 pub use tables::{table_name, TABLES};
 pub use verdict::{Output, OutputTo, StepRef, Verdict};
 

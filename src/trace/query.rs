@@ -1,16 +1,13 @@
 //! The question an operator asks (`ofnode trace --from POD --to IP …`, `GET /v1/trace`) turned
-//! into the packet to trace, from what the node knows: the pod's port, MAC and IP; and where
-//! ovs-vswitchd's control socket is.
+//! into the packet to trace, from what the node knows: the pod's port, MAC and IP.
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::packet::{IpProto, Packet, Payload, DEFAULT_TTL};
 use crate::sdn::state::NodeState;
 use crate::sdn::types::Pod;
-use crate::unixctl::{resolve_target, UnixctlError};
 use crate::value::PodKey;
 
 /// The source port of a traced TCP or UDP packet (any ephemeral port: no flow of br0 matches
@@ -134,40 +131,6 @@ impl TraceQuery {
                 count: matching.len(),
             }),
         }
-    }
-}
-
-/// Where ovs-vswitchd's control socket is: the config's `vswitchd_ctl` (a socket path, or a
-/// daemon name resolved through its pidfile in the run directory as `ovs-appctl -t` does).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VswitchdCtl {
-    pub target: String,
-    pub rundir: PathBuf,
-}
-
-/// OVS's default run directory (`OVS_RUNDIR` overrides it, as for OVS's own tools).
-pub const DEFAULT_RUNDIR: &str = "/var/run/openvswitch";
-
-impl VswitchdCtl {
-    /// `target` when configured, else `ovs-vswitchd` in the bridge's run directory: the
-    /// directory of the OVSDB socket the node uses (OVS keeps both there), or OVS's default.
-    pub fn new(target: Option<String>, ovsdb: &str) -> VswitchdCtl {
-        let rundir = std::env::var_os("OVS_RUNDIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                let socket = Path::new(ovsdb.strip_prefix("unix:")?);
-                Some(socket.parent()?.to_path_buf())
-            })
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNDIR));
-        VswitchdCtl {
-            target: target.unwrap_or_else(|| "ovs-vswitchd".into()),
-            rundir,
-        }
-    }
-
-    /// The socket path now (a restarted ovs-vswitchd has a new pid, so a new socket name).
-    pub fn path(&self) -> Result<PathBuf, UnixctlError> {
-        resolve_target(&self.target, &self.rundir)
     }
 }
 
@@ -296,19 +259,5 @@ mod tests {
             query("veth3").packet(&not_set_up),
             Err(QueryError::NotSetUp)
         );
-    }
-
-    #[test]
-    fn the_control_socket_defaults_to_the_ovsdb_sockets_directory() {
-        if std::env::var_os("OVS_RUNDIR").is_some() {
-            return;
-        }
-        let ctl = VswitchdCtl::new(None, "unix:/tmp/ovs1/db.sock");
-        assert_eq!(ctl.target, "ovs-vswitchd");
-        assert_eq!(ctl.rundir, PathBuf::from("/tmp/ovs1"));
-        let ctl = VswitchdCtl::new(None, "tcp:127.0.0.1:6640");
-        assert_eq!(ctl.rundir, PathBuf::from(DEFAULT_RUNDIR));
-        let ctl = VswitchdCtl::new(Some("/x/vswitchd.ctl".into()), "tcp:127.0.0.1:6640");
-        assert_eq!(ctl.path().unwrap(), PathBuf::from("/x/vswitchd.ctl"));
     }
 }

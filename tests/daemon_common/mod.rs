@@ -30,10 +30,18 @@ pub fn make_veths(ovs: &Ovs, count: u32) {
     }
 }
 
+/// Pod `n`'s key.
+pub fn pod_key(n: u32) -> String {
+    format!("default/pod-{n}")
+}
+
+/// `ofnode pod add` of pod `n`: [`pod_key`], veth `vethN`, 10.128.0.(10+n), [`sandbox`].
 pub fn pod_add_args(n: u32) -> Vec<String> {
     vec![
         "pod".into(),
         "add".into(),
+        "--pod".into(),
+        pod_key(n),
         "--veth".into(),
         format!("veth{n}"),
         "--ip".into(),

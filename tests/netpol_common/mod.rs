@@ -18,16 +18,13 @@ pub fn vnid(namespace: &str) -> u32 {
 }
 
 pub fn start() -> (Cluster, Model) {
-    let mut cluster = Cluster::start(ClusterOptions {
+    let cluster = Cluster::start(ClusterOptions {
         nodes: 2,
         mode: Mode::NetworkPolicy,
         control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
         echo: false,
     })
     .unwrap();
-    // The tables are checked in steady state: on a switch with Open vSwitch's stale-megaflow
-    // bug, datapath flows cached before a change are dropped after it (`settle_datapaths`).
-    cluster.settle_datapaths_after_changes().unwrap();
     let model = Model::create(&cluster, vnid).unwrap();
     (cluster, model)
 }

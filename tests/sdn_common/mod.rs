@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ofnode::sdn::{DnsConfig, Mode, Node, NodeConfig, PodAdd, SetupOutcome, SetupRequest};
+use ofnode::sdn::{
+    DnsConfig, LabelEdit, Labels, Mode, Node, NodeConfig, PodAdd, PodKey, SetupOutcome,
+    SetupRequest,
+};
 use ofnode_harness::Ovs;
 
 /// The node in these tests: cluster 10.128.0.0/14, services 172.30.0.0/16, local subnet
@@ -187,6 +190,8 @@ pub fn wait_for_flows(ovs: &Ovs, expected: &[String], limit: Duration) {
 pub fn node_config(ovs: &Ovs, state_dir: &Path) -> NodeConfig {
     let mut cfg = NodeConfig::new(ovs.db_target(), ovs.mgmt_target("br0"), state_dir);
     cfg.datapath_type = Some("netdev".into());
+    cfg.vswitchd_ctl =
+        ofnode::unixctl::VswitchdCtl::new(Some(ovs.vswitchd_ctl().display().to_string()), "");
     cfg.netns = Some(ovs.netns().path().into());
     cfg.manage_host_network = false;
     cfg.dns = DnsConfig {
@@ -303,20 +308,54 @@ pub const SANDBOX: &str = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9b
 /// Its note as ovs-ofctl prints it (padded with zeros to the action's 8-byte boundary).
 pub const SANDBOX_NOTE: &str = "a0.a1.a2.a3.a4.a5.a6.a7.a8.a9.aa.ab.ac.ad.ae.af.b0.b1.b2.b3.b4.b5.b6.b7.b8.b9.ba.bb.bc.bd.be.bf.00.00.00.00.00.00";
 
-/// The pod tests' usual pod (vethA, 10.128.0.5, 0a:58:0a:80:00:05, SANDBOX) in `vnid`; its
-/// flows are [`pod_a_flows`].
-pub fn pod_a(vnid: u32) -> PodAdd {
-    pod("vethA", "10.128.0.5", "0a:58:0a:80:00:05", SANDBOX, vnid)
+/// The key of the pod tests' usual pod.
+pub const POD_A: &str = "default/pod-a";
+/// The key of a second pod, where a test has one (vethB, 10.128.0.6 in most).
+pub const POD_B: &str = "default/pod-b";
+
+/// A pod key from its text, `NAMESPACE/NAME`.
+pub fn key(text: &str) -> PodKey {
+    text.parse().unwrap()
 }
 
-pub fn pod(veth: &str, ip: &str, mac: &str, sandbox: &str, vnid: u32) -> PodAdd {
+/// The pod tests' usual pod ([`POD_A`]: vethA, 10.128.0.5, 0a:58:0a:80:00:05, SANDBOX) in
+/// `vnid`; its flows are [`pod_a_flows`].
+pub fn pod_a(vnid: u32) -> PodAdd {
+    pod(
+        POD_A,
+        "vethA",
+        "10.128.0.5",
+        "0a:58:0a:80:00:05",
+        SANDBOX,
+        vnid,
+    )
+}
+
+/// Pod `pod_key` (`NAMESPACE/NAME`) on `veth` with `ip`, `mac`, `sandbox` in `vnid`.
+pub fn pod(pod_key: &str, veth: &str, ip: &str, mac: &str, sandbox: &str, vnid: u32) -> PodAdd {
     PodAdd {
+        pod: key(pod_key),
         veth: veth.parse().unwrap(),
         ip: ip.parse().unwrap(),
         mac: mac.parse().unwrap(),
         sandbox: sandbox.parse().unwrap(),
         vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
-        namespace: None,
         labels: Default::default(),
+    }
+}
+
+/// `&[("k", "v")]` as labels.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Sets `set` and removes `remove`, as `kubectl label` does.
+pub fn label_edit(set: &[(&str, &str)], remove: &[&str]) -> LabelEdit {
+    LabelEdit {
+        set: labels(set),
+        remove: remove.iter().map(|k| k.to_string()).collect(),
     }
 }

@@ -3,10 +3,9 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{nx_fixed, Action, Ctx, Kind, WireId, NXAST_CONJUNCTION};
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::bad;
 use crate::text::value::parse_uint;
-use crate::text::ParseError;
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 

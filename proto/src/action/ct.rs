@@ -12,9 +12,8 @@ use crate::field::{
     Access, Field, FieldRange, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 use crate::oxm::Match;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::parse::{bad, number};
-use crate::text::ParseError;
 use crate::wire::{put_zeros, Reader};
 use crate::{DecodeError, EncodeError};
 

@@ -4,9 +4,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{nx_fixed, Action, Ctx, Kind, WireId, NXAST_CT_CLEAR};
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::bad;
-use crate::text::ParseError;
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 

@@ -10,10 +10,9 @@ use super::{
 };
 use crate::field::{Access, Field, FieldRange, TlvHeader, OFPXMC_EXPERIMENTER};
 use crate::oxm::Match;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::{bad, number};
 use crate::text::value::{alt_hex, format_set_field_value, parse_field_value, parse_wide};
-use crate::text::ParseError;
 use crate::wire::{be_uint, put_uint, Reader};
 use crate::{DecodeError, EncodeError};
 

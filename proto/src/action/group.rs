@@ -3,9 +3,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{std_fixed, Action, Ctx, Kind, WireId, OFPAT_GROUP};
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::{bad, number};
-use crate::text::ParseError;
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 

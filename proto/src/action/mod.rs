@@ -6,6 +6,7 @@
 //! re-emitted unchanged.
 
 mod conjunction;
+mod controller;
 mod ct;
 mod ct_clear;
 mod fields;
@@ -19,6 +20,7 @@ mod ttl;
 use bytes::{BufMut, BytesMut};
 
 pub use conjunction::Conjunction;
+pub use controller::Controller;
 pub use ct::{Ct, CtZone, NX_CT_F_COMMIT, NX_CT_F_FORCE};
 pub use group::OFPG_MAX;
 pub use nat::{
@@ -30,8 +32,8 @@ pub use resubmit::Resubmit;
 
 use crate::field::{Field, FieldRange};
 use crate::oxm::Match;
+use crate::text::error::ParseError;
 use crate::text::lexer::Token;
-use crate::text::ParseError;
 use crate::wire::{put_raw, LengthSlot, Reader};
 use crate::{DecodeError, EncodeError};
 
@@ -49,9 +51,11 @@ pub const NXAST_REG_LOAD: u16 = 7;
 pub const NXAST_NOTE: u16 = 8;
 pub const NXAST_RESUBMIT_TABLE: u16 = 14;
 pub const NXAST_OUTPUT_REG: u16 = 15;
+pub const NXAST_CONTROLLER: u16 = 20;
 pub const NXAST_CONJUNCTION: u16 = 34;
 pub const NXAST_CT: u16 = 35;
 pub const NXAST_NAT: u16 = 36;
+pub const NXAST_CONTROLLER2: u16 = 37;
 pub const NXAST_CT_CLEAR: u16 = 43;
 pub const NXAST_RESUBMIT_TABLE_CT: u16 = 44;
 
@@ -63,6 +67,8 @@ pub const OFPCML_NO_BUFFER: u16 = 0xffff;
 pub enum Action {
     /// OFPAT_OUTPUT: `output:N`, `IN_PORT`, `LOCAL`, `CONTROLLER:max_len`.
     Output { port: u32, max_len: u16 },
+    /// NXAST_CONTROLLER(2): `controller(userdata=01.02,meter_id=1,...)` (see [`Controller`]).
+    Controller(Controller),
     /// NXAST_OUTPUT_REG: `output:NXM_NX_REG2[]`.
     OutputReg { src: FieldRange, max_len: u16 },
     /// NXAST_REG_LOAD: `load:0x5->NXM_NX_REG0[]` (at most 64 bits at a time).
@@ -125,9 +131,10 @@ pub(crate) struct Kind {
 }
 
 /// Every action this crate models, one row per module.
-static KINDS: [&Kind; 13] = [
+static KINDS: [&Kind; 14] = [
     &output::OUTPUT,
     &output::OUTPUT_REG,
+    &controller::CONTROLLER,
     &fields::SET_FIELD,
     &fields::LOAD,
     &fields::MOVE,
@@ -169,6 +176,7 @@ impl Action {
         match self {
             Action::Output { port, max_len } => output::encode_output(*port, *max_len, out),
             Action::OutputReg { src, max_len } => output::encode_output_reg(src, *max_len, out),
+            Action::Controller(c) => c.encode(out),
             Action::RegLoad { dst, value } => fields::encode_load(dst, *value, out),
             Action::RegMove { src, dst } => fields::encode_move(src, dst, out),
             Action::SetField { field, value } => fields::encode_set_field(*field, *value, out),
@@ -189,6 +197,7 @@ impl Action {
         match self {
             Action::Output { port, max_len } => output::format_output(*port, *max_len, out),
             Action::OutputReg { src, .. } => output::format_output_reg(src, out),
+            Action::Controller(c) => c.format(out),
             Action::RegLoad { dst, value } => fields::format_load(dst, *value, out),
             Action::RegMove { src, dst } => fields::format_move(src, dst, out),
             Action::SetField { field, value } => fields::format_set_field(*field, *value, out),
@@ -220,11 +229,36 @@ impl Action {
             Action::Nat(nat) => nat.check(m),
             Action::Resubmit(r) => r.check(m),
             Action::Note(_)
+            | Action::Controller(_)
             | Action::CtClear
             | Action::Conjunction(_)
             | Action::Group(_)
             | Action::DecTtl
             | Action::Unknown(_) => Ok(()),
+        }
+    }
+
+    /// Whether OVS takes the action in an action set (`write_actions`): sets and moves of
+    /// fields, output, group, resubmit, ct, ct_clear and dec_ttl (action_set_classify); it
+    /// refuses the others with OFPBAC_BAD_TYPE. An action this crate does not model is not
+    /// judged.
+    pub(crate) fn allowed_in_action_set(&self) -> bool {
+        match self {
+            Action::Output { .. }
+            | Action::RegLoad { .. }
+            | Action::RegMove { .. }
+            | Action::SetField { .. }
+            | Action::Ct(_)
+            | Action::CtClear
+            | Action::Resubmit(_)
+            | Action::Group(_)
+            | Action::DecTtl
+            | Action::Unknown(_) => true,
+            Action::OutputReg { .. }
+            | Action::Controller(_)
+            | Action::Note(_)
+            | Action::Nat(_)
+            | Action::Conjunction(_) => false,
         }
     }
 

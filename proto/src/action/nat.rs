@@ -8,9 +8,8 @@ use bytes::{BufMut, BytesMut};
 use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_NAT};
 use crate::field::{Field, ETH_TYPE_IPV4, ETH_TYPE_IPV6};
 use crate::oxm::Match;
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::parse::bad;
-use crate::text::ParseError;
 use crate::wire::{put_zeros, Reader};
 use crate::{DecodeError, EncodeError};
 

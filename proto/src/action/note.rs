@@ -4,9 +4,9 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{nx_header, Action, Ctx, Kind, WireId, NXAST_NOTE};
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::bad;
-use crate::text::ParseError;
+use crate::text::value::format_hex_dots;
 use crate::wire::{pad8, Reader};
 use crate::{DecodeError, EncodeError};
 
@@ -49,9 +49,8 @@ impl Note {
     }
 
     pub(super) fn format(&self, out: &mut String) {
-        let hexes: Vec<String> = self.0.iter().map(|b| format!("{b:02x}")).collect();
         out.push_str("note:");
-        out.push_str(&hexes.join("."));
+        out.push_str(&format_hex_dots(&self.0));
     }
 }
 

@@ -1,5 +1,7 @@
 //! `output`: OFPAT_OUTPUT to a port (`output:3`, `LOCAL`, `CONTROLLER:65535`) and
-//! NXAST_OUTPUT_REG to the port a field holds (`output:NXM_NX_REG2[]`).
+//! NXAST_OUTPUT_REG to the port a field holds (`output:NXM_NX_REG2[]`). The `controller`
+//! keyword, which gives an output to CONTROLLER when it says no more, is read in
+//! controller.rs.
 
 use bytes::{BufMut, BytesMut};
 
@@ -9,9 +11,9 @@ use super::{
     OFPCML_NO_BUFFER,
 };
 use crate::field::FieldRange;
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::{bad, number};
-use crate::text::{format_port, parse_port, ParseError};
+use crate::text::value::{format_port, parse_port};
 use crate::wire::Reader;
 use crate::{
     DecodeError, EncodeError, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL,
@@ -20,7 +22,7 @@ use crate::{
 
 pub(super) static OUTPUT: Kind = Kind {
     wire: &[WireId::Std(OFPAT_OUTPUT)],
-    keywords: &["output", "controller"],
+    keywords: &["output"],
     decode: decode_output,
     parse: parse_output,
 };
@@ -173,22 +175,8 @@ pub(super) fn format_output_reg(src: &FieldRange, out: &mut String) {
     out.push_str(&format!("output:{src}"));
 }
 
-/// `output:PORT`, `output:FIELD[...]`, `CONTROLLER`, `CONTROLLER:max_len`,
-/// `controller(max_len=N)`.
+/// `output:PORT`, `output:FIELD[...]`.
 fn parse_output(token: &Token<'_>, _: Ctx) -> Result<Vec<Action>, ParseError> {
-    if token.key.eq_ignore_ascii_case("controller") {
-        let max_len = match token.value {
-            None => OFPCML_NO_BUFFER,
-            Some(v) => {
-                let n = v.strip_prefix("max_len=").unwrap_or(v);
-                number(token, n)?
-            }
-        };
-        return Ok(vec![Action::Output {
-            port: OFPP_CONTROLLER,
-            max_len,
-        }]);
-    }
     let value = token.value.ok_or_else(|| bad(token, "missing port"))?;
     if value.contains('[') {
         let src = parse_subfield(token, value)?;

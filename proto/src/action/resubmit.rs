@@ -11,9 +11,9 @@ use super::{
 };
 use crate::field::Prereq;
 use crate::oxm::Match;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::{bad, number};
-use crate::text::{format_port, parse_port, ParseError};
+use crate::text::value::{format_port, parse_port};
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError, OFPP_IN_PORT};
 

@@ -5,9 +5,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::{std_fixed, Action, Ctx, Kind, WireId, OFPAT_DEC_NW_TTL};
+use crate::text::error::{bad, ParseError};
 use crate::text::lexer::Token;
-use crate::text::parse::bad;
-use crate::text::ParseError;
 use crate::wire::Reader;
 use crate::{DecodeError, EncodeError};
 

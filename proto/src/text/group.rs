@@ -6,10 +6,9 @@ use crate::action::{format_list, Action, Ctx};
 use crate::group::{
     watchable, Bucket, GroupCommand, GroupDesc, GroupMod, GroupStats, GroupType, OFPG_ALL,
 };
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::parse::{bad, number};
-use crate::text::value::format_port;
-use crate::text::{parse_port, ParseError};
+use crate::text::value::{format_duration, format_port, parse_port};
 use crate::{OFPG_ANY, OFPG_MAX, OFPP_ANY};
 
 /// The group type names ovs-ofctl prints (and reads; it also reads `fast_failover`).
@@ -88,20 +87,6 @@ pub fn format_group_stats(stats: &GroupStats) -> String {
             ));
         }
     }
-    s
-}
-
-/// ofp_print_duration: seconds, then milliseconds when exact, else every significant digit.
-fn format_duration(sec: u32, nsec: u32) -> String {
-    let mut s = sec.to_string();
-    if nsec > 0 {
-        if nsec % 1_000_000 == 0 {
-            s.push_str(&format!(".{:03}", nsec / 1_000_000));
-        } else {
-            s.push_str(format!(".{nsec:09}").trim_end_matches('0'));
-        }
-    }
-    s.push('s');
     s
 }
 

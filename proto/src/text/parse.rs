@@ -3,42 +3,15 @@
 use crate::action::{Action, Ctx};
 use crate::field::Field;
 use crate::flow_mod::{FlowMod, FlowModCommand};
-use crate::instruction::Instruction;
+use crate::instruction::{meter_in_range, Instruction};
 use crate::oxm::Match;
+use crate::text::error::{bad, number, ParseError};
 use crate::text::lexer::{tokens, Token};
-use crate::text::value::{parse_field_value, parse_port, parse_uint, PROTOCOLS};
+use crate::text::value::{parse_field_value, parse_port, PROTOCOLS};
 use crate::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS,
     OFPFF_SEND_FLOW_REM,
 };
-
-/// Why a flow text was refused; every variant names the token at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    #[error("unknown keyword `{0}`")]
-    UnknownKeyword(String),
-    #[error("`{token}`: {reason}")]
-    BadToken { token: String, reason: String },
-    #[error("`{token}` needs `{needs}` in the match (OpenFlow 1.3 prerequisite)")]
-    Prerequisite { token: String, needs: &'static str },
-    #[error("unsupported action `{0}`")]
-    UnknownAction(String),
-    #[error("a flow to add or modify needs `actions=...` (use `actions=drop` to drop)")]
-    MissingActions,
-    #[error("`{0}`: a delete takes no actions")]
-    UnexpectedActions(String),
-    #[error("{0}")]
-    Syntax(String),
-    #[error("the actions do not fit the match: {0}")]
-    Inconsistent(String),
-}
-
-pub(crate) fn bad(token: &Token<'_>, reason: impl Into<String>) -> ParseError {
-    ParseError::BadToken {
-        token: token.text.to_string(),
-        reason: reason.into(),
-    }
-}
 
 /// Parses a flow as `ovs-ofctl add-flow`/`mod-flows`/`del-flows` read it, e.g.
 /// `table=0, priority=200, in_port=1, arp, nw_src=10.128.0.0/14, actions=goto_table:10` or,
@@ -211,12 +184,6 @@ fn parse_cookie(fm: &mut FlowMod, token: &Token<'_>, value: &str) -> Result<(), 
     }
 }
 
-pub(crate) fn number<T: TryFrom<u64>>(token: &Token<'_>, text: &str) -> Result<T, ParseError> {
-    parse_uint(text)
-        .and_then(|v| T::try_from(v).ok())
-        .ok_or_else(|| bad(token, format!("`{text}` is not a number in range")))
-}
-
 /// Match fields as written, resolved against the packet type once every token is read.
 #[derive(Default)]
 struct FieldSet<'a> {
@@ -357,6 +324,7 @@ fn check_prereq(m: &Match, field: Field, token: &Token<'_>) -> Result<(), ParseE
 /// Instruction kinds in the only order OpenFlow 1.1+ allows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
+    Meter,
     Apply,
     Clear,
     Write,
@@ -364,8 +332,8 @@ enum Stage {
 }
 
 /// Parses an action list (`load:42->NXM_NX_REG0[], note:01.02, goto_table:21`, `drop`) into
-/// instructions: plain actions go to one apply_actions, followed by clear_actions,
-/// write_actions(...) and goto_table:N in that order.
+/// instructions: meter:N first, then plain actions in one apply_actions, followed by
+/// clear_actions, write_actions(...) and goto_table:N in that order.
 pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     let toks = tokens(text).map_err(ParseError::Syntax)?;
     if toks.iter().any(|t| t.key.eq_ignore_ascii_case("drop")) {
@@ -378,19 +346,24 @@ pub fn parse_actions(text: &str) -> Result<Vec<Instruction>, ParseError> {
     }
     let mut apply = Vec::new();
     let mut rest = Vec::new();
-    let mut stage = Stage::Apply;
+    let mut stage = None;
     for token in &toks {
         let (next, item) = parse_instruction_token(token)?;
-        if next < stage || (next == stage && next != Stage::Apply) {
-            return Err(bad(token, "instructions must come in the order actions, clear_actions, write_actions, goto_table, each once"));
+        let out_of_order = stage.is_some_and(|s| next < s || (next == s && next != Stage::Apply));
+        if out_of_order {
+            return Err(bad(token, "instructions must come in the order meter, actions, clear_actions, write_actions, goto_table, each once"));
         }
-        stage = next;
+        stage = Some(next);
         match item {
             Ok(actions) => apply.extend(actions),
             Err(instruction) => rest.push(instruction),
         }
     }
-    let mut out = Vec::new();
+    // The meter instruction, if any, comes first in `rest` (the stages make it so).
+    let (meter, rest): (Vec<_>, Vec<_>) = rest
+        .into_iter()
+        .partition(|inst| matches!(inst, Instruction::Meter(_)));
+    let mut out = meter;
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }
@@ -410,6 +383,17 @@ fn parse_instruction_token(
     token: &Token<'_>,
 ) -> Result<(Stage, Result<Vec<Action>, Instruction>), ParseError> {
     Ok(match token.key.to_ascii_lowercase().as_str() {
+        "meter" => {
+            let value = token.value.ok_or_else(|| bad(token, "missing meter"))?;
+            let meter_id = number(token, value)?;
+            if !meter_in_range(meter_id) {
+                return Err(bad(
+                    token,
+                    "a flow's meter is 1 to 4294901760 (OFPMMFC_INVALID_METER)",
+                ));
+            }
+            (Stage::Meter, Err(Instruction::Meter(meter_id)))
+        }
         "goto_table" => {
             let value = token.value.ok_or_else(|| bad(token, "missing table"))?;
             (
@@ -423,7 +407,12 @@ fn parse_instruction_token(
             let inner = if inner.trim() == "drop" { "" } else { inner };
             let mut actions = Vec::new();
             for t in tokens(inner).map_err(ParseError::Syntax)? {
-                actions.extend(Action::parse(&t, Ctx::default())?);
+                let parsed = Action::parse(&t, Ctx::default())?;
+                if !parsed.iter().all(Action::allowed_in_action_set) {
+                    // ovs-ofctl sends it; the switch refuses it (OFPBAC_BAD_TYPE).
+                    return Err(bad(&t, "not an action an action set (write_actions) takes"));
+                }
+                actions.extend(parsed);
             }
             (Stage::Write, Err(Instruction::WriteActions(actions)))
         }

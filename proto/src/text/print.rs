@@ -230,6 +230,7 @@ pub fn format_actions(instructions: &[Instruction]) -> String {
 
 fn format_instruction(inst: &Instruction) -> Option<String> {
     match inst {
+        Instruction::Meter(meter_id) => Some(format!("meter:{meter_id}")),
         Instruction::ApplyActions(actions) if actions.is_empty() => None,
         Instruction::ApplyActions(actions) => Some(format_action_list(actions)),
         Instruction::ClearActions => Some("clear_actions".to_string()),

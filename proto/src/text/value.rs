@@ -40,6 +40,44 @@ pub(crate) fn alt_hex(v: u128) -> String {
     }
 }
 
+/// Bytes as ovs-ofctl prints notes and userdata: two hex digits each, joined by dots.
+pub(crate) fn format_hex_dots(bytes: &[u8]) -> String {
+    let hexes: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    hexes.join(".")
+}
+
+/// Bytes as ofpbuf_put_hex reads them: pairs of hex digits, with dots and white space allowed
+/// before each pair; `None` when anything else is left over (an odd digit, a non-hex one).
+pub(crate) fn parse_hex_dots(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    loop {
+        rest = rest.trim_start_matches(['.', ' ', '\t', '\r', '\n']);
+        let Some(pair) = rest
+            .get(..2)
+            .filter(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
+            return rest.is_empty().then_some(out);
+        };
+        out.push(u8::from_str_radix(pair, 16).ok()?);
+        rest = &rest[2..];
+    }
+}
+
+/// ofp_print_duration: seconds, then milliseconds when exact, else every significant digit.
+pub(crate) fn format_duration(sec: u32, nsec: u32) -> String {
+    let mut s = sec.to_string();
+    if nsec > 0 {
+        if nsec % 1_000_000 == 0 {
+            s.push_str(&format!(".{:03}", nsec / 1_000_000));
+        } else {
+            s.push_str(format!(".{nsec:09}").trim_end_matches('0'));
+        }
+    }
+    s.push('s');
+    s
+}
+
 /// OpenFlow 1.0-style 16-bit numbers at or above this are reserved ports.
 const OFPP_MAX_16: u64 = 0xff00;
 /// OpenFlow 1.1+ reserved ports are the 16-bit ones plus this offset.

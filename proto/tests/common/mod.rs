@@ -163,6 +163,44 @@ pub fn stateful_groups() -> Vec<String> {
     ]
 }
 
+/// The meters [`audit_add_flows`] use, in `add-meter` text: a per-rule packet-in limit as an
+/// audit log would set it (pktps, a burst, statistics), a kbps meter, one of two drop bands.
+/// Open vSwitch's userspace datapath has drop bands only (a DSCP-remark band is checked
+/// offline, see `audit_dscp_meter`).
+pub fn audit_meters() -> Vec<String> {
+    vec![
+        "meter=1 pktps burst stats bands=type=drop rate=100 burst_size=10".into(),
+        "meter=2 kbps bands=type=drop rate=1000".into(),
+        "meter=3,pktps,stats,bands=type=drop,rate=5,type=drop,rate=50".into(),
+    ]
+}
+
+/// A meter with a DSCP-remark band, which ovs-ofctl sends and prints but the userspace
+/// datapath refuses (OFPMMFC_BAD_BAND): for the offline oracles only.
+pub fn audit_dscp_meter() -> String {
+    "meter=4 kbps burst bands=type=dscp_remark rate=1000 burst_size=100 prec_level=2".into()
+}
+
+/// Flows an audit log writes: the first packet of a connection copied to the controller
+/// with the rule in its userdata and a meter per rule, and every other form of
+/// `controller(...)` and `meter:N` (including those ovs-ofctl sends as a plain output to
+/// CONTROLLER).
+pub fn audit_add_flows() -> Vec<String> {
+    vec![
+        "table=90, priority=100, ip, reg0=7, ct_state=+trk+new, actions=controller(userdata=00.00.00.07.01,meter_id=1),goto_table:91".into(),
+        "table=90, priority=90, ip, ct_state=+trk+new, actions=meter:2,controller(userdata=01.02.03,meter_id=2),goto_table:91".into(),
+        "table=91, priority=10, ip, actions=meter:3,output:2".into(),
+        "table=92, priority=10, ip, actions=controller(reason=no_match,max_len=100,id=3)".into(),
+        "table=92, priority=11, udp, actions=controller(pause,userdata=0a0b)".into(),
+        "table=92, priority=12, tcp, actions=controller(max_len=100),controller,controller:55".into(),
+        "table=92, priority=13, arp, actions=controller(reason=invalid_ttl)".into(),
+        "table=92, priority=14, icmp, actions=controller(id=7,userdata=01.02.03.04.05.06.07.08.09)".into(),
+        "table=92, priority=15, reg1=1, actions=controller(reason=action_set,meter_id=3),controller(reason=group),controller(reason=packet_out)".into(),
+        "table=92, priority=16, reg1=2, actions=meter:1,controller(userdata=ff,meter_id=1),write_actions(output:2),goto_table:93".into(),
+        "table=92, priority=17, reg1=3, actions=CONTROLLER:0,controller(meter_id=0),controller(reason=action,id=0)".into(),
+    ]
+}
+
 /// Every delete the seed issues (cleanupPodFlows, DeleteHostSubnetRules, egress policy,
 /// DeleteServiceRules, multicast), with the same values.
 pub fn seed_delete_flows() -> Vec<String> {

@@ -178,6 +178,7 @@ fn router(node: Node, sources: Sources, options: &ApiOptions) -> Router {
             get(namespaces).post(namespace_set).delete(namespace_del),
         )
         .route(route::POD_LABELS, post(pod_labels))
+        .route(route::POD_PORTS, post(pod_ports))
         .route(route::NAMESPACE_LABELS, post(namespace_labels))
         .route(
             route::REMOTE_PODS,
@@ -436,6 +437,12 @@ async fn namespaces(State(s): Shared) -> ApiResult<wire::Namespaces> {
 async fn pod_labels(State(s): Shared, Body(req): Body<wire::PodLabels>) -> ApiResult<wire::Ok> {
     s.owned_by_the_api("change pods' labels with kubectl label")?;
     s.node.pod_labels(req.pod, req.edit).await?;
+    done()
+}
+
+async fn pod_ports(State(s): Shared, Body(req): Body<wire::PodPorts>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("pods' named ports come from their containers' ports in the Pod object")?;
+    s.node.pod_ports(req.pod, req.ports).await?;
     done()
 }
 

@@ -188,14 +188,14 @@ impl Core {
         let mut deltas = Vec::new();
         let undo = self.store.apply(change.clone(), &mut deltas);
         let built = held_flows_of(self.state(), &entity)
-            .and_then(|new| Ok((new, self.follow_netpol(&change, &deltas)?)));
+            .and_then(|new| Ok((new, self.follow_netpol(&change, &undo, &deltas)?)));
         let (new, netpol) = match built {
             Ok(built) => built,
             Err(e) => {
                 let mut deltas = Vec::new();
-                let redo = self.store.apply(undo, &mut deltas);
+                let redo = self.store.apply(undo.clone(), &mut deltas);
                 // The producers follow the store back (their own changes cancel out).
-                let _ = self.follow_netpol(&redo, &deltas);
+                let _ = self.follow_netpol(&undo, &redo, &deltas);
                 return Err(e);
             }
         };
@@ -222,15 +222,24 @@ impl Core {
     fn follow_netpol(
         &mut self,
         change: &Change,
+        undo: &Change,
         deltas: &[Delta],
     ) -> Result<Vec<HeldChange>, Error> {
         let Some(engine) = self.netpol.as_mut() else {
             return Ok(Vec::new());
         };
-        engine.on_deltas(deltas, self.store.groups(), self.store.world());
-        let keys: Vec<String> = match change {
-            Change::NetPol { key, .. } => vec![key.clone()],
-            Change::Namespace { name, .. } => {
+        let (groups, world) = self.store.groups_and_world();
+        engine.on_deltas(deltas, groups, world);
+        let keys: Vec<String> = match (change, undo) {
+            (Change::NetPol { key, .. }, _) => vec![key.clone()],
+            // A namespace's policies are computed with its VNID: they follow its coming, going
+            // or new VNID (its labels reach the flows through the groups alone).
+            (
+                Change::Namespace { name, namespace },
+                Change::Namespace {
+                    namespace: before, ..
+                },
+            ) if namespace.as_ref().map(|n| n.vnid) != before.as_ref().map(|n| n.vnid) => {
                 let prefix = format!("{name}/");
                 self.store
                     .state()

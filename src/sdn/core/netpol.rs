@@ -10,7 +10,7 @@ use super::desired::enforcing_setup;
 use super::Core;
 use crate::sdn::error::Error;
 use crate::sdn::labels::{check_labels, FieldError, Labels};
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{check_named_ports, NamedPort, Namespace, PodInfo};
 use crate::sdn::policy::networkpolicy::limits::MAX_FLOWS;
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::sdn::policy::networkpolicy::{allocate_ids, netpol_key};
@@ -34,6 +34,22 @@ pub struct LabelEdit {
 }
 
 impl LabelEdit {
+    /// The edit that turns labels `from` into `to` (what a source that owns them replaces).
+    pub fn between(from: &Labels, to: &Labels) -> LabelEdit {
+        LabelEdit {
+            set: to
+                .iter()
+                .filter(|(k, v)| from.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            remove: from
+                .keys()
+                .filter(|k| !to.contains_key(*k))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// `labels` with the edit made; a key both set and removed is refused.
     pub fn applied_to(&self, mut labels: Labels) -> Result<Labels, Error> {
         if let Some(both) = self.remove.iter().find(|k| self.set.contains_key(*k)) {
@@ -225,26 +241,19 @@ impl Core {
         }])
     }
 
-    /// What selectors see of local pod `key` as its owner (the Kubernetes API) says: its labels
-    /// and named container ports, replacing the old ones; its address stays its attachment's.
-    pub fn local_pod_meta(
-        &mut self,
-        key: &PodKey,
-        labels: Labels,
-        ports: Vec<crate::sdn::objects::NamedPort>,
-    ) -> Result<(), Error> {
-        self.require_enforcing("pod labels")?;
-        check_labels("labels", &labels)?;
+    /// Sets a pod's named container ports (of this node or another), replacing the old ones:
+    /// what a policy's named port resolves to on it.
+    pub fn pod_ports(&mut self, key: &PodKey, ports: Vec<NamedPort>) -> Result<(), Error> {
+        self.require_enforcing("pod ports")?;
+        check_named_ports("ports", &ports)?;
         let info = self
             .state()
             .pod_infos
             .get(key)
-            .filter(|info| info.local)
             .ok_or_else(|| Error::NotFound {
-                what: format!("local pod {key}"),
+                what: format!("pod {key}"),
             })?;
         let info = PodInfo {
-            labels,
             ports,
             ..info.clone()
         }
@@ -263,6 +272,7 @@ impl Core {
     pub fn remote_pod_set(&mut self, key: PodKey, info: PodInfo) -> Result<(), Error> {
         let setup = self.require_enforcing("remote pods")?;
         check_labels("labels", &info.labels)?;
+        check_named_ports("ports", &info.ports)?;
         self.require_namespace("pod", key.namespace())?;
         if self.state().pods.contains_key(&key) {
             return Err(refuse("pod", format!("{key} is a pod of this node")));
@@ -326,13 +336,11 @@ impl Core {
             .require_namespace("metadata.namespace", &policy.namespace)?
             .clone();
         let key = netpol_key(&policy.namespace, &policy.name);
-        let others = self
-            .state()
-            .netpols
-            .iter()
-            .filter(|(k, _)| **k != key)
-            .flat_map(|(_, p)| p.ingress_ids.iter().chain(&p.egress_ids).copied());
-        let stored = allocate_ids(policy, self.state().netpols.get(&key), others);
+        let stored = allocate_ids(
+            policy,
+            self.state().netpols.get(&key),
+            self.store.conj_ids(),
+        );
         if self.state().netpols.get(&key) == Some(&stored) {
             // The same policy again: nothing changes, no bundle.
             return Ok(());

@@ -34,6 +34,7 @@ use super::drift::{SharedDriftStatus, Watcher};
 use super::error::Error;
 use super::ha::{Agent, HaShared};
 use super::journal::Journal;
+use super::megaflows::Megaflows;
 use super::metrics::Metrics;
 use super::port_steps::PortSteps;
 use super::request::{self, Envelope, Reply, Request};
@@ -149,6 +150,13 @@ impl Node {
             requests.downgrade(),
             metrics.clone(),
             ports_retry.clone(),
+        ));
+        writer.megaflows = Some(Megaflows::new(
+            cfg.vswitchd_ctl.clone(),
+            ovsdb.clone(),
+            datapath_type.clone(),
+            cfg.stale_megaflow_purge,
+            metrics.clone(),
         ));
         let dns_wakeup = Arc::new(Notify::new());
         let node = Node {

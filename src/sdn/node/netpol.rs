@@ -5,7 +5,7 @@
 use super::Node;
 use crate::sdn::core::{LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
-use crate::sdn::objects::{KnownPod, Namespace, PodInfo};
+use crate::sdn::objects::{KnownPod, NamedPort, Namespace, PodInfo};
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::value::PodKey;
 
@@ -44,6 +44,13 @@ impl Node {
         let _shared = self.inner.gate.read().await;
         self.require_setup()?;
         self.edit(move |core| core.pod_labels(&key, &edit)).await
+    }
+
+    /// Sets a pod's named container ports (of this node or another).
+    pub async fn pod_ports(&self, key: PodKey, ports: Vec<NamedPort>) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        self.edit(move |core| core.pod_ports(&key, ports)).await
     }
 
     /// Creates or replaces a pod of another node.

@@ -21,6 +21,7 @@ use crate::sdn::core::ovsdb::{
     controllers, observe, port_fixes, removed_ports_gone, setup_steps, PortFix,
 };
 use crate::sdn::error::Error;
+use crate::sdn::metrics::Metrics;
 
 /// How often a quiet reconciler looks whether its node is gone.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
@@ -67,6 +68,7 @@ pub(super) async fn reconcile_ovsdb(
             }
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, "making OVSDB hold the desired ports failed; trying again");
+                Metrics::inc(&node_now.inner.metrics.ovsdb_reconcile_errors);
                 drop(node_now);
                 owed = true;
                 tokio::time::sleep(backoff).await;
@@ -87,11 +89,11 @@ impl Node {
         }
         let _exclusive = self.inner.gate.write().await;
         let state = self.state().await?;
-        let Some(setup) = state.setup else {
+        if state.setup.is_none() {
             return Ok(());
-        };
-        // A restarted daemon learns its mode from its state and may never be set up again.
-        self.warn_stale_megaflows_once(setup.mode);
+        }
+        // A restarted daemon may never be set up again: it warns at its OVSDB session.
+        self.warn_stale_megaflows_once();
         let bridge = self.inner.cfg.bridge.clone();
         let ovsdb = &self.inner.ovsdb;
         if !ovsdb.with_cache(|c| c.find("Bridge", &bridge).is_some()) {

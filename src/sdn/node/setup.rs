@@ -43,7 +43,7 @@ impl Node {
         }
         self.setup_host(req).await?;
         tracing::info!(outcome = ?done.outcome, setup = ?req, "node set up");
-        self.warn_stale_megaflows_once(req.mode);
+        self.warn_stale_megaflows_once();
         Ok(done.outcome)
     }
 

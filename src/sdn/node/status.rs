@@ -10,18 +10,18 @@ use super::Node;
 use crate::sdn::core::held_flow;
 use crate::sdn::error::Error;
 use crate::sdn::flows::{pod_flows, version_note};
-use crate::sdn::ovs_bugs;
+use crate::sdn::megaflows::Exposure;
 use crate::sdn::policy;
 use crate::sdn::readback;
 use crate::sdn::report::PodStatus;
 use crate::sdn::report::Status;
 use crate::sdn::table::Flow;
-use crate::sdn::types::Mode;
 use crate::value::{PodKey, Vnid};
 
 impl Node {
     pub fn status(&self) -> Status {
         let p = self.published();
+        let stale_megaflows = self.stale_megaflows();
         let switch_connected = self.inner.switch.is_connected();
         let networkpolicy = p
             .setup
@@ -57,19 +57,16 @@ impl Node {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
             ha: self.inner.ha.as_ref().map(|ha| ha.status()),
-            warnings: p
-                .setup
-                .and_then(|s| self.stale_megaflow_warning(s.mode))
-                .into_iter()
-                .collect(),
+            warnings: stale_megaflows.warning().into_iter().collect(),
+            stale_megaflows: Some(stale_megaflows.status(&self.inner.metrics.megaflow_purges)),
         }
     }
 
     /// Logs the stale-megaflow warning, once per daemon start (it is in `ofnode status` for as
-    /// long as it applies). Called where both the mode and OVSDB's view are known: after a
-    /// setup, and at every OVSDB session (a restarted daemon may never be set up again).
-    pub(super) fn warn_stale_megaflows_once(&self, mode: Mode) {
-        let Some(text) = self.stale_megaflow_warning(mode) else {
+    /// long as it applies). Called where OVSDB's view is known: after a setup, and at every
+    /// OVSDB session (a restarted daemon may never be set up again).
+    pub(super) fn warn_stale_megaflows_once(&self) {
+        let Some(text) = self.stale_megaflows().warning() else {
             return;
         };
         if !self
@@ -81,18 +78,14 @@ impl Node {
         }
     }
 
-    /// The stale-megaflow warning when the bug applies to this node. Only in the networkpolicy
-    /// mode: there a late flow change is a security matter (a connection a new policy denies
-    /// keeps flowing). Without an `ovs_version` yet (ovs-vswitchd has not written it), none.
-    fn stale_megaflow_warning(&self, mode: Mode) -> Option<String> {
-        if !policy::of(mode).enforces_network_policy() {
-            return None;
-        }
-        let version = self
-            .inner
-            .ovsdb
-            .with_cache(|c| c.ovs_version().map(str::to_string))?;
-        ovs_bugs::stale_megaflow_warning(&version, &self.inner.datapath_type)
+    /// Open vSwitch's stale-megaflow bug on this node's switch, in every mode: each has
+    /// changes that narrow what is allowed (policies, isolation, a pod deleted).
+    fn stale_megaflows(&self) -> Exposure {
+        Exposure::now(
+            &self.inner.ovsdb,
+            &self.inner.datapath_type,
+            self.inner.cfg.stale_megaflow_purge,
+        )
     }
 
     /// What the node knows about pod `key`, checked against the switch and OVSDB: whether

@@ -15,7 +15,7 @@ use slab::Slab;
 
 use super::index::Index;
 use crate::sdn::labels::Selector;
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{NamedPort, Namespace, PodInfo};
 use crate::value::PodKey;
 use crate::value::Vnid;
 
@@ -73,6 +73,8 @@ pub enum Member {
         key: PodKey,
         ipv4s: Vec<Ipv4Addr>,
         vnid: Vnid,
+        /// Its named container ports (what a named port of a rule resolves to).
+        ports: Vec<NamedPort>,
     },
     Namespace {
         name: String,
@@ -130,6 +132,7 @@ fn pod_member(key: &PodKey, info: &PodInfo, vnid: Vnid) -> Member {
         key: key.clone(),
         ipv4s: info.ipv4s().collect(),
         vnid,
+        ports: info.ports.clone(),
     }
 }
 
@@ -360,7 +363,9 @@ impl Groups {
             };
             let was = members.contains(key);
             let now = new.is_some_and(|info| takes(pods, *local, info));
-            let moved = was && now && old.map(|o| &o.ips) != new.map(|n| &n.ips);
+            // New addresses or ports: it leaves as it was and joins as it is.
+            let moved =
+                was && now && old.map(|o| (&o.ips, &o.ports)) != new.map(|n| (&n.ips, &n.ports));
             if was && (!now || moved) {
                 let old = old.map(|info| pod_member(key, info, ns.vnid));
                 if let Some(member) = old {

@@ -18,6 +18,7 @@ pub use crate::value::PodKey;
 pub use groups::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
 pub use index::Index;
 
+use super::policy::networkpolicy::ConjIds;
 use super::state::{Change, NodeState};
 use super::types::Pod;
 use crate::value::SandboxId;
@@ -28,6 +29,8 @@ pub struct Store {
     state: NodeState,
     index: Index,
     groups: Groups,
+    /// The conjunction ids the policies hold.
+    conj_ids: ConjIds,
     /// Local pods by address and by sandbox (the seed's operations name pods by either).
     pods_by_ip: HashMap<Ipv4Addr, PodKey>,
     pods_by_sandbox: HashMap<SandboxId, PodKey>,
@@ -40,6 +43,7 @@ impl Store {
             state: NodeState::default(),
             index: Index::default(),
             groups: Groups::default(),
+            conj_ids: ConjIds::default(),
             pods_by_ip: HashMap::new(),
             pods_by_sandbox: HashMap::new(),
         };
@@ -51,6 +55,9 @@ impl Store {
         }
         for (key, pod) in &state.pods {
             store.index_local_pod(key, None, Some(pod));
+        }
+        for stored in state.netpols.values() {
+            store.conj_ids.follow(stored, true);
         }
         store.state = state;
         store
@@ -85,6 +92,11 @@ impl Store {
 
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// The conjunction ids the stored policies hold, and the free ones.
+    pub fn conj_ids(&self) -> &ConjIds {
+        &self.conj_ids
     }
 
     /// The local pod at `ip`.
@@ -156,6 +168,15 @@ impl Store {
                 self.groups
                     .namespace_changed(&name, old.as_ref(), new, world, deltas);
                 undo
+            }
+            Change::NetPol { key, netpol } => {
+                if let Some(old) = self.state.netpols.get(&key) {
+                    self.conj_ids.follow(old, false);
+                }
+                if let Some(new) = &netpol {
+                    self.conj_ids.follow(new, true);
+                }
+                self.state.apply(Change::NetPol { key, netpol })
             }
             Change::Replace { state } => {
                 let old = std::mem::replace(self, Store::new(*state));

@@ -279,7 +279,8 @@ impl Node {
         );
         add(
             // What the datapath caches: where packets did something the OpenFlow tables do
-            // not say, a stale megaflow shows here (see `Cluster::settle_datapaths`).
+            // not say, a stale megaflow shows here (Open vSwitch's stale-megaflow bug, which
+            // ofnode's purge after each change is there for: src/sdn/megaflows.rs).
             "dpctl/dump-flows",
             self.ovs
                 .appctl(&["dpctl/dump-flows"])
@@ -411,10 +412,6 @@ pub struct Cluster {
     openflow: DaemonOpenflow,
     echo: bool,
     membership: Option<EtcdMembership>,
-    /// The nodes whose datapath flows every policy change ends by dropping
-    /// ([`Cluster::settle_datapaths`]): set by the e2e tests, which observe steady states; empty
-    /// for the benches, which time the changes themselves.
-    settle_after_changes: Vec<usize>,
     // Field order is drop order: nodes, the API server, etcd, then the underlay links and
     // namespace.
     nodes: Vec<Node>,
@@ -509,7 +506,6 @@ impl Cluster {
             openflow,
             echo: options.echo,
             membership,
-            settle_after_changes: Vec::new(),
             nodes: Vec::new(),
             kube_api,
             etcd,
@@ -793,10 +789,12 @@ impl Cluster {
             .ok_or_else(|| ClusterError::Invalid(format!("no node {}", pod.node)))?;
         pod.ofport = match &self.control {
             Control::Ofnode(_) => {
-                let (ip, vnid) = (pod.ip.to_string(), pod.vnid.to_string());
+                let (key, ip, vnid) = (pod.key(), pod.ip.to_string(), pod.vnid.to_string());
                 let mut args = vec![
                     "pod",
                     "add",
+                    "--pod",
+                    &key,
                     "--veth",
                     &pod.host_veth,
                     "--ip",
@@ -808,9 +806,6 @@ impl Cluster {
                     "--vnid",
                     &vnid,
                 ];
-                if let Some(namespace) = &pod.namespace {
-                    args.extend(["--namespace", namespace]);
-                }
                 let labels = netpol::label_args(&pod.labels);
                 args.extend(labels.iter().map(String::as_str));
                 let out = node.cli(&args)?;

@@ -244,10 +244,12 @@ impl Daemon {
         }
     }
 
-    /// `ofnode pod add` of the pod on `veth` (a port-to-be in the daemon's namespace) with
-    /// `ip`, `mac`, `sandbox` (64 hex digits) in `vnid`; its OpenFlow port.
+    /// `ofnode pod add` of pod `pod` (`NAMESPACE/NAME`) on `veth` (a port-to-be in the
+    /// daemon's namespace) with `ip`, `mac`, `sandbox` (64 hex digits) in `vnid`; its OpenFlow
+    /// port.
     pub fn pod_add(
         &self,
+        pod: &str,
         veth: &str,
         ip: &str,
         mac: &str,
@@ -258,6 +260,8 @@ impl Daemon {
         let out = self.cli(&[
             "pod",
             "add",
+            "--pod",
+            pod,
             "--veth",
             veth,
             "--ip",
@@ -313,15 +317,36 @@ pub struct OperationTotals {
     bundle_seconds: f64,
 }
 
+/// One counter of the daemon's /metrics text.
+fn metric(metrics: &str, name: &str) -> Result<f64, String> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .ok_or_else(|| format!("no {name} in /metrics"))
+}
+
+/// The daemon's purges of the datapath's cached flows so far (the stale-megaflow mitigation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PurgeTotals {
+    pub purges: f64,
+    pub seconds: f64,
+    pub errors: f64,
+}
+
+impl PurgeTotals {
+    pub fn from_metrics(metrics: &str) -> Result<PurgeTotals, String> {
+        Ok(PurgeTotals {
+            purges: metric(metrics, "ofnode_stale_megaflow_purges_total")?,
+            seconds: metric(metrics, "ofnode_stale_megaflow_purge_seconds_total")?,
+            errors: metric(metrics, "ofnode_stale_megaflow_purge_errors_total")?,
+        })
+    }
+}
+
 impl OperationTotals {
     pub fn from_metrics(metrics: &str) -> Result<OperationTotals, String> {
-        let value = |name: &str| {
-            metrics
-                .lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-                .and_then(|value| value.trim().parse::<f64>().ok())
-                .ok_or_else(|| format!("no {name} in /metrics"))
-        };
+        let value = |name: &str| metric(metrics, name);
         Ok(OperationTotals {
             operations: value("ofnode_operations_total")?,
             seconds: value("ofnode_operation_duration_seconds_sum")?,

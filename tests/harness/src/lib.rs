@@ -25,7 +25,7 @@ pub use apifault::ApiFault;
 pub use cluster::{
     Cluster, ClusterError, ClusterOptions, Control, Endpoint, EtcdMembership, Mode, Pod, ETCD_IP,
 };
-pub use daemon::{Daemon, OperationTotals, ONE_NODE_SETUP};
+pub use daemon::{Daemon, OperationTotals, PurgeTotals, ONE_NODE_SETUP};
 pub use etcd::{Etcd, EtcdTlsFiles};
 pub use kube::{KubeApiServer, KubeError, Kubectl};
 pub use netns::{Netns, Veth};

@@ -312,10 +312,35 @@ impl Ovs {
         Ok(version.trim().trim_matches('"').to_string())
     }
 
-    /// Drops every datapath flow (`dpctl/del-flows`): the next packets are translated afresh
-    /// from the OpenFlow tables.
-    pub fn flush_datapath_flows(&self) -> Result<(), CommandError> {
-        self.appctl(&["dpctl/del-flows"]).map(drop)
+    /// `ovs-appctl -t DIR/ovsdb.ctl ARGS…`: ovsdb-server's control socket.
+    pub fn ovsdb_appctl(&self, args: &[&str]) -> Result<String, CommandError> {
+        run_ok(
+            Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("ovsdb.ctl"))
+                .args(args),
+        )
+    }
+
+    /// The transactions ovsdb-server holds blocked (a `wait` not yet satisfied), from its
+    /// `memory/show` ("triggers:N", absent when none).
+    pub fn ovsdb_blocked_transactions(&self) -> Result<u64, CommandError> {
+        let memory = self.ovsdb_appctl(&["memory/show"])?;
+        Ok(memory
+            .split_whitespace()
+            .find_map(|item| item.strip_prefix("triggers:")?.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// The total of one of ovs-vswitchd's coverage counters (`coverage/show`; 0 when it never
+    /// hit). OVS adds each thread's counts up about once a second.
+    pub fn coverage_total(&self, counter: &str) -> Result<u64, CommandError> {
+        let shown = self.appctl(&["coverage/show"])?;
+        Ok(shown
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(counter))
+            .and_then(|line| line.rsplit("total:").next()?.trim().parse().ok())
+            .unwrap_or(0))
     }
 
     /// `ovs-appctl -t DIR/vswitchd.ctl ARGS…`.

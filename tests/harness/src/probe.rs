@@ -7,12 +7,16 @@
 //!   connected socket (the matrix's) would drop the answer.
 //! - [`Connection`]: one long-lived TCP connection to an [`Echo`] server, to see what a change
 //!   does to a connection that is already established.
+//! - [`UdpStream`]: numbered datagrams from a pod, one every few milliseconds, to a
+//!   [`UdpEcho`]: which came back, sent when. Traffic that keeps hitting the datapath flow a
+//!   change should have replaced (Open vSwitch's stale-megaflow bug).
 //!
 //! And [`Node::dnat`], a stand-in for kube-proxy: a DNAT rule in the node's namespace.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -180,5 +184,204 @@ impl Connection {
             }
         }
         Ok(true)
+    }
+}
+
+/// A UDP server in a pod that sends every datagram back to its sender as it came (the
+/// matrix's servers answer with the pod's name, which cannot tell one datagram from another).
+/// Stopped and joined on drop.
+pub struct UdpEcho {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl UdpEcho {
+    pub fn start(pod: &Pod, port: u16) -> Result<UdpEcho, ClusterError> {
+        let path = pod.netns().path();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let socket = enter_netns(&path)
+                .and_then(|()| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port)))
+                .and_then(|socket| {
+                    socket.set_read_timeout(Some(POLL))?;
+                    Ok(socket)
+                });
+            let socket = match socket {
+                Ok(socket) => {
+                    let _ = ready_tx.send(Ok(()));
+                    socket
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("{path}: {e}")));
+                    return;
+                }
+            };
+            let mut buf = [0u8; 64];
+            while !flag.load(Ordering::Acquire) {
+                if let Ok((n, peer)) = socket.recv_from(&mut buf) {
+                    let _ = socket.send_to(&buf[..n], peer);
+                }
+            }
+        });
+        let echo = UdpEcho {
+            stop,
+            thread: Some(thread),
+        };
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(echo),
+            Ok(Err(e)) => Err(ClusterError::Invalid(format!("UDP echo server: {e}"))),
+            Err(_) => Err(ClusterError::Invalid(
+                "UDP echo server did not start".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for UdpEcho {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// How often the UDP threads look at their stop flag.
+const POLL: Duration = Duration::from_millis(1);
+
+/// What a [`UdpStream`] saw: when each datagram was sent, and whether its echo came back.
+#[derive(Debug, Default, Clone)]
+pub struct UdpLog {
+    sent: Vec<(Instant, bool)>,
+}
+
+impl UdpLog {
+    /// Datagrams sent at or after `since` whose echo came back.
+    pub fn answered_since(&self, since: Instant) -> usize {
+        self.sent
+            .iter()
+            .filter(|(at, answered)| *answered && *at >= since)
+            .count()
+    }
+
+    /// Datagrams sent at or after `since`.
+    pub fn sent_since(&self, since: Instant) -> usize {
+        self.sent.iter().filter(|(at, _)| *at >= since).count()
+    }
+
+    pub fn answered(&self) -> usize {
+        self.sent.iter().filter(|(_, answered)| *answered).count()
+    }
+}
+
+/// Numbered datagrams from a pod to a [`UdpEcho`] at `to:port`, one every `interval`, all from
+/// one socket: one flow, which keeps hitting the same datapath flow. A thread sends, another
+/// takes the echoes. Stops on [`UdpStream::stop`] (or drop).
+pub struct UdpStream {
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<UdpLog>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl UdpStream {
+    pub fn start(
+        from: &Pod,
+        to: Ipv4Addr,
+        port: u16,
+        interval: Duration,
+    ) -> Result<UdpStream, ClusterError> {
+        let path = from.netns().path();
+        let socket = std::thread::spawn(move || -> std::io::Result<UdpSocket> {
+            enter_netns(&path)?;
+            let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+            socket.connect((to, port))?;
+            socket.set_read_timeout(Some(RECEIVE_POLL))?;
+            Ok(socket)
+        })
+        .join()
+        .map_err(|_| ClusterError::Invalid("UDP socket thread panicked".into()))?
+        .map_err(|e| ClusterError::Invalid(format!("UDP socket to {to}:{port}: {e}")))?;
+        let receiver = socket
+            .try_clone()
+            .map_err(|e| ClusterError::Invalid(format!("UDP socket clone: {e}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(UdpLog::default()));
+        let threads = vec![
+            {
+                let (stop, log) = (stop.clone(), log.clone());
+                std::thread::spawn(move || send_numbered(&socket, interval, &stop, &log))
+            },
+            {
+                let (stop, log) = (stop.clone(), log.clone());
+                std::thread::spawn(move || take_echoes(&receiver, &stop, &log))
+            },
+        ];
+        Ok(UdpStream { stop, log, threads })
+    }
+
+    /// What it saw so far.
+    pub fn log(&self) -> UdpLog {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stops sending, takes the echoes still coming (until one poll passes without any), and
+    /// returns what it saw.
+    pub fn stop(mut self) -> UdpLog {
+        self.halt();
+        self.log()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for UdpStream {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// How often the echo thread looks at its stop flag.
+const RECEIVE_POLL: Duration = Duration::from_millis(10);
+
+fn send_numbered(socket: &UdpSocket, interval: Duration, stop: &AtomicBool, log: &Mutex<UdpLog>) {
+    while !stop.load(Ordering::Acquire) {
+        {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let seq = log.sent.len() as u64;
+            // The time before the send: a datagram counts as sent after a moment only when it
+            // left after it.
+            let at = Instant::now();
+            if socket.send(&seq.to_be_bytes()).is_ok() {
+                log.sent.push((at, false));
+            }
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+fn take_echoes(socket: &UdpSocket, stop: &AtomicBool, log: &Mutex<UdpLog>) {
+    let mut buf = [0u8; 16];
+    // The echoes of the last datagrams may come after the sender stopped: taken until a poll
+    // after the stop passes without one.
+    loop {
+        match socket.recv(&mut buf) {
+            Ok(8) => {
+                let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
+                let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(entry) = usize::try_from(seq).ok().and_then(|i| log.sent.get_mut(i)) {
+                    entry.1 = true;
+                }
+            }
+            Ok(_) => {}
+            Err(_) if stop.load(Ordering::Acquire) => return,
+            Err(_) => {}
+        }
     }
 }

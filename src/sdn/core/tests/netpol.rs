@@ -7,8 +7,7 @@ use std::time::Instant;
 use super::*;
 use crate::sdn::core::LabelEdit;
 use crate::sdn::labels::Labels;
-use crate::sdn::objects::Namespace;
-use crate::sdn::objects::PodInfo;
+use crate::sdn::objects::{NamedPort, Namespace, PodInfo, L4};
 use crate::sdn::policy::networkpolicy::parse_netpol;
 
 const NAMESPACES: usize = 50;
@@ -208,6 +207,80 @@ fn every_change_leaves_the_table_a_full_build_gives() {
     );
 }
 
+/// Named ports resolve on the pod: set, changed and cleared, each leaves the table a full
+/// build gives; bad ports are refused naming the field, and change nothing.
+#[test]
+fn named_ports_are_checked_and_follow_the_pod() {
+    let mut core = world(60, 80);
+    let json = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+        "metadata":{"name":"named","namespace":"ns7"},
+        "spec":{"podSelector":{},"ingress":[{"ports":[{"port":"http"}]}]}}"#;
+    run(&mut core, |c| {
+        c.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
+            .unwrap()
+    });
+    let key = local_pod(7).0;
+    let http = |port| NamedPort {
+        name: "http".into(),
+        protocol: L4::Tcp,
+        port,
+    };
+    for ports in [vec![http(8080)], vec![http(8081)], Vec::new()] {
+        let ((), effects) = run(&mut core, |c| c.pod_ports(&key, ports.clone()).unwrap());
+        assert!(!effects.flows.is_empty(), "{ports:?} changes the flows");
+        assert_eq!(held(&core), rebuilt(&core), "after ports {ports:?}");
+    }
+    let refused = [
+        (
+            vec![NamedPort {
+                name: "HTTP".into(),
+                ..http(80)
+            }],
+            "ports[0].name",
+            "is not a port name",
+        ),
+        (vec![http(0)], "ports[0].port", "0 is not a port"),
+        (
+            vec![http(80), http(81)],
+            "ports[1].name",
+            "names two TCP ports",
+        ),
+    ];
+    let before = held(&core);
+    for (ports, field, why) in refused {
+        let err = core.pod_ports(&key, ports).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains(why), "{err}");
+        let _ = core.take_effects();
+        assert_eq!(held(&core), before);
+    }
+    let unknown = PodKey::new("ns7", "nobody").unwrap();
+    let err = core.pod_ports(&unknown, vec![http(80)]).unwrap_err();
+    assert!(matches!(err, crate::sdn::Error::NotFound { .. }), "{err}");
+}
+
+#[test]
+fn a_named_port_is_written_as_the_cli_takes_it() {
+    let port: NamedPort = "dns=53/UDP".parse().unwrap();
+    assert_eq!(
+        (port.name.as_str(), port.protocol, port.port),
+        ("dns", L4::Udp, 53)
+    );
+    assert_eq!(port.to_string(), "dns=53/UDP");
+    let http: NamedPort = "http=8080".parse().unwrap();
+    assert_eq!(http.to_string(), "http=8080/TCP");
+    for bad in [
+        "http",
+        "http=",
+        "http=70000",
+        "http=80/ICMP",
+        "=80/TCP",
+        "http=80/tcp",
+    ] {
+        let err = bad.parse::<NamedPort>().unwrap_err();
+        assert!(err.contains("expected NAME=PORT"), "{bad:?}: {err}");
+    }
+}
+
 /// The issue's scale (1,000 pods: 200 local, 800 remote; 50 namespaces; 500 policies): what
 /// installing them, one policy change and one pod add cost in the core (printed, never
 /// asserted; `cargo test --release --lib scale -- --nocapture` for real numbers).
@@ -258,7 +331,7 @@ mod random_sequences {
     use crate::sdn::policy::networkpolicy::tests::reference::View;
 
     const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
-    const SPECS: [&str; 10] = [
+    const SPECS: [&str; 13] = [
         // Deny all ingress.
         r#"{"podSelector":{}}"#,
         // Allow from the same namespace's app=db, on TCP 80.
@@ -279,7 +352,28 @@ mod random_sequences {
         r#"{"podSelector":{"matchLabels":{"tier":"1"}},"ingress":[{}]}"#,
         // Peers that select nothing here.
         r#"{"podSelector":{},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"nope"}}}]}]}"#,
+        // A named port and a numbered one from the namespace's pods (two conjunctions).
+        r#"{"podSelector":{"matchLabels":{"app":"web"}},"ingress":[{"from":[{"podSelector":{}}],"ports":[{"port":"http"},{"port":443}]}]}"#,
+        // Named ports only, from anywhere, to every pod of the namespace.
+        r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http"},{"protocol":"UDP","port":"dns"}]}]}"#,
+        // Egress to a named port anywhere; to team a's pods or a network on named and numbered.
+        r#"{"podSelector":{"matchLabels":{"tier":"1"}},"policyTypes":["Egress"],"egress":[{"ports":[{"port":"http"}]},{"to":[{"namespaceSelector":{"matchLabels":{"team":"a"}}},{"ipBlock":{"cidr":"10.128.0.0/14"}}],"ports":[{"protocol":"UDP","port":"dns"},{"port":53}]}]}"#,
     ];
+
+    /// Named container ports a pod may have: none, http alone, http and dns, http over UDP.
+    fn ports(choice: u8) -> Vec<NamedPort> {
+        let port = |name: &str, protocol, port| NamedPort {
+            name: name.into(),
+            protocol,
+            port,
+        };
+        match choice {
+            0 => Vec::new(),
+            1 => vec![port("http", L4::Tcp, 80)],
+            2 => vec![port("http", L4::Tcp, 8080), port("dns", L4::Udp, 53)],
+            _ => vec![port("http", L4::Udp, 80)],
+        }
+    }
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -324,6 +418,12 @@ mod random_sequences {
             ns: usize,
             pod: usize,
         },
+        PodPorts {
+            ns: usize,
+            pod: usize,
+            remote: bool,
+            ports: u8,
+        },
         Apply {
             ns: usize,
             name: usize,
@@ -353,6 +453,8 @@ mod random_sequences {
             4 => (ns.clone(), 0..3usize, 0u8..6, app, any::<bool>())
                 .prop_map(|(ns, pod, ip, app, tier)| Op::RemoteSet { ns, pod, ip, app, tier }),
             2 => (ns.clone(), 0..3usize).prop_map(|(ns, pod)| Op::RemoteDel { ns, pod }),
+            3 => (ns.clone(), 0..3usize, any::<bool>(), 0u8..4)
+                .prop_map(|(ns, pod, remote, ports)| Op::PodPorts { ns, pod, remote, ports }),
             4 => (ns.clone(), 0..3usize, 0..SPECS.len()).prop_map(|(ns, name, spec)| Op::Apply { ns, name, spec }),
             2 => (ns, 0..3usize).prop_map(|(ns, name)| Op::Delete { ns, name }),
         ]
@@ -387,6 +489,14 @@ mod random_sequences {
                     app,
                     tier: pod == 0,
                 });
+                for remote in [false, true] {
+                    ops.push(Op::PodPorts {
+                        ns,
+                        pod,
+                        remote,
+                        ports: ((ns + pod) % 3) as u8 + u8::from(remote),
+                    });
+                }
             }
             ops.push(Op::Apply {
                 ns,
@@ -397,6 +507,11 @@ mod random_sequences {
                 ns,
                 name: 1,
                 spec: 5 + ns,
+            });
+            ops.push(Op::Apply {
+                ns,
+                name: 2,
+                spec: 10 + ns,
             });
         }
         for op in &ops {
@@ -519,6 +634,19 @@ mod random_sequences {
                 core.remote_pod_set(remote_key(ns, pod), info)
             }
             Op::RemoteDel { ns, pod } => core.remote_pod_del(&remote_key(ns, pod)),
+            Op::PodPorts {
+                ns,
+                pod,
+                remote,
+                ports: choice,
+            } => {
+                let key = if remote {
+                    remote_key(ns, pod)
+                } else {
+                    local_key(ns, pod)
+                };
+                core.pod_ports(&key, ports(choice))
+            }
             Op::Apply { ns, name, spec } => {
                 let json = format!(
                     r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"p{name}","namespace":"{}"}},"spec":{}}}"#,
@@ -576,7 +704,11 @@ mod random_sequences {
         #[test]
         fn incremental_flows_are_a_full_recompute(ops in prop::collection::vec(op(), 1..40)) {
             let mut core = populated();
-            prop_assert!(policy_flows(held(&core).into_iter()).len() > 20, "the world has policy flows");
+            let start = policy_flows(held(&core).into_iter());
+            prop_assert!(start.len() > 20, "the world has policy flows");
+            for named in ["tcp,nw_dst=10.128.0.14,tp_dst=8080", "udp,nw_dst=10.128.2.11,tp_dst=53", "tcp,nw_dst=10.128.0.12,tp_dst=80 actions=goto"] {
+                prop_assert!(start.iter().any(|f| f.contains(named)), "a named port resolves to {}", named);
+            }
             for (i, op) in ops.iter().enumerate() {
                 step(&mut core, op);
                 let _ = core.take_effects();
@@ -588,4 +720,39 @@ mod random_sequences {
             }
         }
     }
+}
+
+#[test]
+fn the_edit_between_two_label_sets_turns_one_into_the_other() {
+    let set = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let cases = [
+        (set(&[]), set(&[("app", "web")])),
+        (set(&[("app", "web")]), set(&[])),
+        (
+            set(&[("app", "web"), ("tier", "a")]),
+            set(&[("app", "db"), ("x", "1")]),
+        ),
+        (set(&[("app", "web")]), set(&[("app", "web")])),
+    ];
+    for (from, to) in cases {
+        let edit = LabelEdit::between(&from, &to);
+        assert_eq!(
+            edit.applied_to(from.clone()).unwrap(),
+            to,
+            "{from:?} -> {to:?}"
+        );
+        assert!(
+            edit.set.iter().all(|(k, v)| from.get(k) != Some(v)),
+            "{edit:?} sets a label already set"
+        );
+    }
+    assert_eq!(
+        LabelEdit::between(&set(&[("a", "1")]), &set(&[("a", "1")])),
+        LabelEdit::default()
+    );
 }

@@ -39,7 +39,7 @@ use crate::sdn::types::SetupRequest;
 use crate::value::Vnid;
 use model::NetPol;
 
-pub use ids::allocate_ids;
+pub use ids::{allocate_ids, ConjIds};
 pub use parse::parse_netpol;
 
 /// The conntrack zone of the mode (origin's value; non-zero keeps it apart from netfilter's

@@ -44,6 +44,37 @@ pub struct Rule {
     pub ports: Vec<Port>,
 }
 
+impl Rule {
+    /// Its ports by number (or protocol alone).
+    pub fn numbered_ports(&self) -> impl Iterator<Item = &Port> {
+        self.ports.iter().filter(|p| p.name.is_none())
+    }
+
+    /// Its named ports: (name, protocol), each resolved on the pod a packet goes to.
+    pub fn named_ports(&self) -> Vec<(String, L4)> {
+        let mut named: Vec<(String, L4)> = self
+            .ports
+            .iter()
+            .filter_map(|p| Some((p.name.clone()?, p.protocol)))
+            .collect();
+        named.sort();
+        named.dedup();
+        named
+    }
+
+    /// Whether it allows anything by port number or on every port (the conjunction of
+    /// ports as a dimension of their own).
+    pub fn has_numbered_part(&self) -> bool {
+        self.ports.is_empty() || self.numbered_ports().next().is_some()
+    }
+
+    /// How many conjunctions it is: one for its numbered ports (or every port), one for its
+    /// named ports (whose numbers differ from pod to pod).
+    pub fn conjunctions(&self) -> usize {
+        usize::from(self.has_numbered_part()) + usize::from(!self.named_ports().is_empty())
+    }
+}
+
 /// One entry of `from`/`to`. Absent selectors are None; `{}` is an empty [`Selector`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,10 +94,13 @@ pub enum Peer {
     Ipv6Block { cidr: String },
 }
 
-/// A protocol and, optionally, an inclusive port range (`first..=last`; one port when equal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A protocol and, optionally, an inclusive port range (`first..=last`; one port when equal)
+/// or the name of a container port (resolved on the pod a packet goes to).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Port {
     pub protocol: L4,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<(u16, u16)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }

@@ -9,7 +9,7 @@ use super::limits::{check_len, MAX_EXCEPTS, MAX_PEERS, MAX_PORTS, MAX_RULES};
 use super::model::{NetPol, Peer, Port, Rule};
 use crate::sdn::labels::{
     check_dns_label, check_dns_subdomain, check_label_key, check_label_value, check_labels,
-    Checked, Expression, FieldError, Labels, Operator, Selector,
+    check_port_name, Checked, Expression, FieldError, Labels, Operator, Selector,
 };
 use crate::sdn::objects::L4;
 use crate::value::Cidr;
@@ -336,15 +336,13 @@ impl RawIpBlock {
 impl RawPort {
     fn validated(self, path: &str) -> Checked<Port> {
         let protocol = match self.protocol.as_deref() {
-            None | Some("TCP") => L4::Tcp,
-            Some("UDP") => L4::Udp,
-            Some("SCTP") => L4::Sctp,
-            Some(other) => {
-                return Err(FieldError::new(
+            None => L4::Tcp,
+            Some(name) => L4::from_kubernetes(name).ok_or_else(|| {
+                FieldError::new(
                     format!("{path}.protocol"),
-                    format!("{other:?}: expected \"TCP\", \"UDP\" or \"SCTP\""),
-                ))
-            }
+                    format!("{name:?}: expected \"TCP\", \"UDP\" or \"SCTP\""),
+                )
+            })?,
         };
         let port_number = |at: String, n: i64| {
             u16::try_from(n)
@@ -359,12 +357,18 @@ impl RawPort {
                 // An int-or-string given as a numeric string is the number (as the API server).
                 Ok(n) => Some(port_number(format!("{path}.port"), n)?),
                 Err(_) => {
-                    return Err(FieldError::new(
-                        format!("{path}.port"),
-                        format!(
-                            "{name:?}: named ports are not supported (ofnode knows no container port names)"
-                        ),
-                    ))
+                    check_port_name(&format!("{path}.port"), &name)?;
+                    if self.end_port.is_some() {
+                        return Err(FieldError::new(
+                            format!("{path}.endPort"),
+                            "may not be specified when `port` is a named port",
+                        ));
+                    }
+                    return Ok(Port {
+                        protocol,
+                        range: None,
+                        name: Some(name),
+                    });
                 }
             },
         };
@@ -388,7 +392,11 @@ impl RawPort {
                 Some((p, end))
             }
         };
-        Ok(Port { protocol, range })
+        Ok(Port {
+            protocol,
+            range,
+            name: None,
+        })
     }
 }
 

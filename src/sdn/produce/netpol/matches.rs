@@ -117,6 +117,12 @@ pub fn ports(port: &Port) -> Vec<Match> {
     }
 }
 
+/// `m` narrowed to one destination port over `protocol` (a named port resolved on a pod).
+pub fn with_port(m: Match, protocol: L4, port: u16) -> Match {
+    let (proto, dst) = protocol_fields(protocol);
+    m.with(Field::IpProto, proto).with(dst, u64::from(port))
+}
+
 /// The flow a satisfied conjunction `id` goes to: `conj_id=ID, ip`.
 pub fn conjunction(id: u32) -> Match {
     ip().with(Field::ConjId, u64::from(id))

@@ -27,7 +27,7 @@ pub use matches::Dir;
 
 use crate::sdn::labels::FieldError;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
-use crate::sdn::objects::Namespace;
+use crate::sdn::objects::{Namespace, L4};
 use crate::sdn::policy::networkpolicy::limits::too_many_flows;
 use crate::sdn::policy::networkpolicy::model::{Peer, Rule};
 use crate::sdn::policy::networkpolicy::{
@@ -178,20 +178,62 @@ pub struct FlowChange {
     pub after: Option<FlowMod>,
 }
 
-fn member_targets(dir: Dir, member: &Member) -> Vec<Match> {
+/// Named container ports (name, protocol) a conjunction resolves on each pod a packet goes
+/// to: the targets' for ingress, the peers' for egress. Empty for a rule's numbered part.
+type NamedPorts = [(String, L4)];
+
+/// A pod's matches by address, each with the numbers its named ports resolve to on it (none
+/// when it has none of them; just the addresses when no port is named).
+fn with_named_ports(by_address: Vec<Match>, member: &Member, named: &NamedPorts) -> Vec<Match> {
+    let Member::Pod { ports, .. } = member else {
+        return Vec::new();
+    };
+    if named.is_empty() {
+        return by_address;
+    }
+    let numbers: Vec<(L4, u16)> = named
+        .iter()
+        .flat_map(|(name, protocol)| {
+            ports
+                .iter()
+                .filter(move |p| p.name == *name && p.protocol == *protocol)
+                .map(|p| (p.protocol, p.port))
+        })
+        .collect();
+    by_address
+        .iter()
+        .flat_map(|m| {
+            numbers
+                .iter()
+                .map(move |(protocol, port)| matches::with_port(m.clone(), *protocol, *port))
+        })
+        .collect()
+}
+
+fn member_targets(dir: Dir, member: &Member, named: &NamedPorts) -> Vec<Match> {
     match member {
-        Member::Pod { ipv4s, .. } => ipv4s.iter().map(|ip| matches::target(dir, *ip)).collect(),
+        Member::Pod { ipv4s, .. } => {
+            let by_address = ipv4s.iter().map(|ip| matches::target(dir, *ip)).collect();
+            with_named_ports(by_address, member, named)
+        }
         Member::Namespace { .. } => Vec::new(),
     }
 }
 
-fn member_peers(dir: Dir, member: &Member) -> Vec<Match> {
+fn member_peers(dir: Dir, member: &Member, named: &NamedPorts) -> Vec<Match> {
     match member {
-        Member::Pod { ipv4s, vnid, .. } => ipv4s
-            .iter()
-            .map(|ip| matches::peer_pod(dir, *ip, *vnid))
-            .collect(),
-        Member::Namespace { vnid, .. } => vec![matches::peer_namespace(*vnid)],
+        Member::Pod { ipv4s, vnid, .. } => {
+            let by_address = ipv4s
+                .iter()
+                .map(|ip| matches::peer_pod(dir, *ip, *vnid))
+                .collect();
+            with_named_ports(by_address, member, named)
+        }
+        // A namespace has no ports of its own: a named-port part never takes such peers.
+        Member::Namespace { vnid, .. } if named.is_empty() => {
+            vec![matches::peer_namespace(*vnid)]
+        }
+        Member::Namespace { .. } => Vec::new(),
     }
 }
 
@@ -253,13 +295,30 @@ impl Clauses {
     }
 }
 
+/// One conjunction of a rule: its numbered part (ports a dimension of their own), or its
+/// named part (the ports resolved on each destination pod, `named`).
 #[derive(Debug, Clone)]
 struct RulePlan {
     id: u32,
     priority: u16,
     peers: Option<Vec<PeerPlan>>,
     ports: Vec<Match>,
+    named: Vec<(String, L4)>,
     clauses: Clauses,
+}
+
+impl RulePlan {
+    /// The named ports resolved on the targets (ingress) and on the peers (egress).
+    fn named_on(&self, dir: Dir) -> (&NamedPorts, &NamedPorts) {
+        named_on(dir, &self.named)
+    }
+}
+
+fn named_on(dir: Dir, named: &NamedPorts) -> (&NamedPorts, &NamedPorts) {
+    match dir {
+        Dir::Ingress => (named, &[]),
+        Dir::Egress => (&[], named),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -299,10 +358,12 @@ impl Plan {
                     ),
                     namespace_vnid: policy.pod_selector.is_empty().then_some(ns.vnid),
                 };
+                let mut ids = ids.iter().copied();
                 let rules = rules
                     .iter()
-                    .zip(ids)
-                    .map(|(rule, id)| RulePlan::of(cluster, dir, &policy.namespace, ns, rule, *id))
+                    .flat_map(|rule| {
+                        RulePlan::of(cluster, dir, &policy.namespace, ns, rule, &mut ids)
+                    })
                     .collect();
                 Some(SidePlan {
                     dir,
@@ -332,12 +393,22 @@ impl Plan {
         };
         for side in &self.sides {
             let dir = side.dir;
-            let targets =
-                target_matches(dir, side.targets.namespace_vnid, members(&side.targets.key));
+            let target_members = members(&side.targets.key);
+            let targets = target_matches(
+                dir,
+                side.targets.namespace_vnid,
+                target_members.clone(),
+                &[],
+            );
+            if targets.is_empty() {
+                // No target here: no isolation and no rule flows (no peer is looked at).
+                continue;
+            }
             for m in &targets {
                 put(FlowKey::new(dir.table(), PRIO_ISOLATION, m.clone()))?;
             }
             for rule in &side.rules {
+                let (on_targets, on_peers) = rule.named_on(dir);
                 let peers = rule.peers.as_ref().map(|peers| {
                     peers
                         .iter()
@@ -345,20 +416,25 @@ impl Plan {
                             PeerPlan::Fixed(m) => m.clone(),
                             PeerPlan::Group(key) => members(key)
                                 .iter()
-                                .flat_map(|m| member_peers(dir, m))
+                                .flat_map(|m| member_peers(dir, m, on_peers))
                                 .collect(),
                         })
                         .collect::<Vec<_>>()
                 });
-                if targets.is_empty() || peers.as_ref().is_some_and(Vec::is_empty) {
+                if peers.as_ref().is_some_and(Vec::is_empty) {
                     continue;
                 }
+                let rule_targets = if on_targets.is_empty() {
+                    targets.clone()
+                } else {
+                    target_matches(dir, None, target_members.clone(), on_targets)
+                };
                 for (key, _) in rule_parts(
                     dir,
                     rule.id,
                     rule.priority,
                     rule.clauses,
-                    &targets,
+                    &rule_targets,
                     peers.as_deref(),
                     &rule.ports,
                 ) {
@@ -371,39 +447,78 @@ impl Plan {
 }
 
 impl RulePlan {
+    /// A rule's conjunctions, each taking its id from `ids` (its numbered part first).
     fn of(
         cluster: Cidr,
         dir: Dir,
         namespace: &str,
         ns: &Namespace,
         rule: &Rule,
-        id: u32,
-    ) -> RulePlan {
-        let peers = rule.peers.as_ref().map(|peers| {
-            peers
-                .iter()
-                .map(|peer| peer_plan(cluster, dir, namespace, ns, peer))
-                .collect::<Vec<_>>()
-        });
-        let mut ports: Vec<Match> = Vec::new();
-        for m in rule.ports.iter().flat_map(matches::ports) {
-            if !ports.contains(&m) {
-                ports.push(m);
-            }
-        }
-        RulePlan {
+        ids: &mut impl Iterator<Item = u32>,
+    ) -> Vec<RulePlan> {
+        let peers_of = |named: bool| {
+            rule.peers.as_ref().map(|peers| {
+                peers
+                    .iter()
+                    .map(|peer| peer_plan(cluster, dir, namespace, ns, peer, named))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let plan = |id: u32, peers: Option<Vec<PeerPlan>>, ports: Vec<Match>, named| RulePlan {
             id,
             priority: band_priority(id).unwrap_or(PRIO_CONJUNCTION),
             clauses: Clauses::of(dir, peers.is_some(), !ports.is_empty()),
             peers,
             ports,
+            named,
+        };
+        let mut parts = Vec::new();
+        if rule.has_numbered_part() {
+            let mut ports: Vec<Match> = Vec::new();
+            for m in rule.numbered_ports().flat_map(matches::ports) {
+                if !ports.contains(&m) {
+                    ports.push(m);
+                }
+            }
+            if let Some(id) = ids.next() {
+                parts.push(plan(id, peers_of(false), ports, Vec::new()));
+            }
         }
+        let named = rule.named_ports();
+        if !named.is_empty() {
+            // Egress resolves the names on the destinations: every pod when `to` is absent.
+            let peers = match (dir, peers_of(true)) {
+                (Dir::Egress, None) => Some(vec![PeerPlan::Group(all_pods())]),
+                (_, peers) => peers,
+            };
+            if let Some(id) = ids.next() {
+                parts.push(plan(id, peers, Vec::new(), named));
+            }
+        }
+        parts
     }
 }
 
-fn peer_plan(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, peer: &Peer) -> PeerPlan {
+/// Every pod of every namespace.
+fn all_pods() -> GroupKey {
+    GroupKey::pods(Scope::Selected(Default::default()), None, false)
+}
+
+/// Where a peer's matches come from. With `by_pod` (an egress part whose ports are named on
+/// the destinations), only pods can be peers: networks give none, and the whole cluster is
+/// every pod.
+fn peer_plan(
+    cluster: Cidr,
+    dir: Dir,
+    namespace: &str,
+    ns: &Namespace,
+    peer: &Peer,
+    by_pod: bool,
+) -> PeerPlan {
+    let by_pod = by_pod && dir == Dir::Egress;
     match peer {
         Peer::Ipv6Block { .. } => PeerPlan::Fixed(Vec::new()),
+        Peer::Block { .. } if by_pod => PeerPlan::Fixed(Vec::new()),
         Peer::Block { cidr, except } => PeerPlan::Fixed(matches::peer_block(dir, *cidr, except)),
         Peer::Select {
             pods,
@@ -424,6 +539,9 @@ fn peer_plan(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, peer: &Pe
             namespaces: Some(nss),
         } => {
             let all = pods.as_ref().is_none_or(|s| s.is_empty());
+            if nss.is_empty() && all && by_pod {
+                return PeerPlan::Group(all_pods());
+            }
             if nss.is_empty() && all {
                 return PeerPlan::Fixed(vec![matches::peer_network(dir, cluster)]);
             }
@@ -441,14 +559,21 @@ fn peer_plan(cluster: Cidr, dir: Dir, namespace: &str, ns: &Namespace, peer: &Pe
 }
 
 /// The target matches of a group with `members`, by address or (`namespace_vnid`) by the
-/// namespace's VNID.
-fn target_matches(dir: Dir, namespace_vnid: Option<Vnid>, members: Vec<Member>) -> Vec<Match> {
+/// namespace's VNID; by address and port when ports are `named` on the targets.
+fn target_matches(
+    dir: Dir,
+    namespace_vnid: Option<Vnid>,
+    members: Vec<Member>,
+    named: &NamedPorts,
+) -> Vec<Match> {
     match namespace_vnid {
-        Some(vnid) if !members.is_empty() => vec![matches::target_namespace(dir, vnid)],
-        Some(_) => Vec::new(),
-        None => members
+        Some(vnid) if named.is_empty() && !members.is_empty() => {
+            vec![matches::target_namespace(dir, vnid)]
+        }
+        Some(_) if named.is_empty() => Vec::new(),
+        _ => members
             .iter()
-            .flat_map(|m| member_targets(dir, m))
+            .flat_map(|m| member_targets(dir, m, named))
             .collect(),
     }
 }
@@ -519,7 +644,12 @@ impl Targets {
     }
 
     fn matches(&self, dir: Dir, groups: &Groups, world: World) -> Vec<Match> {
-        target_matches(dir, self.namespace_vnid, groups.members(self.group, world))
+        target_matches(
+            dir,
+            self.namespace_vnid,
+            groups.members(self.group, world),
+            &[],
+        )
     }
 }
 
@@ -536,16 +666,34 @@ struct RuleState {
     id: u32,
     priority: u16,
     targets: Targets,
-    peers: Option<Vec<PeerSource>>,
+    /// What its peers are (None: every peer), as keys; kept for when it has targets.
+    peer_plan: Option<Vec<PeerPlan>>,
+    /// Its peers, while it has targets here (their groups are held only then: a rule that
+    /// selects no local pod costs no group), else none.
+    peers: Vec<PeerSource>,
+    armed: bool,
     ports: Vec<Match>,
+    /// Ports named on the pods a packet goes to (this is the rule's named part), or none.
+    named: Vec<(String, L4)>,
     clauses: Clauses,
     active: bool,
 }
 
 impl RuleState {
+    /// The named ports resolved on the targets (ingress) and on the peers (egress).
+    fn named_on(&self) -> (&NamedPorts, &NamedPorts) {
+        named_on(self.dir, &self.named)
+    }
+
+    /// Whether its targets are matched pod by pod (by address, with named ports), not by
+    /// their namespace's VNID.
+    fn targets_by_pod(&self) -> bool {
+        self.targets.namespace_vnid.is_none() || !self.named_on().0.is_empty()
+    }
+
     fn peer_count(&self, groups: &Groups) -> Option<usize> {
-        self.peers.as_ref().map(|sources| {
-            sources
+        self.peer_plan.as_ref().map(|_| {
+            self.peers
                 .iter()
                 .map(|s| match s {
                     PeerSource::Fixed(m) => m.len(),
@@ -585,19 +733,27 @@ impl RuleState {
     /// namespace-wide target is in for as long as it is active (it became active with it),
     /// even when the last target left a moment ago.
     fn parts(&self, groups: &Groups, world: World) -> Vec<(FlowKey, Part)> {
+        let (on_targets, on_peers) = self.named_on();
         let targets = match self.targets.namespace_vnid {
-            Some(vnid) => vec![matches::target_namespace(self.dir, vnid)],
-            None => self.targets.matches(self.dir, groups, world),
+            Some(vnid) if !self.targets_by_pod() => {
+                vec![matches::target_namespace(self.dir, vnid)]
+            }
+            _ => target_matches(
+                self.dir,
+                None,
+                groups.members(self.targets.group, world),
+                on_targets,
+            ),
         };
-        let peers = self.peers.as_ref().map(|sources| {
-            sources
+        let peers = self.peer_plan.as_ref().map(|_| {
+            self.peers
                 .iter()
                 .flat_map(|s| match s {
                     PeerSource::Fixed(m) => m.clone(),
                     PeerSource::Group(g) => groups
                         .members(*g, world)
                         .iter()
-                        .flat_map(|m| member_peers(self.dir, m))
+                        .flat_map(|m| member_peers(self.dir, m, on_peers))
                         .collect(),
                 })
                 .collect::<Vec<_>>()
@@ -765,37 +921,24 @@ impl Engine {
             self.refresh_side(side, groups, world);
             applied.sides.push(side);
             for rule in side_plan.rules {
-                let peers = rule.peers.map(|peers| {
-                    peers
-                        .into_iter()
-                        .map(|p| match p {
-                            PeerPlan::Fixed(m) => PeerSource::Fixed(m),
-                            PeerPlan::Group(key) => {
-                                let g = groups.acquire(key, world);
-                                applied.groups.push(g);
-                                PeerSource::Group(g)
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                });
                 let state = RuleState {
                     dir: side_plan.dir,
                     id: rule.id,
                     priority: rule.priority,
                     targets,
-                    peers,
+                    peer_plan: rule.peers,
+                    peers: Vec::new(),
+                    armed: false,
                     ports: rule.ports,
+                    named: rule.named,
                     clauses: rule.clauses,
                     active: false,
                 };
-                let peer_groups = peer_groups(&state);
                 let index = self.rules.insert(state);
-                // Its targets are its side's group; its peer groups were acquired for it.
+                // Its targets are its side's group; its peers' are acquired once it has any.
                 self.use_group(group, Use::RuleTargets(index));
-                for g in peer_groups {
-                    self.use_group(g, Use::RulePeers(index));
-                }
-                self.refresh_rule(index, groups, world);
+                let release = self.refresh_rule(index, groups, world);
+                release_all(groups, release);
                 applied.rules.push(index);
             }
         }
@@ -818,16 +961,16 @@ impl Engine {
     }
 
     fn unapply(&mut self, applied: Applied, groups: &mut Groups, world: World) {
+        let mut release = Vec::new();
         for index in applied.rules {
             if self.rules[index].active {
                 self.rule_flows(index, false, groups, world);
             }
+            release.extend(self.disarm(index));
             let rule = self.rules.remove(index);
             self.unuse_group(rule.targets.group, Use::RuleTargets(index));
-            for g in peer_groups(&rule) {
-                self.unuse_group(g, Use::RulePeers(index));
-            }
         }
+        release_all(groups, release);
         for index in applied.sides {
             let side = self.sides.remove(index);
             let dir = side.dir;
@@ -880,14 +1023,61 @@ impl Engine {
         self.sides[index].present = now;
     }
 
-    /// A rule's flows follow whether it can allow anything here.
-    fn refresh_rule(&mut self, index: usize, groups: &Groups, world: World) {
+    /// A rule's groups and flows follow whether it can allow anything here: it holds its
+    /// peers' groups while it has targets, and has flows while it also has peers. Returns the
+    /// groups it let go, for the caller to release once no delta can name them any more.
+    fn refresh_rule(&mut self, index: usize, groups: &mut Groups, world: World) -> Vec<GroupId> {
+        let has_targets = self.rules[index].targets.count(groups) > 0;
+        if has_targets && !self.rules[index].armed {
+            self.arm(index, groups, world);
+        }
         let rule = &self.rules[index];
         let now = rule.should_be_active(groups);
         if now != rule.active {
             self.rule_flows(index, now, groups, world);
             self.rules[index].active = now;
         }
+        if !has_targets && self.rules[index].armed {
+            return self.disarm(index);
+        }
+        Vec::new()
+    }
+
+    /// Acquires a rule's peer groups (it has targets now).
+    fn arm(&mut self, index: usize, groups: &mut Groups, world: World) {
+        let plan = self.rules[index].peer_plan.clone().unwrap_or_default();
+        let peers: Vec<PeerSource> = plan
+            .into_iter()
+            .map(|p| match p {
+                PeerPlan::Fixed(m) => PeerSource::Fixed(m),
+                PeerPlan::Group(key) => PeerSource::Group(groups.acquire(key, world)),
+            })
+            .collect();
+        for source in &peers {
+            if let PeerSource::Group(g) = source {
+                self.use_group(*g, Use::RulePeers(index));
+            }
+        }
+        let rule = &mut self.rules[index];
+        rule.peers = peers;
+        rule.armed = true;
+    }
+
+    /// Lets go of an inactive rule's peer groups; returns them, to be released.
+    fn disarm(&mut self, index: usize) -> Vec<GroupId> {
+        let rule = &mut self.rules[index];
+        rule.armed = false;
+        let gone: Vec<GroupId> = std::mem::take(&mut rule.peers)
+            .into_iter()
+            .filter_map(|s| match s {
+                PeerSource::Group(g) => Some(g),
+                PeerSource::Fixed(_) => None,
+            })
+            .collect();
+        for g in &gone {
+            self.unuse_group(*g, Use::RulePeers(index));
+        }
+        gone
     }
 
     /// Adds or removes every flow of a rule, from the groups as they are.
@@ -900,7 +1090,7 @@ impl Engine {
     /// Follows the members that joined and left groups (the store's [`Delta`]s of a change):
     /// each adds or removes its own matches' contributions; rules and sides whose emptiness
     /// changed add or remove all of theirs.
-    pub fn on_deltas(&mut self, deltas: &[Delta], groups: &Groups, world: World) {
+    pub fn on_deltas(&mut self, deltas: &[Delta], groups: &mut Groups, world: World) {
         let mut rules = BTreeSet::new();
         let mut sides = BTreeSet::new();
         for delta in deltas {
@@ -914,7 +1104,7 @@ impl Engine {
                         let side = &self.sides[index];
                         if side.targets.namespace_vnid.is_none() && side.present {
                             let dir = side.dir;
-                            for m in member_targets(dir, &delta.member) {
+                            for m in member_targets(dir, &delta.member, &[]) {
                                 self.drop_flow(dir, m, delta.joined);
                             }
                         }
@@ -922,10 +1112,11 @@ impl Engine {
                     Use::RuleTargets(index) => {
                         rules.insert(index);
                         let rule = &self.rules[index];
-                        if rule.active && rule.targets.namespace_vnid.is_none() {
+                        if rule.active && rule.targets_by_pod() {
                             let (table, dir) = (rule.dir.table(), rule.dir);
                             let (priority, part) = rule.target_part();
-                            for m in member_targets(dir, &delta.member) {
+                            let targets = member_targets(dir, &delta.member, rule.named_on().0);
+                            for m in targets {
                                 self.contribute(
                                     FlowKey::new(table, priority, m),
                                     part,
@@ -939,7 +1130,7 @@ impl Engine {
                         let rule = &self.rules[index];
                         if rule.active {
                             let (dir, priority, part) = (rule.dir, rule.priority, rule.peer_part());
-                            for m in member_peers(dir, &delta.member) {
+                            for m in member_peers(dir, &delta.member, rule.named_on().1) {
                                 self.contribute(
                                     FlowKey::new(dir.table(), priority, m),
                                     part,
@@ -954,9 +1145,12 @@ impl Engine {
         for index in sides {
             self.refresh_side(index, groups, world);
         }
+        // Released only now: a group's id may be given to a new group, which no delta names.
+        let mut release = Vec::new();
         for index in rules {
-            self.refresh_rule(index, groups, world);
+            release.extend(self.refresh_rule(index, groups, world));
         }
+        release_all(groups, release);
     }
 
     /// The local pods the policy stored under `key` selects, and the flows it alone has
@@ -986,15 +1180,10 @@ impl Engine {
     }
 }
 
-fn peer_groups(rule: &RuleState) -> Vec<GroupId> {
-    rule.peers
-        .iter()
-        .flatten()
-        .filter_map(|s| match s {
-            PeerSource::Group(g) => Some(*g),
-            PeerSource::Fixed(_) => None,
-        })
-        .collect()
+fn release_all(groups: &mut Groups, release: Vec<GroupId>) {
+    for group in release {
+        groups.release(group);
+    }
 }
 
 /// Refuses a policy with a conjunction id past the last priority band.

@@ -29,9 +29,8 @@ const POD_WAIT_SECS: u64 = 10;
 /// `ofnode-cni`.
 #[derive(Debug)]
 pub struct KubePod {
+    /// The pod (its key is the Pod object's `namespace/name`).
     pub pod: Pod,
-    pub name: String,
-    pub namespace: String,
     /// The sandbox (container) id CNI was called with.
     pub container_id: String,
 }
@@ -71,7 +70,6 @@ impl Cluster {
             openflow: DaemonOpenflow::Passive,
             echo: options.echo,
             membership: None,
-            settle_after_changes: Vec::new(),
             nodes: Vec::new(),
             kube_api: Some(api),
             etcd: None,
@@ -298,22 +296,17 @@ impl Cluster {
             container_id.clone(),
             0,
             0,
-            &object.namespace,
+            (&object.namespace, &object.name),
             labels,
             netns,
         );
-        Ok(KubePod {
-            pod,
-            name: object.name.clone(),
-            namespace: object.namespace.clone(),
-            container_id,
-        })
+        Ok(KubePod { pod, container_id })
     }
 
     /// Stops a pod as a kubelet does: `ofnode-cni DEL`, then the Pod object goes.
     pub fn stop_kube_pod(&self, pod: KubePod) -> Result<(), ClusterError> {
         let node = &self.nodes[pod.pod.node];
-        let object = PodObject::new(&pod.namespace, &pod.name, &node.name());
+        let object = PodObject::new(&pod.pod.namespace, &pod.pod.name, &node.name());
         self.cni(
             node,
             "DEL",
@@ -325,9 +318,9 @@ impl Cluster {
         self.kube_admin()?.run(&[
             "delete",
             "pod",
-            &pod.name,
+            &pod.pod.name,
             "-n",
-            &pod.namespace,
+            &pod.pod.namespace,
             // Its kubelet's last word: the sandbox is gone, the object may go at once (without
             // a kubelet a graceful delete would leave it Terminating for good).
             "--grace-period=0",

@@ -1,9 +1,9 @@
 //! The networkpolicy mode's inputs (issue 14), given to every
 //! node through the ofnode CLI as an operator (or a Kubernetes agent) would: namespaces with
-//! labels, pods with a namespace and labels, the other nodes' pods (`pod remote set`), and
-//! NetworkPolicy objects as `kubectl get networkpolicy -o json` prints them.
+//! labels, pods named `NAMESPACE/NAME` with labels, the other nodes' pods (`pod remote set`),
+//! label changes as `kubectl label` makes them, and NetworkPolicy objects as `kubectl get
+//! networkpolicy -o json` prints them.
 
-use super::Context;
 use super::{Cluster, ClusterError, Node, Pod};
 
 impl Node {
@@ -36,18 +36,19 @@ pub fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 impl Cluster {
-    /// Creates a pod in Kubernetes namespace `namespace` (VNID `vnid`, which must be the
-    /// namespace's in networkpolicy mode) with `labels`, attached with `ofnode pod add
-    /// --namespace NS --label k=v…`.
-    pub fn add_pod_in(
+    /// Creates pod `namespace/name` (VNID `vnid`, which must be the namespace's in
+    /// networkpolicy mode) with `labels` (networkpolicy mode only), attached with `ofnode pod
+    /// add --pod NS/NAME --label k=v…`.
+    pub fn add_named_pod(
         &self,
         node: usize,
-        namespace: &str,
+        (namespace, name): (&str, &str),
         vnid: u32,
         labels: &[(String, String)],
     ) -> Result<Pod, ClusterError> {
         let mut pod = self.create_pod(node, vnid)?;
-        pod.namespace = Some(namespace.to_string());
+        pod.namespace = namespace.to_string();
+        pod.name = name.to_string();
         pod.labels = labels.to_vec();
         self.attach_pod(&mut pod)?;
         Ok(pod)
@@ -67,52 +68,36 @@ impl Cluster {
         self.on_every_node(|node| node.cli(&args).map(drop))
     }
 
-    /// Tells every node but the pod's own about it: `ofnode pod remote set --ip IP --namespace
-    /// NS --label k=v…` with the pod's labels (the pod must have a namespace).
+    /// Tells every node but the pod's own about it: `ofnode pod remote set --pod NS/NAME --ip
+    /// IP --label k=v…` with the pod's labels.
     pub fn announce_remote_pod(&self, pod: &Pod) -> Result<(), ClusterError> {
-        self.announce_remote_labels(pod, &pod.labels)
-    }
-
-    /// Replaces a pod's labels where it lives (`ofnode pod labels`) and on every other node
-    /// (`pod remote set`), as an agent watching the API server would. `pod.labels` is left as
-    /// it was created (the pod may be borrowed by a running probe loop).
-    pub fn set_pod_labels(
-        &self,
-        pod: &Pod,
-        labels: &[(String, String)],
-    ) -> Result<(), ClusterError> {
-        let mut args = vec!["pod", "labels", "--sandbox", pod.sandbox.as_str()];
-        let label_args = label_args(labels);
-        args.extend(label_args.iter().map(String::as_str));
-        self.node(pod.node).cli(&args)?;
-        self.announce_remote_labels(pod, labels)?;
-        self.settle_datapaths()
-    }
-
-    fn announce_remote_labels(
-        &self,
-        pod: &Pod,
-        labels: &[(String, String)],
-    ) -> Result<(), ClusterError> {
-        let namespace = pod.namespace.as_deref().ok_or_else(|| {
-            ClusterError::Invalid(format!("pod {} has no namespace to announce", pod.ip))
-        })?;
-        let ip = pod.ip.to_string();
-        let mut args = vec![
-            "pod",
-            "remote",
-            "set",
-            "--ip",
-            &ip,
-            "--namespace",
-            namespace,
-        ];
-        let labels = label_args(labels);
+        let (key, ip) = (pod.key(), pod.ip.to_string());
+        let mut args = vec!["pod", "remote", "set", "--pod", &key, "--ip", &ip];
+        let labels = label_args(&pod.labels);
         args.extend(labels.iter().map(String::as_str));
         for node in self.nodes.iter().filter(|node| node.index != pod.node) {
             node.cli(&args)?;
         }
         Ok(())
+    }
+
+    /// Sets and removes a pod's labels as `kubectl label` does (`k=v` sets, `k-` removes) on
+    /// every node, where it lives and where it is known (`ofnode pod label --pod NS/NAME`
+    /// takes both), as an agent watching the API server would. `pod.labels` is left as it was
+    /// created (the pod may be borrowed by a running probe loop).
+    pub fn label_pod(&self, pod: &Pod, changes: &[&str]) -> Result<(), ClusterError> {
+        let key = pod.key();
+        let mut args = vec!["pod", "label", "--pod", &key];
+        args.extend(changes);
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
+    /// Sets and removes a namespace's labels as `kubectl label` does, keeping the others and
+    /// its VNID (`ofnode namespace label --name NS k=v k2-` on every node).
+    pub fn label_namespace(&self, name: &str, changes: &[&str]) -> Result<(), ClusterError> {
+        let mut args = vec!["namespace", "label", "--name", name];
+        args.extend(changes);
+        self.on_every_node(|node| node.cli(&args).map(drop))
     }
 
     /// `ofnode netpol apply --file F.json` of one NetworkPolicy object on every node.
@@ -128,43 +113,13 @@ impl Cluster {
         })
     }
 
-    /// Runs a policy-relevant change on every node, then [`Cluster::settle_datapaths`].
+    /// Runs a policy-relevant change on every node. Nothing else: what the nodes enforce once
+    /// their daemons have answered is what the tests see.
     fn on_every_node(
         &self,
-        mut step: impl FnMut(&Node) -> Result<(), ClusterError>,
+        step: impl FnMut(&Node) -> Result<(), ClusterError>,
     ) -> Result<(), ClusterError> {
-        self.nodes.iter().try_for_each(&mut step)?;
-        self.settle_datapaths()
-    }
-
-    /// Makes every later policy change end with [`Cluster::settle_datapaths`] on the nodes
-    /// whose daemon warns of Open vSwitch's stale-megaflow bug (userspace datapath before
-    /// upstream's "dpif-netdev: Fix dpif_netdev_flow_put"; Debian 12 ships 3.1.0). The warning
-    /// depends only on the switch's version and datapath, so each daemon is asked once, here.
-    pub fn settle_datapaths_after_changes(&mut self) -> Result<(), ClusterError> {
-        let mut warned = Vec::new();
-        for node in &self.nodes {
-            if node.warns_of_stale_megaflows()? {
-                warned.push(node.index);
-            }
-        }
-        self.settle_after_changes = warned;
-        Ok(())
-    }
-
-    /// After a change of what policy allows: drop every datapath flow of the nodes chosen by
-    /// [`Cluster::settle_datapaths_after_changes`], as the warning tells operators to. Without
-    /// it a megaflow cached before the change keeps its old actions for as long as traffic
-    /// hits it, and a denied pair still connects seconds later. On a fixed switch there is no
-    /// warning and nothing is flushed: the tables alone are shown.
-    pub fn settle_datapaths(&self) -> Result<(), ClusterError> {
-        for &index in &self.settle_after_changes {
-            self.node(index)
-                .ovs()
-                .flush_datapath_flows()
-                .context(|| format!("node {index}: dpctl/del-flows"))?;
-        }
-        Ok(())
+        self.nodes.iter().try_for_each(step)
     }
 }
 

@@ -143,12 +143,18 @@ pub struct Pod {
     pub sandbox: String,
     pub vnid: u32,
     pub ofport: u32,
-    /// The pod's Kubernetes namespace and labels, given to `ofnode pod add` when set (the
-    /// networkpolicy mode needs them; other modes store them).
-    pub namespace: Option<String>,
+    /// The pod's Kubernetes namespace and name: its key `NAMESPACE/NAME` in every ofnode pod
+    /// command. [`DEFAULT_NAMESPACE`] and `pod-<node>-<n>` unless the test names it.
+    pub namespace: String,
+    pub name: String,
+    /// Its labels, given to `ofnode pod add` (the networkpolicy mode's selectors see them; the
+    /// other modes refuse them).
     pub labels: Vec<(String, String)>,
     netns: Netns,
 }
+
+/// The namespace of pods a test does not place in one.
+pub const DEFAULT_NAMESPACE: &str = "default";
 
 impl Pod {
     /// Creates the namespace and its veth, addressed and routed; not yet attached to br0.
@@ -165,7 +171,8 @@ impl Pod {
             sandbox: format!("{:032x}{:032x}", node.index + 1, u32::from(number) + 1),
             vnid,
             ofport: 0,
-            namespace: None,
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            name: format!("pod-{}-{number}", node.index),
             labels: Vec::new(),
             netns,
         };
@@ -216,6 +223,11 @@ impl Pod {
         }
         Ok(pod)
     }
+
+    /// `NAMESPACE/NAME`: the pod's key in ofnode.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }
 
 impl Pod {
@@ -229,7 +241,7 @@ impl Pod {
         sandbox: String,
         vnid: u32,
         ofport: u32,
-        namespace: &str,
+        (namespace, name): (&str, &str),
         labels: Vec<(String, String)>,
         netns: Netns,
     ) -> Pod {
@@ -241,7 +253,8 @@ impl Pod {
             sandbox,
             vnid,
             ofport,
-            namespace: Some(namespace.to_string()),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
             labels,
             netns,
         }

@@ -92,13 +92,13 @@ fn fragmented_blocks(peers: usize) -> NetPol {
 fn a_policy_over_the_flow_limit_is_refused() {
     let mut w = World::new();
     w.pod([10, 128, 0, 5], meta("x", &[]));
-    let small = allocate_ids(fragmented_blocks(4), None, std::iter::empty());
+    let small = allocate_ids(fragmented_blocks(4), None, &ConjIds::default());
     w.check_flow_limit(&small).unwrap();
     w.netpols.insert("x/small".into(), small.clone());
     let flows = w.flows_of("x/small");
     w.netpols.remove("x/small");
     assert!((1_000..MAX_FLOWS).contains(&flows), "{flows}");
-    let big = allocate_ids(fragmented_blocks(60), None, std::iter::empty());
+    let big = allocate_ids(fragmented_blocks(60), None, &ConjIds::default());
     let err = w.check_flow_limit(&big).unwrap_err();
     assert_eq!(err.path, "spec");
     assert!(err.reason.contains("more than 20000 flows"), "{err}");

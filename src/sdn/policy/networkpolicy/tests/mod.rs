@@ -112,13 +112,11 @@ impl World {
 
     fn apply(&mut self, p: NetPol) {
         let key = netpol_key(&p.namespace, &p.name);
-        let others: Vec<u32> = self
+        let held = self
             .netpols
-            .iter()
-            .filter(|(k, _)| **k != key)
-            .flat_map(|(_, s)| s.ingress_ids.iter().chain(&s.egress_ids).copied())
-            .collect();
-        let stored = allocate_ids(p, self.netpols.get(&key), others.into_iter());
+            .values()
+            .flat_map(|s| s.ingress_ids.iter().chain(&s.egress_ids).copied());
+        let stored = allocate_ids(p, self.netpols.get(&key), &ConjIds::of(held));
         self.netpols.insert(key, stored);
     }
 
@@ -548,7 +546,21 @@ fn policy_types_default_as_the_api_server_does() {
         p.ingress.unwrap()[0].ports[0],
         Port {
             protocol: L4::Tcp,
-            range: Some((80, 80))
+            range: Some((80, 80)),
+            name: None,
+        }
+    );
+    let p = policy(&wrap(
+        "x",
+        "p",
+        r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http"}]}]}"#,
+    ));
+    assert_eq!(
+        p.ingress.unwrap()[0].ports[0],
+        Port {
+            protocol: L4::Tcp,
+            range: None,
+            name: Some("http".into()),
         }
     );
 }
@@ -558,9 +570,14 @@ fn policy_types_default_as_the_api_server_does() {
 fn bad_policies_are_refused_naming_the_field() {
     let cases = [
         (
-            r#"{"podSelector":{},"ingress":[{"ports":[{"port":80},{"port":"http"}]}]}"#,
+            r#"{"podSelector":{},"ingress":[{"ports":[{"port":80},{"port":"HTTP_1"}]}]}"#,
             "spec.ingress[0].ports[1].port",
-            "named ports are not supported",
+            "is not a port name",
+        ),
+        (
+            r#"{"podSelector":{},"ingress":[{"ports":[{"port":"http","endPort":90}]}]}"#,
+            "spec.ingress[0].ports[0].endPort",
+            "named",
         ),
         (
             r#"{"podSelector":{},"bogus":1}"#,

@@ -10,7 +10,7 @@ use super::super::{ranges, StoredNetPol};
 use super::super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
 use crate::sdn::labels::Labels;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
-use crate::sdn::objects::Namespace;
+use crate::sdn::objects::{NamedPort, Namespace, L4};
 use crate::sdn::produce::netpol::band_priority;
 use crate::sdn::types::SetupRequest;
 use crate::value::{Cidr, Vnid};
@@ -28,6 +28,27 @@ struct PodRef<'a> {
     ip: Ipv4Addr,
     namespace: &'a str,
     labels: &'a Labels,
+    ports: &'a [NamedPort],
+}
+
+/// The numbers `named` ports resolve to on a pod with `ports`.
+fn numbers(ports: &[NamedPort], named: &[(String, L4)]) -> Vec<(L4, u16)> {
+    named
+        .iter()
+        .flat_map(|(name, protocol)| {
+            ports
+                .iter()
+                .filter(move |p| p.name == *name && p.protocol == *protocol)
+                .map(|p| (p.protocol, p.port))
+        })
+        .collect()
+}
+
+/// `ip, FIELD=ADDRESS` narrowed to one destination port: `tcp, FIELD=ADDRESS, tcp_dst=80`.
+fn on_port(by_address: &str, (protocol, port): (L4, u16)) -> String {
+    let proto = protocol.name();
+    let rest = by_address.strip_prefix("ip, ").unwrap_or(by_address);
+    format!("{proto}, {rest}, {proto}_dst={port}")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,6 +175,7 @@ impl<'a> View<'a> {
                 ip,
                 namespace: key.namespace(),
                 labels: &info.labels,
+                ports: &info.ports,
             })
         })
     }
@@ -190,6 +212,64 @@ impl<'a> View<'a> {
         let pods = self.targets(policy);
         let field = dir.target_ip();
         pods.iter().map(|ip| format!("ip, {field}={ip}")).collect()
+    }
+
+    /// The named part's targets: each local target's addresses on the numbers `named`
+    /// resolves to on it.
+    fn named_targets(&self, dir: Dir, policy: &NetPol, named: &[(String, L4)]) -> BTreeSet<String> {
+        let field = dir.target_ip();
+        self.pods
+            .iter()
+            .filter(|(key, info)| {
+                info.local
+                    && key.namespace() == policy.namespace
+                    && policy.pod_selector.matches(&info.labels)
+            })
+            .flat_map(|(_, info)| {
+                let numbers = numbers(&info.ports, named);
+                info.ipv4s().flat_map(move |ip| {
+                    let by_address = format!("ip, {field}={ip}");
+                    numbers
+                        .clone()
+                        .into_iter()
+                        .map(move |n| on_port(&by_address, n))
+                })
+            })
+            .collect()
+    }
+
+    /// The pods an egress peer picks, each address on its own (none for a network).
+    fn peer_pods(&self, policy: &NetPol, peer: &Peer) -> Vec<PodRef<'a>> {
+        match peer {
+            Peer::Ipv6Block { .. } | Peer::Block { .. } => Vec::new(),
+            Peer::Select {
+                pods,
+                namespaces: None,
+            } => self
+                .pods()
+                .filter(|p| {
+                    p.namespace == policy.namespace
+                        && pods.as_ref().is_none_or(|s| s.matches(p.labels))
+                })
+                .collect(),
+            Peer::Select {
+                pods,
+                namespaces: Some(nss),
+            } => {
+                let chosen: BTreeSet<&str> = self
+                    .namespaces
+                    .values()
+                    .filter(|ns| nss.matches(&ns.effective_labels()))
+                    .map(|ns| ns.name.as_str())
+                    .collect();
+                self.pods()
+                    .filter(|p| {
+                        chosen.contains(p.namespace)
+                            && pods.as_ref().is_none_or(|s| s.matches(p.labels))
+                    })
+                    .collect()
+            }
+        }
     }
 
     fn peer_matches(&self, dir: Dir, policy: &NetPol, vnid: Vnid, peer: &Peer) -> Vec<String> {
@@ -265,9 +345,19 @@ impl<'a> View<'a> {
                 out.add(dir.table(), PRIO_ISOLATION, t.clone(), "drop".into());
             }
             out.check(out.flows.len())?;
-            for (rule, id) in rules.iter().zip(ids.iter()) {
-                self.rule_flows(dir, policy, ns.vnid, rule, *id, &targets, out)?;
-                out.check(out.flows.len())?;
+            let mut ids = ids.iter().copied();
+            for rule in rules {
+                if rule.has_numbered_part() {
+                    let id = ids.next().unwrap_or_default();
+                    self.rule_flows(dir, policy, ns.vnid, rule, id, &targets, out)?;
+                    out.check(out.flows.len())?;
+                }
+                let named = rule.named_ports();
+                if !named.is_empty() {
+                    let id = ids.next().unwrap_or_default();
+                    self.named_flows(dir, policy, ns.vnid, rule, id, &named, &targets, out)?;
+                    out.check(out.flows.len())?;
+                }
             }
         }
         Ok(())
@@ -288,18 +378,8 @@ impl<'a> View<'a> {
         if targets.is_empty() {
             return Ok(());
         }
-        let peers = match &rule.peers {
-            None => None,
-            Some(peers) => {
-                let mut matches = BTreeSet::new();
-                for peer in peers {
-                    matches.extend(self.peer_matches(dir, policy, vnid, peer));
-                    out.check(matches.len())?;
-                }
-                Some(matches)
-            }
-        };
-        let ports: BTreeSet<String> = rule.ports.iter().flat_map(port_matches).collect();
+        let peers = self.peer_set(dir, policy, vnid, rule, out)?;
+        let ports: BTreeSet<String> = rule.numbered_ports().flat_map(port_matches).collect();
         // A dimension that selects nothing allows nothing: no flows (the isolation stays).
         if peers.as_ref().is_some_and(|p| p.is_empty()) {
             return Ok(());
@@ -312,20 +392,88 @@ impl<'a> View<'a> {
         if !ports.is_empty() {
             dims.push(&ports);
         }
-        let table = dir.table();
-        if dims.len() == 1 {
-            for t in targets {
-                out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
-            }
+        conjunction(dir, id, &dims, out);
+        Ok(())
+    }
+
+    /// The matches of a rule's peers (None without `from`/`to`).
+    fn peer_set(
+        &self,
+        dir: Dir,
+        policy: &NetPol,
+        vnid: Vnid,
+        rule: &Rule,
+        out: &Flows,
+    ) -> Result<Option<BTreeSet<String>>, Exceeded> {
+        let Some(peers) = &rule.peers else {
+            return Ok(None);
+        };
+        let mut matches = BTreeSet::new();
+        for peer in peers {
+            matches.extend(self.peer_matches(dir, policy, vnid, peer));
+            out.check(matches.len())?;
+        }
+        Ok(Some(matches))
+    }
+
+    /// The flows of a rule's named ports: resolved on each target (ingress) or each peer
+    /// (egress, where only pods can be peers and no `to` means every pod), conjunction `id`.
+    /// Like the numbered part, it is there while the rule has targets and peers (pods with
+    /// addresses, resolved or not).
+    #[allow(clippy::too_many_arguments)]
+    fn named_flows(
+        &self,
+        dir: Dir,
+        policy: &NetPol,
+        vnid: Vnid,
+        rule: &Rule,
+        id: u32,
+        named: &[(String, L4)],
+        targets: &BTreeSet<String>,
+        out: &mut Flows,
+    ) -> Result<(), Exceeded> {
+        if targets.is_empty() {
             return Ok(());
         }
-        let n = dims.len() as u8;
-        for (k, dim) in dims.iter().enumerate() {
-            for m in dim.iter() {
-                out.clause(table, m.clone(), id, k as u8 + 1, n);
+        let (targets, peers) = match dir {
+            Dir::Ingress => {
+                let peers = self.peer_set(dir, policy, vnid, rule, out)?;
+                if peers.as_ref().is_some_and(|p| p.is_empty()) {
+                    return Ok(());
+                }
+                (self.named_targets(dir, policy, named), peers)
             }
+            Dir::Egress => {
+                let everyone = [Peer::Select {
+                    pods: None,
+                    namespaces: Some(Default::default()),
+                }];
+                let peers = rule.peers.as_deref().unwrap_or(&everyone);
+                let pods: Vec<PodRef> = peers
+                    .iter()
+                    .flat_map(|p| self.peer_pods(policy, p))
+                    .collect();
+                if pods.is_empty() {
+                    return Ok(());
+                }
+                let matches: BTreeSet<String> = pods
+                    .iter()
+                    .flat_map(|p| {
+                        numbers(p.ports, named)
+                            .into_iter()
+                            .map(move |n| on_port(&format!("ip, nw_dst={}", p.ip), n))
+                    })
+                    .collect();
+                out.check(matches.len())?;
+                (targets.clone(), Some(matches))
+            }
+        };
+        let mut dims: Vec<&BTreeSet<String>> = Vec::new();
+        match dir {
+            Dir::Ingress => dims.extend(peers.as_ref().into_iter().chain([&targets])),
+            Dir::Egress => dims.extend(std::iter::once(&targets).chain(peers.as_ref())),
         }
-        out.add(table, band(id), format!("conj_id={id}, ip"), dir.allow());
+        conjunction(dir, id, &dims, out);
         Ok(())
     }
 
@@ -351,6 +499,25 @@ impl<'a> View<'a> {
             })
             .collect()
     }
+}
+
+/// Conjunction `id` over `dims` (its clauses, and the flow a match goes to), or, with one
+/// dimension, its matches allowed outright.
+fn conjunction(dir: Dir, id: u32, dims: &[&BTreeSet<String>], out: &mut Flows) {
+    let table = dir.table();
+    if dims.len() == 1 {
+        for t in dims[0] {
+            out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
+        }
+        return;
+    }
+    let n = dims.len() as u8;
+    for (k, dim) in dims.iter().enumerate() {
+        for m in dim.iter() {
+            out.clause(table, m.clone(), id, k as u8 + 1, n);
+        }
+    }
+    out.add(table, band(id), format!("conj_id={id}, ip"), dir.allow());
 }
 
 /// The priority of conjunction `id`'s flows (as the engine bands them).

@@ -1,0 +1,478 @@
+//! The leader's loop: fresh watches (a quorum list first, so the state is rebuilt from the API
+//! after the previous leader's last write), one [`Ledger`] fed by them, and the writes it
+//! decides, sent concurrently (each asks the [`Fence`] first and has a deadline). It returns once
+//! the fence is revoked and every write in flight has ended.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use futures::stream::{BoxStream, FuturesUnordered, SelectAll};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::config::Settings;
+use super::lease::{Fence, NotLeader};
+use super::objects::{HostSubnet, NetNamespace, FIELD_MANAGER};
+use super::state::{Conflict, Decision, Key, Ledger, Write, Written};
+use super::status::Status;
+
+/// Writes in flight at once: enough to keep up with nodes and namespaces created in bulk,
+/// few enough not to crowd the API server.
+const MAX_IN_FLIGHT: usize = 16;
+/// How often the status is refreshed and due retries are looked at.
+const TICK: Duration = Duration::from_millis(200);
+
+/// One event of one of the watches.
+enum Observed {
+    Node(Result<Event<Node>, watcher::Error>),
+    Namespace(Result<Event<Namespace>, watcher::Error>),
+    HostSubnet(Result<Event<HostSubnet>, watcher::Error>),
+    NetNamespace(Result<Event<NetNamespace>, watcher::Error>),
+}
+
+/// The objects of one kind as a relist delivers them, until it is complete.
+struct Relist<T> {
+    buffer: Vec<T>,
+    done: bool,
+}
+
+impl<T> Default for Relist<T> {
+    fn default() -> Self {
+        Relist {
+            buffer: Vec::new(),
+            done: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+impl WriteError {
+    /// The API server's view moved on (the object exists, changed or went): the watch brings
+    /// the news and the key is decided again; nothing failed.
+    fn is_stale(&self) -> bool {
+        matches!(self, WriteError::Api(kube::Error::Api(s))
+            if s.is_already_exists() || s.is_conflict() || s.is_not_found())
+    }
+}
+
+struct Done {
+    key: Key,
+    verb: &'static str,
+    took: Duration,
+    result: Result<Written, WriteError>,
+}
+
+/// What the loop keeps besides the ledger.
+struct Leader<'a> {
+    client: Client,
+    settings: &'a Settings,
+    status: &'a Status,
+    ledger: Ledger,
+    nodes: Relist<Node>,
+    namespaces: Relist<Namespace>,
+    host_subnets: Relist<HostSubnet>,
+    net_namespaces: Relist<NetNamespace>,
+    synced: bool,
+    dirty: BTreeSet<Key>,
+    retries: Vec<(Instant, Key)>,
+    reported_waiting: BTreeMap<Key, String>,
+    reported_conflicts: BTreeSet<Conflict>,
+}
+
+/// Leads until `fence` is revoked; then waits for the writes in flight and returns.
+pub async fn lead(client: Client, settings: &Settings, fence: &Fence, status: &Status) {
+    let mut leader = Leader {
+        ledger: Ledger::new(settings),
+        client,
+        settings,
+        status,
+        nodes: Relist::default(),
+        namespaces: Relist::default(),
+        host_subnets: Relist::default(),
+        net_namespaces: Relist::default(),
+        synced: false,
+        dirty: BTreeSet::new(),
+        retries: Vec::new(),
+        reported_waiting: BTreeMap::new(),
+        reported_conflicts: BTreeSet::new(),
+    };
+    let mut events = leader.watches();
+    let mut writes = FuturesUnordered::new();
+    let mut tick = tokio::time::interval(TICK);
+    let mut waiting_again = tokio::time::interval(settings.lease.retry_period);
+    let revoked = fence.revoked();
+    let mut revoked = std::pin::pin!(revoked);
+    loop {
+        tokio::select! {
+            () = &mut revoked => break,
+            Some(done) = writes.next(), if !writes.is_empty() => leader.finished(done),
+            Some(event) = events.next() => leader.observe(event),
+            _ = tick.tick() => leader.tick(),
+            _ = waiting_again.tick() => leader.dirty.extend(leader.ledger.waiting_keys()),
+        }
+        if leader.synced {
+            while writes.len() < MAX_IN_FLIGHT {
+                let Some(key) = leader.dirty.pop_first() else {
+                    break;
+                };
+                if let Decision::Write(write) = leader.ledger.decide(&key) {
+                    writes.push(send(
+                        leader.client.clone(),
+                        fence,
+                        key,
+                        write,
+                        settings.lease.write_timeout(),
+                    ));
+                }
+            }
+        }
+    }
+    // No write starts any more (the fence is closed); the ones in flight end within their
+    // deadline, and only then may the lease be given up.
+    while let Some(done) = writes.next().await {
+        leader.finished(done);
+    }
+    info!("stopped leading");
+}
+
+impl Leader<'_> {
+    fn watches(&self) -> SelectAll<BoxStream<'static, Observed>> {
+        let config = watcher::Config::default();
+        let client = &self.client;
+        let mut streams: Vec<BoxStream<'static, Observed>> = vec![
+            watcher::watcher(Api::<Node>::all(client.clone()), config.clone())
+                .map(Observed::Node)
+                .boxed(),
+            watcher::watcher(Api::<HostSubnet>::all(client.clone()), config.clone())
+                .map(Observed::HostSubnet)
+                .boxed(),
+        ];
+        if self.ledger.allocates_netids() {
+            streams.push(
+                watcher::watcher(Api::<Namespace>::all(client.clone()), config.clone())
+                    .map(Observed::Namespace)
+                    .boxed(),
+            );
+            streams.push(
+                watcher::watcher(Api::<NetNamespace>::all(client.clone()), config)
+                    .map(Observed::NetNamespace)
+                    .boxed(),
+            );
+        }
+        futures::stream::select_all(streams)
+    }
+
+    fn observe(&mut self, event: Observed) {
+        match event {
+            Observed::Node(Ok(event)) => self.node_event(event),
+            Observed::Namespace(Ok(event)) => self.namespace_event(event),
+            Observed::HostSubnet(Ok(event)) => self.host_subnet_event(event),
+            Observed::NetNamespace(Ok(event)) => self.net_namespace_event(event),
+            Observed::Node(Err(err))
+            | Observed::Namespace(Err(err))
+            | Observed::HostSubnet(Err(err))
+            | Observed::NetNamespace(Err(err)) => {
+                warn!("watch: {err}; retrying");
+                self.status.watch_failed(format!("watch: {err}"));
+            }
+        }
+    }
+
+    fn node_event(&mut self, event: Event<Node>) {
+        match event {
+            Event::Apply(node) => {
+                self.ledger.set_node(&node.name_any(), internal_ip(&node));
+                self.dirty.insert(Key::Node(node.name_any()));
+            }
+            Event::Delete(node) => {
+                self.ledger.remove_node(&node.name_any());
+                self.dirty.insert(Key::Node(node.name_any()));
+            }
+            Event::Init => self.nodes.buffer.clear(),
+            Event::InitApply(node) => self.nodes.buffer.push(node),
+            Event::InitDone => {
+                let listed = std::mem::take(&mut self.nodes.buffer);
+                let gone = self.ledger.node_names();
+                for name in gone {
+                    self.ledger.remove_node(&name);
+                }
+                for node in &listed {
+                    self.ledger.set_node(&node.name_any(), internal_ip(node));
+                }
+                self.nodes.done = true;
+                self.relisted();
+            }
+        }
+    }
+
+    fn namespace_event(&mut self, event: Event<Namespace>) {
+        match event {
+            Event::Apply(namespace) => {
+                self.ledger.set_namespace(&namespace.name_any());
+                self.dirty.insert(Key::Namespace(namespace.name_any()));
+            }
+            Event::Delete(namespace) => {
+                self.ledger.remove_namespace(&namespace.name_any());
+                self.dirty.insert(Key::Namespace(namespace.name_any()));
+            }
+            Event::Init => self.namespaces.buffer.clear(),
+            Event::InitApply(namespace) => self.namespaces.buffer.push(namespace),
+            Event::InitDone => {
+                let listed = std::mem::take(&mut self.namespaces.buffer);
+                for name in self.ledger.namespace_names() {
+                    self.ledger.remove_namespace(&name);
+                }
+                for namespace in &listed {
+                    self.ledger.set_namespace(&namespace.name_any());
+                }
+                self.namespaces.done = true;
+                self.relisted();
+            }
+        }
+    }
+
+    fn host_subnet_event(&mut self, event: Event<HostSubnet>) {
+        match event {
+            Event::Apply(object) => {
+                self.dirty.insert(Key::Node(object.name_any()));
+                self.ledger.set_host_subnet(object);
+            }
+            Event::Delete(object) => {
+                self.ledger.remove_host_subnet(&object.name_any());
+                self.dirty.insert(Key::Node(object.name_any()));
+                // A subnet came free: whoever waits for one may get it.
+                self.dirty.extend(self.ledger.waiting_keys());
+            }
+            Event::Init => self.host_subnets.buffer.clear(),
+            Event::InitApply(object) => self.host_subnets.buffer.push(object),
+            Event::InitDone => {
+                let listed = std::mem::take(&mut self.host_subnets.buffer);
+                let kept: BTreeSet<String> = listed.iter().map(|o| o.name_any()).collect();
+                for name in self.ledger.host_subnet_names() {
+                    if !kept.contains(&name) {
+                        self.ledger.remove_host_subnet(&name);
+                    }
+                }
+                for object in listed {
+                    self.ledger.set_host_subnet(object);
+                }
+                self.host_subnets.done = true;
+                self.relisted();
+            }
+        }
+    }
+
+    fn net_namespace_event(&mut self, event: Event<NetNamespace>) {
+        match event {
+            Event::Apply(object) => {
+                self.dirty.insert(Key::Namespace(object.name_any()));
+                self.ledger.set_net_namespace(object);
+            }
+            Event::Delete(object) => {
+                self.ledger.remove_net_namespace(&object.name_any());
+                self.dirty.insert(Key::Namespace(object.name_any()));
+                self.dirty.extend(self.ledger.waiting_keys());
+            }
+            Event::Init => self.net_namespaces.buffer.clear(),
+            Event::InitApply(object) => self.net_namespaces.buffer.push(object),
+            Event::InitDone => {
+                let listed = std::mem::take(&mut self.net_namespaces.buffer);
+                let kept: BTreeSet<String> = listed.iter().map(|o| o.name_any()).collect();
+                for name in self.ledger.net_namespace_names() {
+                    if !kept.contains(&name) {
+                        self.ledger.remove_net_namespace(&name);
+                    }
+                }
+                for object in listed {
+                    self.ledger.set_net_namespace(object);
+                }
+                self.net_namespaces.done = true;
+                self.relisted();
+            }
+        }
+    }
+
+    /// A kind was listed (anew): once every kind was, everything is decided again.
+    fn relisted(&mut self) {
+        let vnids = self.ledger.allocates_netids();
+        let all = self.nodes.done
+            && self.host_subnets.done
+            && (!vnids || (self.namespaces.done && self.net_namespaces.done));
+        if !all {
+            return;
+        }
+        if !self.synced {
+            self.ledger.resume();
+            self.synced = true;
+            let summary = self.ledger.summary();
+            info!(
+                nodes = summary.nodes,
+                host_subnets = summary.host_subnets,
+                namespaces = summary.namespaces,
+                net_namespaces = summary.net_namespaces,
+                "listed everything: allocating"
+            );
+            self.status.set_synced(summary);
+        }
+        self.dirty.extend(self.ledger.keys());
+    }
+
+    fn finished(&mut self, done: Done) {
+        let key = done.key;
+        match done.result {
+            Ok(written) => {
+                debug!(%key, verb = done.verb, took = ?done.took, "written");
+                self.status.wrote(done.verb, done.took);
+                self.ledger.finish(&key, Some(written));
+            }
+            Err(err) if err.is_stale() => {
+                debug!(%key, "{} answered {err}: deciding again with what the watch shows", done.verb);
+                self.ledger.finish(&key, None);
+            }
+            Err(WriteError::NotLeader(_)) => self.ledger.finish(&key, None),
+            Err(err) => {
+                warn!(%key, "{} failed: {err}; retrying", done.verb);
+                self.status
+                    .write_failed(format!("{key}: {} failed: {err}", done.verb));
+                self.ledger.finish(&key, None);
+                self.retries
+                    .push((Instant::now() + self.settings.lease.retry_period, key));
+                return;
+            }
+        }
+        self.dirty.insert(key);
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = self.retries.drain(..).partition(|(at, _)| *at <= now);
+        self.retries = later;
+        self.dirty.extend(due.into_iter().map(|(_, key)| key));
+        if self.synced {
+            let summary = self.ledger.summary();
+            self.report_changes(&summary);
+            self.status.set_synced(summary);
+        }
+    }
+
+    /// Logs what started or stopped waiting, and conflicts as they appear and go.
+    fn report_changes(&mut self, summary: &super::state::Summary) {
+        let waiting: BTreeMap<Key, String> = summary
+            .waiting
+            .iter()
+            .map(|w| (w.key.clone(), w.reason.clone()))
+            .collect();
+        for (key, reason) in &waiting {
+            if self.reported_waiting.get(key) != Some(reason) {
+                warn!(%key, "no allocation: {reason}");
+            }
+        }
+        for key in self
+            .reported_waiting
+            .keys()
+            .filter(|k| !waiting.contains_key(*k))
+        {
+            info!(%key, "no longer waiting");
+        }
+        self.reported_waiting = waiting;
+        let conflicts: BTreeSet<Conflict> = summary.conflicts.iter().cloned().collect();
+        for conflict in conflicts.difference(&self.reported_conflicts) {
+            warn!(kind = conflict.kind, names = ?conflict.names, "conflict: {}", conflict.problem);
+        }
+        for conflict in self.reported_conflicts.difference(&conflicts) {
+            info!(kind = conflict.kind, names = ?conflict.names, "resolved: {}", conflict.problem);
+        }
+        self.reported_conflicts = conflicts;
+    }
+}
+
+/// The Node's first IPv4 InternalIP: the tunnel endpoint other nodes send its pods' traffic to.
+fn internal_ip(node: &Node) -> Option<Ipv4Addr> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .filter(|a| a.type_ == "InternalIP")
+        .find_map(|a| a.address.parse().ok())
+}
+
+/// Sends one write if the fence allows, within `timeout`.
+fn send(
+    client: Client,
+    fence: &Fence,
+    key: Key,
+    write: Write,
+    timeout: Duration,
+) -> futures::future::BoxFuture<'static, Done> {
+    let verb = write.verb();
+    let allowed = fence.check();
+    async move {
+        let started = Instant::now();
+        let result = match allowed {
+            Err(not_leader) => Err(WriteError::NotLeader(not_leader)),
+            Ok(()) => match tokio::time::timeout(timeout, execute(client, write)).await {
+                Ok(result) => result.map_err(WriteError::from),
+                Err(_) => Err(WriteError::Timeout(timeout)),
+            },
+        };
+        Done {
+            key,
+            verb,
+            took: started.elapsed(),
+            result,
+        }
+    }
+    .boxed()
+}
+
+async fn execute(client: Client, write: Write) -> Result<Written, kube::Error> {
+    let post = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let delete = |p: &super::state::Precondition| DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: p.uid.clone(),
+            resource_version: p.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    let subnets = Api::<HostSubnet>::all(client.clone());
+    let netnamespaces = Api::<NetNamespace>::all(client);
+    Ok(match write {
+        Write::CreateHostSubnet(o) => Written::HostSubnet(subnets.create(&post, &o).await?),
+        Write::ReplaceHostSubnet(o) => {
+            Written::HostSubnet(subnets.replace(&o.name_any(), &post, &o).await?)
+        }
+        Write::DeleteHostSubnet(p) => {
+            subnets.delete(&p.name, &delete(&p)).await?;
+            Written::Deleted
+        }
+        Write::CreateNetNamespace(o) => {
+            Written::NetNamespace(netnamespaces.create(&post, &o).await?)
+        }
+        Write::ReplaceNetNamespace(o) => {
+            Written::NetNamespace(netnamespaces.replace(&o.name_any(), &post, &o).await?)
+        }
+        Write::DeleteNetNamespace(p) => {
+            netnamespaces.delete(&p.name, &delete(&p)).await?;
+            Written::Deleted
+        }
+    })
+}

@@ -1,0 +1,177 @@
+//! The seed's cluster-scoped `network.openshift.io/v1` objects the controller writes, as the CRDs
+//! of `dist/kubernetes/crds/` define them: their fields sit beside `metadata` (no `spec`), so they
+//! are plain structs with a hand-written [`Resource`] rather than `#[derive(CustomResource)]`.
+//!
+//! Every field has a default: one object the API server holds but this code could not read must
+//! never stop the whole list (a watcher fails the list on one bad item). What a value means is
+//! checked later, where a bad one is reported by name.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "network.openshift.io";
+pub const VERSION: &str = "v1";
+const API_VERSION: &str = "network.openshift.io/v1";
+
+/// Who allocated (or adopted) an object: the identity of the controller that was leader then.
+/// The controller deletes only objects that carry it; one without it and without its Node or
+/// Namespace is someone else's (openshift-sdn's F5 HostSubnets were such) and is left alone.
+pub const ALLOCATED_BY: &str = "ofnode.io/allocated-by";
+
+/// The field manager of every write (`managedFields` shows it).
+pub const FIELD_MANAGER: &str = "ofnode-controller";
+
+/// The pod subnet of one node (named after the Node).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostSubnet {
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub host: String,
+    #[serde(rename = "hostIP", default)]
+    pub host_ip: String,
+    #[serde(default)]
+    pub subnet: String,
+    #[serde(rename = "egressIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_ips: Vec<String>,
+    #[serde(rename = "egressCIDRs", default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_cidrs: Vec<String>,
+}
+
+/// The VNID of one namespace (named after the Namespace).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetNamespace {
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub netname: String,
+    /// i64 as the CRD's `format: int64`: an out-of-range value is reported, not a parse failure.
+    #[serde(default)]
+    pub netid: i64,
+    #[serde(rename = "egressIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_ips: Vec<String>,
+}
+
+/// The metadata of an object the controller creates: its name and who allocated it.
+fn allocated_meta(name: &str, identity: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        annotations: Some([(ALLOCATED_BY.to_string(), identity.to_string())].into()),
+        ..ObjectMeta::default()
+    }
+}
+
+impl HostSubnet {
+    pub fn allocated(node: &str, host_ip: &str, subnet: &str, identity: &str) -> HostSubnet {
+        HostSubnet {
+            api_version: API_VERSION.into(),
+            kind: "HostSubnet".into(),
+            metadata: allocated_meta(node, identity),
+            host: node.into(),
+            host_ip: host_ip.into(),
+            subnet: subnet.into(),
+            ..HostSubnet::default()
+        }
+    }
+}
+
+impl NetNamespace {
+    pub fn allocated(namespace: &str, netid: u32, identity: &str) -> NetNamespace {
+        NetNamespace {
+            api_version: API_VERSION.into(),
+            kind: "NetNamespace".into(),
+            metadata: allocated_meta(namespace, identity),
+            netname: namespace.into(),
+            netid: i64::from(netid),
+            ..NetNamespace::default()
+        }
+    }
+}
+
+/// The controller's annotation on an object, if any.
+pub fn allocated_by(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()?
+        .get(ALLOCATED_BY)
+        .map(String::as_str)
+}
+
+macro_rules! cluster_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                GROUP.into()
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                VERSION.into()
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+cluster_resource!(HostSubnet, "HostSubnet", "hostsubnets");
+cluster_resource!(NetNamespace, "NetNamespace", "netnamespaces");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_subnet_is_written_as_the_crd_has_it_and_read_back_whatever_is_missing() {
+        let subnet = HostSubnet::allocated("node-1", "192.0.2.12", "10.128.2.0/23", "ctl-a");
+        let json = serde_json::to_value(&subnet).unwrap();
+        assert_eq!(json["apiVersion"], "network.openshift.io/v1");
+        assert_eq!(json["kind"], "HostSubnet");
+        assert_eq!(json["hostIP"], "192.0.2.12");
+        assert_eq!(json["metadata"]["annotations"][ALLOCATED_BY], "ctl-a");
+        assert!(json.get("egressIPs").is_none());
+        let back: HostSubnet = serde_json::from_value(json).unwrap();
+        assert_eq!(back, subnet);
+        assert_eq!(allocated_by(&back.metadata), Some("ctl-a"));
+        // A stranger's object with fields missing still reads (and is judged later).
+        let odd: HostSubnet = serde_json::from_str(r#"{"metadata":{"name":"x"}}"#).unwrap();
+        assert_eq!(odd.subnet, "");
+        assert_eq!(allocated_by(&odd.metadata), None);
+        assert_eq!(
+            HostSubnet::url_path(&(), None),
+            "/apis/network.openshift.io/v1/hostsubnets"
+        );
+    }
+
+    #[test]
+    fn a_net_namespace_carries_its_netid_as_a_number() {
+        let netns = NetNamespace::allocated("tenant-a", 4242, "ctl-a");
+        let json = serde_json::to_value(&netns).unwrap();
+        assert_eq!(json["netid"], 4242);
+        assert_eq!(json["netname"], "tenant-a");
+        let negative: NetNamespace =
+            serde_json::from_str(r#"{"metadata":{"name":"x"},"netname":"x","netid":-1}"#).unwrap();
+        assert_eq!(negative.netid, -1);
+    }
+}

@@ -302,7 +302,12 @@ mod tests {
             overlap,
             "cluster network 10.128.0.0/14 and service network 10.130.0.0/16 overlap"
         );
-        let many = err(&["--cluster-network", "10.0.0.0/8", "--host-subnet-length", "2"]);
+        let many = err(&[
+            "--cluster-network",
+            "10.0.0.0/8",
+            "--host-subnet-length",
+            "2",
+        ]);
         assert!(many.contains("4194304 subnets"), "{many}");
         let global = err(&["--mode", "networkpolicy", "--global-namespace", "default"]);
         assert!(global.contains("multitenant mode only"), "{global}");

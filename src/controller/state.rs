@@ -512,9 +512,13 @@ impl Ledger {
         for (start, end, name, subnet) in spans {
             match widest {
                 Some((reach, other, theirs)) if start <= reach => {
+                    // Named in name order, each with its subnet, whichever starts first.
+                    let mut pair = [(other, theirs), (name, subnet)];
+                    pair.sort();
+                    let [(a, a_subnet), (b, b_subnet)] = pair;
                     found.push(conflict(
-                        vec![other.clone(), name.clone()],
-                        format!("subnets {theirs} and {subnet} overlap"),
+                        vec![a.clone(), b.clone()],
+                        format!("subnets {a_subnet} ({a}) and {b_subnet} ({b}) overlap"),
                     ));
                     if end > reach {
                         widest = Some((end, name, subnet));

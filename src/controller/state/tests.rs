@@ -174,7 +174,7 @@ fn someone_elses_subnets_are_never_duplicated_overlaps_are_reported_and_theirs_a
     assert_eq!(conflicts[1].names, ["f5", "f5-wide"]);
     assert_eq!(
         conflicts[1].problem,
-        "subnets 10.128.0.0/23 and 10.128.0.0/22 overlap"
+        "subnets 10.128.0.0/23 (f5) and 10.128.0.0/22 (f5-wide) overlap"
     );
     // Not ours and no Node of that name: kept, listed as foreign.
     assert_eq!(l.decide(&node("f5")), Decision::Nothing);

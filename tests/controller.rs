@@ -114,7 +114,11 @@ fn nodes_and_namespaces_get_their_allocations_and_lose_them_when_they_go() {
     );
     assert!(netids["tenant-a"] >= 10 && netids["tenant-b"] >= 10);
     // Ours against each other and against f5-router (the stray overlaps it on purpose).
-    let checked: Vec<_> = subnets.iter().filter(|s| name(*s) != "stray").cloned().collect();
+    let checked: Vec<_> = subnets
+        .iter()
+        .filter(|s| name(*s) != "stray")
+        .cloned()
+        .collect();
     assert_unique(&checked, &netns);
     for object in subnets.iter().filter(|s| name(*s).starts_with("node-")) {
         assert_eq!(writer(object), "ctl-a");
@@ -314,7 +318,7 @@ fn all_allocated(
     Vec<ofnode::controller::objects::HostSubnet>,
     Vec<ofnode::controller::objects::NetNamespace>,
 ) {
-    let (subnets, netns) = wait_for(&setup, ALLOCATED, "every allocation", |subnets, netns| {
+    let (subnets, netns) = wait_for(setup, ALLOCATED, "every allocation", |subnets, netns| {
         let node_subnets = subnets
             .iter()
             .filter(|s| name(*s).contains("node-"))

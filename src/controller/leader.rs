@@ -28,12 +28,12 @@ const MAX_IN_FLIGHT: usize = 16;
 /// How often the status is refreshed and due retries are looked at.
 const TICK: Duration = Duration::from_millis(200);
 
-/// One event of one of the watches.
+/// One event of one of the watches (boxed: a Node is large, a NetNamespace small).
 enum Observed {
-    Node(Result<Event<Node>, watcher::Error>),
-    Namespace(Result<Event<Namespace>, watcher::Error>),
-    HostSubnet(Result<Event<HostSubnet>, watcher::Error>),
-    NetNamespace(Result<Event<NetNamespace>, watcher::Error>),
+    Node(Box<Result<Event<Node>, watcher::Error>>),
+    Namespace(Box<Result<Event<Namespace>, watcher::Error>>),
+    HostSubnet(Box<Result<Event<HostSubnet>, watcher::Error>>),
+    NetNamespace(Box<Result<Event<NetNamespace>, watcher::Error>>),
 }
 
 /// The objects of one kind as a relist delivers them, until it is complete.
@@ -156,21 +156,21 @@ impl Leader<'_> {
         let client = &self.client;
         let mut streams: Vec<BoxStream<'static, Observed>> = vec![
             watcher::watcher(Api::<Node>::all(client.clone()), config.clone())
-                .map(Observed::Node)
+                .map(|e| Observed::Node(Box::new(e)))
                 .boxed(),
             watcher::watcher(Api::<HostSubnet>::all(client.clone()), config.clone())
-                .map(Observed::HostSubnet)
+                .map(|e| Observed::HostSubnet(Box::new(e)))
                 .boxed(),
         ];
         if self.ledger.allocates_netids() {
             streams.push(
                 watcher::watcher(Api::<Namespace>::all(client.clone()), config.clone())
-                    .map(Observed::Namespace)
+                    .map(|e| Observed::Namespace(Box::new(e)))
                     .boxed(),
             );
             streams.push(
                 watcher::watcher(Api::<NetNamespace>::all(client.clone()), config)
-                    .map(Observed::NetNamespace)
+                    .map(|e| Observed::NetNamespace(Box::new(e)))
                     .boxed(),
             );
         }
@@ -178,18 +178,15 @@ impl Leader<'_> {
     }
 
     fn observe(&mut self, event: Observed) {
-        match event {
-            Observed::Node(Ok(event)) => self.node_event(event),
-            Observed::Namespace(Ok(event)) => self.namespace_event(event),
-            Observed::HostSubnet(Ok(event)) => self.host_subnet_event(event),
-            Observed::NetNamespace(Ok(event)) => self.net_namespace_event(event),
-            Observed::Node(Err(err))
-            | Observed::Namespace(Err(err))
-            | Observed::HostSubnet(Err(err))
-            | Observed::NetNamespace(Err(err)) => {
-                warn!("watch: {err}; retrying");
-                self.status.watch_failed(format!("watch: {err}"));
-            }
+        let failed = match event {
+            Observed::Node(event) => (*event).map(|e| self.node_event(e)),
+            Observed::Namespace(event) => (*event).map(|e| self.namespace_event(e)),
+            Observed::HostSubnet(event) => (*event).map(|e| self.host_subnet_event(e)),
+            Observed::NetNamespace(event) => (*event).map(|e| self.net_namespace_event(e)),
+        };
+        if let Err(err) = failed {
+            warn!("watch: {err}; retrying");
+            self.status.watch_failed(format!("watch: {err}"));
         }
     }
 

@@ -77,8 +77,10 @@ pub enum Written {
     Deleted,
 }
 
-/// The outcome of deciding about one key.
+/// The outcome of deciding about one key. (Made and consumed one at a time, never stored in
+/// bulk: the size of a `Write` inline costs nothing.)
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Decision {
     Nothing,
     Write(Write),
@@ -339,7 +341,7 @@ impl Ledger {
                  (a wider --cluster-network or a shorter --host-subnet-length holds more nodes)",
                 self.space.network(),
                 self.space.capacity(),
-                self.space.len()
+                self.space.subnet_len()
             ));
         };
         self.space.cover(subnet);

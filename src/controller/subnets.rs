@@ -36,7 +36,8 @@ impl SubnetSpace {
         self.network
     }
 
-    pub fn len(&self) -> u8 {
+    /// The prefix length of its subnets.
+    pub fn subnet_len(&self) -> u8 {
         self.len
     }
 

@@ -179,10 +179,10 @@ impl Leader<'_> {
 
     fn observe(&mut self, event: Observed) {
         let failed = match event {
-            Observed::Node(event) => (*event).map(|e| self.node_event(e)),
-            Observed::Namespace(event) => (*event).map(|e| self.namespace_event(e)),
-            Observed::HostSubnet(event) => (*event).map(|e| self.host_subnet_event(e)),
-            Observed::NetNamespace(event) => (*event).map(|e| self.net_namespace_event(e)),
+            Observed::Node(event) => (*event).map(|e| self.event(e)),
+            Observed::Namespace(event) => (*event).map(|e| self.event(e)),
+            Observed::HostSubnet(event) => (*event).map(|e| self.event(e)),
+            Observed::NetNamespace(event) => (*event).map(|e| self.event(e)),
         };
         if let Err(err) = failed {
             warn!("watch: {err}; retrying");
@@ -190,115 +190,39 @@ impl Leader<'_> {
         }
     }
 
-    fn node_event(&mut self, event: Event<Node>) {
-        match event {
-            Event::Apply(node) => {
-                self.ledger.set_node(&node.name_any(), internal_ip(&node));
-                self.dirty.insert(Key::Node(node.name_any()));
-            }
-            Event::Delete(node) => {
-                self.ledger.remove_node(&node.name_any());
-                self.dirty.insert(Key::Node(node.name_any()));
-            }
-            Event::Init => self.nodes.buffer.clear(),
-            Event::InitApply(node) => self.nodes.buffer.push(node),
-            Event::InitDone => {
-                let listed = std::mem::take(&mut self.nodes.buffer);
-                let gone = self.ledger.node_names();
-                for name in gone {
-                    self.ledger.remove_node(&name);
-                }
-                for node in &listed {
-                    self.ledger.set_node(&node.name_any(), internal_ip(node));
-                }
-                self.nodes.done = true;
-                self.relisted();
-            }
-        }
-    }
-
-    fn namespace_event(&mut self, event: Event<Namespace>) {
-        match event {
-            Event::Apply(namespace) => {
-                self.ledger.set_namespace(&namespace.name_any());
-                self.dirty.insert(Key::Namespace(namespace.name_any()));
-            }
-            Event::Delete(namespace) => {
-                self.ledger.remove_namespace(&namespace.name_any());
-                self.dirty.insert(Key::Namespace(namespace.name_any()));
-            }
-            Event::Init => self.namespaces.buffer.clear(),
-            Event::InitApply(namespace) => self.namespaces.buffer.push(namespace),
-            Event::InitDone => {
-                let listed = std::mem::take(&mut self.namespaces.buffer);
-                for name in self.ledger.namespace_names() {
-                    self.ledger.remove_namespace(&name);
-                }
-                for namespace in &listed {
-                    self.ledger.set_namespace(&namespace.name_any());
-                }
-                self.namespaces.done = true;
-                self.relisted();
-            }
-        }
-    }
-
-    fn host_subnet_event(&mut self, event: Event<HostSubnet>) {
+    /// One watch event of kind `K`: the ledger follows it, and the keys it touches are
+    /// decided again. A relist (after a start or an expired watch) replaces the kind's objects
+    /// only once it is complete, removing those the API server no longer has.
+    fn event<K: Watched>(&mut self, event: Event<K>) {
         match event {
             Event::Apply(object) => {
-                self.dirty.insert(Key::Node(object.name_any()));
-                self.ledger.set_host_subnet(object);
+                let name = object.name_any();
+                K::set(&mut self.ledger, object);
+                self.dirty.insert(K::key(name));
             }
             Event::Delete(object) => {
-                self.ledger.remove_host_subnet(&object.name_any());
-                self.dirty.insert(Key::Node(object.name_any()));
-                // A subnet came free: whoever waits for one may get it.
-                self.dirty.extend(self.ledger.waiting_keys());
+                let name = object.name_any();
+                K::remove(&mut self.ledger, &name);
+                self.dirty.insert(K::key(name));
+                if K::FREES_VALUES {
+                    // A subnet or netid came free: whoever waits for one may get it.
+                    self.dirty.extend(self.ledger.waiting_keys());
+                }
             }
-            Event::Init => self.host_subnets.buffer.clear(),
-            Event::InitApply(object) => self.host_subnets.buffer.push(object),
+            Event::Init => K::relist(self).buffer.clear(),
+            Event::InitApply(object) => K::relist(self).buffer.push(object),
             Event::InitDone => {
-                let listed = std::mem::take(&mut self.host_subnets.buffer);
-                let kept: BTreeSet<String> = listed.iter().map(|o| o.name_any()).collect();
-                for name in self.ledger.host_subnet_names() {
+                let listed = std::mem::take(&mut K::relist(self).buffer);
+                let kept: BTreeSet<String> = listed.iter().map(ResourceExt::name_any).collect();
+                for name in K::known(&self.ledger) {
                     if !kept.contains(&name) {
-                        self.ledger.remove_host_subnet(&name);
+                        K::remove(&mut self.ledger, &name);
                     }
                 }
                 for object in listed {
-                    self.ledger.set_host_subnet(object);
+                    K::set(&mut self.ledger, object);
                 }
-                self.host_subnets.done = true;
-                self.relisted();
-            }
-        }
-    }
-
-    fn net_namespace_event(&mut self, event: Event<NetNamespace>) {
-        match event {
-            Event::Apply(object) => {
-                self.dirty.insert(Key::Namespace(object.name_any()));
-                self.ledger.set_net_namespace(object);
-            }
-            Event::Delete(object) => {
-                self.ledger.remove_net_namespace(&object.name_any());
-                self.dirty.insert(Key::Namespace(object.name_any()));
-                self.dirty.extend(self.ledger.waiting_keys());
-            }
-            Event::Init => self.net_namespaces.buffer.clear(),
-            Event::InitApply(object) => self.net_namespaces.buffer.push(object),
-            Event::InitDone => {
-                let listed = std::mem::take(&mut self.net_namespaces.buffer);
-                let kept: BTreeSet<String> = listed.iter().map(|o| o.name_any()).collect();
-                for name in self.ledger.net_namespace_names() {
-                    if !kept.contains(&name) {
-                        self.ledger.remove_net_namespace(&name);
-                    }
-                }
-                for object in listed {
-                    self.ledger.set_net_namespace(object);
-                }
-                self.net_namespaces.done = true;
+                K::relist(self).done = true;
                 self.relisted();
             }
         }
@@ -395,6 +319,94 @@ impl Leader<'_> {
             info!(kind = conflict.kind, names = ?conflict.names, "resolved: {}", conflict.problem);
         }
         self.reported_conflicts = conflicts;
+    }
+}
+
+/// How the ledger follows one kind of watched object.
+trait Watched: ResourceExt + Sized {
+    /// A deletion frees a subnet or netid.
+    const FREES_VALUES: bool;
+    fn key(name: String) -> Key;
+    fn relist<'r>(leader: &'r mut Leader<'_>) -> &'r mut Relist<Self>;
+    /// The names the ledger holds of this kind.
+    fn known(ledger: &Ledger) -> Vec<String>;
+    fn set(ledger: &mut Ledger, object: Self);
+    fn remove(ledger: &mut Ledger, name: &str);
+}
+
+impl Watched for Node {
+    const FREES_VALUES: bool = false;
+    fn key(name: String) -> Key {
+        Key::Node(name)
+    }
+    fn relist<'r>(leader: &'r mut Leader<'_>) -> &'r mut Relist<Self> {
+        &mut leader.nodes
+    }
+    fn known(ledger: &Ledger) -> Vec<String> {
+        ledger.node_names()
+    }
+    fn set(ledger: &mut Ledger, node: Self) {
+        ledger.set_node(&node.name_any(), internal_ip(&node));
+    }
+    fn remove(ledger: &mut Ledger, name: &str) {
+        ledger.remove_node(name);
+    }
+}
+
+impl Watched for Namespace {
+    const FREES_VALUES: bool = false;
+    fn key(name: String) -> Key {
+        Key::Namespace(name)
+    }
+    fn relist<'r>(leader: &'r mut Leader<'_>) -> &'r mut Relist<Self> {
+        &mut leader.namespaces
+    }
+    fn known(ledger: &Ledger) -> Vec<String> {
+        ledger.namespace_names()
+    }
+    fn set(ledger: &mut Ledger, namespace: Self) {
+        ledger.set_namespace(&namespace.name_any());
+    }
+    fn remove(ledger: &mut Ledger, name: &str) {
+        ledger.remove_namespace(name);
+    }
+}
+
+impl Watched for HostSubnet {
+    const FREES_VALUES: bool = true;
+    fn key(name: String) -> Key {
+        Key::Node(name)
+    }
+    fn relist<'r>(leader: &'r mut Leader<'_>) -> &'r mut Relist<Self> {
+        &mut leader.host_subnets
+    }
+    fn known(ledger: &Ledger) -> Vec<String> {
+        ledger.host_subnet_names()
+    }
+    fn set(ledger: &mut Ledger, object: Self) {
+        ledger.set_host_subnet(object);
+    }
+    fn remove(ledger: &mut Ledger, name: &str) {
+        ledger.remove_host_subnet(name);
+    }
+}
+
+impl Watched for NetNamespace {
+    const FREES_VALUES: bool = true;
+    fn key(name: String) -> Key {
+        Key::Namespace(name)
+    }
+    fn relist<'r>(leader: &'r mut Leader<'_>) -> &'r mut Relist<Self> {
+        &mut leader.net_namespaces
+    }
+    fn known(ledger: &Ledger) -> Vec<String> {
+        ledger.net_namespace_names()
+    }
+    fn set(ledger: &mut Ledger, object: Self) {
+        ledger.set_net_namespace(object);
+    }
+    fn remove(ledger: &mut Ledger, name: &str) {
+        ledger.remove_net_namespace(name);
     }
 }
 

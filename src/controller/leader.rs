@@ -19,12 +19,16 @@ use tracing::{debug, info, warn};
 use super::config::Settings;
 use super::lease::{Fence, NotLeader};
 use super::objects::{HostSubnet, NetNamespace, FIELD_MANAGER};
-use super::state::{Conflict, Decision, Key, Ledger, Write, Written};
+use super::state::{Conflict, Decision, Key, Ledger, Outcome, Write, Written};
 use super::status::Status;
 
 /// Writes in flight at once: enough to keep up with nodes and namespaces created in bulk,
 /// few enough not to crowd the API server.
 const MAX_IN_FLIGHT: usize = 16;
+/// How long a write that got no answer may still be applied by the API server (its own
+/// request timeout is 60 s): until then, or until the watch shows its object, its value stays
+/// reserved.
+const IN_DOUBT: Duration = Duration::from_secs(60);
 /// How often the status is refreshed and due retries are looked at.
 const TICK: Duration = Duration::from_millis(200);
 
@@ -64,6 +68,14 @@ enum WriteError {
 impl WriteError {
     /// The API server's view moved on (the object exists, changed or went): the watch brings
     /// the news and the key is decided again; nothing failed.
+    fn is_unanswered(&self) -> bool {
+        // No answer in time, or the connection failed after the request may have gone out.
+        !matches!(
+            self,
+            WriteError::Api(kube::Error::Api(_)) | WriteError::NotLeader(_)
+        )
+    }
+
     fn is_stale(&self) -> bool {
         matches!(self, WriteError::Api(kube::Error::Api(s))
             if s.is_already_exists() || s.is_conflict() || s.is_not_found())
@@ -131,9 +143,11 @@ pub async fn lead(client: Client, settings: &Settings, fence: &Fence, status: &S
                     break;
                 };
                 if let Decision::Write(write) = leader.ledger.decide(&key) {
+                    let allowed = fence.check();
+                    status.write_attempted(allowed.is_ok());
                     writes.push(send(
                         leader.client.clone(),
-                        fence,
+                        allowed,
                         key,
                         write,
                         settings.lease.write_timeout(),
@@ -255,32 +269,43 @@ impl Leader<'_> {
 
     fn finished(&mut self, done: Done) {
         let key = done.key;
-        match done.result {
+        let outcome = match done.result {
             Ok(written) => {
                 debug!(%key, verb = done.verb, took = ?done.took, "written");
                 self.status.wrote(done.verb, done.took);
-                self.ledger.finish(&key, Some(written));
+                Outcome::Written(written)
             }
             Err(err) if err.is_stale() => {
                 debug!(%key, "{} answered {err}: deciding again with what the watch shows", done.verb);
-                self.ledger.finish(&key, None);
+                Outcome::Refused
             }
-            Err(WriteError::NotLeader(_)) => self.ledger.finish(&key, None),
+            Err(WriteError::NotLeader(_)) => Outcome::Refused,
+            Err(err) if err.is_unanswered() => {
+                warn!(%key, "{} got no answer ({err}): it may still be applied; its value stays reserved until the watch tells", done.verb);
+                self.status
+                    .write_failed(format!("{key}: {} got no answer: {err}", done.verb));
+                Outcome::Unknown {
+                    until: std::time::Instant::now() + IN_DOUBT,
+                }
+            }
             Err(err) => {
                 warn!(%key, "{} failed: {err}; retrying", done.verb);
                 self.status
                     .write_failed(format!("{key}: {} failed: {err}", done.verb));
-                self.ledger.finish(&key, None);
+                self.ledger.finish(&key, Outcome::Refused);
                 self.retries
                     .push((Instant::now() + self.settings.lease.retry_period, key));
                 return;
             }
-        }
+        };
+        self.ledger.finish(&key, outcome);
         self.dirty.insert(key);
     }
 
     fn tick(&mut self) {
         let now = Instant::now();
+        let settled = self.ledger.expire_doubts(now.into_std());
+        self.dirty.extend(settled);
         let (due, later): (Vec<_>, Vec<_>) = self.retries.drain(..).partition(|(at, _)| *at <= now);
         self.retries = later;
         self.dirty.extend(due.into_iter().map(|(_, key)| key));
@@ -421,16 +446,15 @@ fn internal_ip(node: &Node) -> Option<Ipv4Addr> {
         .find_map(|a| a.address.parse().ok())
 }
 
-/// Sends one write if the fence allows, within `timeout`.
+/// Sends one write if the fence `allowed` it, within `timeout`.
 fn send(
     client: Client,
-    fence: &Fence,
+    allowed: Result<(), NotLeader>,
     key: Key,
     write: Write,
     timeout: Duration,
 ) -> futures::future::BoxFuture<'static, Done> {
     let verb = write.verb();
-    let allowed = fence.check();
     async move {
         let started = Instant::now();
         let result = match allowed {

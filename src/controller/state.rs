@@ -77,6 +77,18 @@ pub enum Written {
     Deleted,
 }
 
+/// How a write ended.
+#[derive(Debug)]
+pub enum Outcome {
+    Written(Written),
+    /// The API server answered no (or the fence stopped it): nothing was applied.
+    Refused,
+    /// No answer: it may be applied until `until`.
+    Unknown {
+        until: std::time::Instant,
+    },
+}
+
 /// The outcome of deciding about one key. (Made and consumed one at a time, never stored in
 /// bulk: the size of a `Write` inline costs nothing.)
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +133,8 @@ pub struct Ledger {
     /// of them must not bring it back.
     deleted: HashSet<String>,
     waiting: BTreeMap<Key, String>,
+    /// Writes that got no answer, and until when they may still be applied.
+    doubtful: BTreeMap<Key, std::time::Instant>,
 }
 
 impl Ledger {
@@ -139,6 +153,7 @@ impl Ledger {
             in_flight: BTreeMap::new(),
             deleted: HashSet::new(),
             waiting: BTreeMap::new(),
+            doubtful: BTreeMap::new(),
         }
     }
 
@@ -174,6 +189,7 @@ impl Ledger {
 
     pub fn set_host_subnet(&mut self, object: HostSubnet) {
         let name = object.metadata.name.clone().unwrap_or_default();
+        self.settle(Key::Node(name.clone()));
         if let Some(old) = self.host_subnets.remove(&name) {
             self.uncover(&old);
         }
@@ -184,6 +200,7 @@ impl Ledger {
     }
 
     pub fn remove_host_subnet(&mut self, name: &str) {
+        self.settle(Key::Node(name.to_string()));
         if let Some(old) = self.host_subnets.remove(name) {
             self.uncover(&old);
             self.remember_deleted(old.metadata.uid);
@@ -198,6 +215,7 @@ impl Ledger {
 
     pub fn set_net_namespace(&mut self, object: NetNamespace) {
         let name = object.metadata.name.clone().unwrap_or_default();
+        self.settle(Key::Namespace(name.clone()));
         if let Some(old) = self.net_namespaces.remove(&name) {
             self.release_netid(old.netid);
         }
@@ -208,6 +226,7 @@ impl Ledger {
     }
 
     pub fn remove_net_namespace(&mut self, name: &str) {
+        self.settle(Key::Namespace(name.to_string()));
         if let Some(old) = self.net_namespaces.remove(name) {
             self.release_netid(old.netid);
             self.remember_deleted(old.metadata.uid);
@@ -407,30 +426,72 @@ impl Ledger {
         (Decision::Write(Write::CreateNetNamespace(object)), reserved)
     }
 
-    /// A write for `key` ended: its reservation goes, and what it wrote is known at once
-    /// (unless the watch already showed it gone). On failure the value is free again.
-    pub fn finish(&mut self, key: &Key, written: Option<Written>) {
+    /// A write for `key` ended. Written: its reservation goes and what it wrote is known at
+    /// once (unless the watch already showed it gone). Refused: the value is free again.
+    /// Unknown (no answer; the API server may still apply it): the key stays in flight, its
+    /// value reserved, until the watch shows its object or `until` passes
+    /// ([`Ledger::expire_doubts`]); a value that may be in use is never given to another.
+    pub fn finish(&mut self, key: &Key, outcome: Outcome) {
+        let written = match outcome {
+            Outcome::Unknown { until } => {
+                self.doubtful.insert(key.clone(), until);
+                return;
+            }
+            Outcome::Refused => None,
+            Outcome::Written(written) => Some(written),
+        };
+        // Judged before the release, which forgets the deletions seen meanwhile.
+        let news = written.filter(|written| match written {
+            Written::HostSubnet(o) => {
+                self.fresh(&o.metadata, |l, n| l.host_subnets.contains_key(n))
+            }
+            Written::NetNamespace(o) => {
+                self.fresh(&o.metadata, |l, n| l.net_namespaces.contains_key(n))
+            }
+            Written::Deleted => false,
+        });
+        self.release(key);
+        match news {
+            Some(Written::HostSubnet(object)) => self.set_host_subnet(object),
+            Some(Written::NetNamespace(object)) => self.set_net_namespace(object),
+            _ => {}
+        }
+    }
+
+    /// Ends `key`'s write: its reserved value is free (or held by the object now known).
+    fn release(&mut self, key: &Key) {
+        self.doubtful.remove(key);
         match self.in_flight.remove(key) {
             Some(Reserved::Subnet(subnet)) => self.space.uncover(subnet),
             Some(Reserved::Netid(netid)) => self.netids.release(netid),
             Some(Reserved::Nothing) | None => {}
         }
-        match written {
-            Some(Written::HostSubnet(object))
-                if self.fresh(&object.metadata, |l, n| l.host_subnets.contains_key(n)) =>
-            {
-                self.set_host_subnet(object)
-            }
-            Some(Written::NetNamespace(object))
-                if self.fresh(&object.metadata, |l, n| l.net_namespaces.contains_key(n)) =>
-            {
-                self.set_net_namespace(object)
-            }
-            _ => {}
-        }
         if self.in_flight.is_empty() {
             self.deleted.clear();
         }
+    }
+
+    /// The watch showed `key`'s object (created, changed or deleted): a write in doubt about
+    /// it is settled.
+    fn settle(&mut self, key: Key) {
+        if self.doubtful.contains_key(&key) {
+            self.release(&key);
+        }
+    }
+
+    /// Writes in doubt whose time is up at `now` are taken as not applied; their keys are
+    /// worth deciding again.
+    pub fn expire_doubts(&mut self, now: std::time::Instant) -> Vec<Key> {
+        let due: Vec<Key> = self
+            .doubtful
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &due {
+            self.release(key);
+        }
+        due
     }
 
     /// True when a written object is news: the watch has shown neither it nor its deletion.

@@ -27,8 +27,11 @@ pub struct Status {
     cluster_network: String,
     subnet_length: u8,
     view: Mutex<View>,
-    /// Writes sent and answered ok, by verb; writes that failed; times this controller became
-    /// the leader; watch errors.
+    /// Writes sent to the API server (past the fence), and writes the fence stopped.
+    attempts: AtomicU64,
+    fenced: AtomicU64,
+    /// Writes answered ok, by verb; writes that failed; times this controller became the
+    /// leader; watch errors.
     creates: AtomicU64,
     updates: AtomicU64,
     deletes: AtomicU64,
@@ -61,6 +64,11 @@ pub struct Report<'a> {
     pub holder: Option<String>,
     /// The leader has listed everything and allocates.
     pub synced: bool,
+    /// Writes sent to the API server, whatever their answer.
+    pub attempts: u64,
+    /// Writes the fence stopped (decided while the lease was lost or overdue).
+    pub fenced: u64,
+    /// Writes the API server accepted.
     pub writes: u64,
     pub write_errors: u64,
     pub terms: u64,
@@ -78,6 +86,8 @@ impl Status {
             cluster_network: settings.cluster_network.to_string(),
             subnet_length: settings.subnet_len,
             view: Mutex::default(),
+            attempts: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
             creates: AtomicU64::new(0),
             updates: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
@@ -113,6 +123,12 @@ impl Status {
         let mut view = self.view();
         view.synced = true;
         view.summary = summary;
+    }
+
+    /// A write was decided: sent (`true`) or stopped by the fence.
+    pub fn write_attempted(&self, sent: bool) {
+        let counter = if sent { &self.attempts } else { &self.fenced };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn wrote(&self, verb: &str, took: Duration) {
@@ -153,6 +169,8 @@ impl Status {
             leader: view.leader,
             holder: view.holder,
             synced: view.synced,
+            attempts: self.attempts.load(Ordering::Relaxed),
+            fenced: self.fenced.load(Ordering::Relaxed),
             writes: self.writes(),
             write_errors: self.write_errors.load(Ordering::Relaxed),
             terms: self.terms.load(Ordering::Relaxed),

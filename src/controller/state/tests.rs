@@ -91,8 +91,8 @@ fn every_node_gets_its_own_subnet_with_its_internal_ip() {
     assert_eq!(allocated_by(&a.metadata), Some("ctl-a"));
     // Nothing more for a key whose write is in flight.
     assert_eq!(l.decide(&node("node-0")), Decision::Nothing);
-    l.finish(&node("node-0"), Some(created(first)));
-    l.finish(&node("node-1"), Some(created(second)));
+    l.finish(&node("node-0"), Outcome::Written(created(first)));
+    l.finish(&node("node-1"), Outcome::Written(created(second)));
     assert_eq!(l.decide(&node("node-0")), Decision::Nothing);
     assert_eq!(l.summary().subnets_used, 2);
 }
@@ -128,7 +128,7 @@ fn a_network_too_small_for_the_nodes_is_reported_and_a_freed_subnet_is_used_afte
     }
     for name in ["node-0", "node-1"] {
         let d = l.decide(&node(name));
-        l.finish(&node(name), Some(created(d)));
+        l.finish(&node(name), Outcome::Written(created(d)));
     }
     let Decision::Wait(why) = l.decide(&node("node-2")) else {
         panic!()
@@ -145,7 +145,7 @@ fn a_network_too_small_for_the_nodes_is_reported_and_a_freed_subnet_is_used_afte
         panic!()
     };
     assert_eq!(pre.uid.as_deref(), Some("uid-node-0"));
-    l.finish(&node("node-0"), Some(Written::Deleted));
+    l.finish(&node("node-0"), Outcome::Written(Written::Deleted));
     assert!(matches!(l.decide(&node("node-2")), Decision::Wait(_)));
     l.remove_host_subnet("node-0");
     assert_eq!(l.decide(&node("node-0")), Decision::Nothing);
@@ -195,7 +195,7 @@ fn a_hostsubnet_of_an_existing_node_is_adopted_and_follows_the_nodes_address() {
     assert_eq!(adopted.host_ip, "192.0.2.11");
     assert_eq!(adopted.subnet, "10.128.8.0/23");
     assert_eq!(adopted.metadata.resource_version.as_deref(), Some("7"));
-    l.finish(&node("node-0"), None);
+    l.finish(&node("node-0"), Outcome::Refused);
     l.set_host_subnet(adopted);
     assert_eq!(l.decide(&node("node-0")), Decision::Nothing);
 }
@@ -227,12 +227,12 @@ fn a_netid_is_held_until_its_netnamespace_is_seen_deleted() {
     let mut l = ledger(Mode::NetworkPolicy);
     l.set_namespace("a");
     let d = l.decide(&namespace("a"));
-    l.finish(&namespace("a"), Some(created(d)));
+    l.finish(&namespace("a"), Outcome::Written(created(d)));
     l.remove_namespace("a");
     let Decision::Write(Write::DeleteNetNamespace(_)) = l.decide(&namespace("a")) else {
         panic!()
     };
-    l.finish(&namespace("a"), Some(Written::Deleted));
+    l.finish(&namespace("a"), Outcome::Written(Written::Deleted));
     assert_eq!(
         l.netids.holders(10),
         1,
@@ -253,7 +253,10 @@ fn a_create_answered_after_its_deletion_was_seen_does_not_come_back() {
     // The watch shows it created and deleted before the create's answer is processed.
     l.set_host_subnet(object.clone());
     l.remove_host_subnet("node-0");
-    l.finish(&node("node-0"), Some(Written::HostSubnet(object)));
+    l.finish(
+        &node("node-0"),
+        Outcome::Written(Written::HostSubnet(object)),
+    );
     assert!(l.host_subnet_names().is_empty());
     assert_eq!(l.summary().subnets_used, 0);
 }
@@ -332,8 +335,11 @@ enum Op {
     RemoveNamespace(u8),
     /// Deliver the oldest pending watch event.
     Deliver,
-    /// Answer the oldest write in flight (`true`: the API server accepts it).
-    Answer(bool),
+    /// End the oldest write in flight: 0 and 1 the API server answers (applied when it can),
+    /// 2 it refuses, 3 it applies but the answer is lost, 4 neither.
+    Answer(u8),
+    /// Time passes: every event older than a write's doubt arrives, then the doubts expire.
+    Expire,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -344,8 +350,9 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..12).prop_map(Op::RemoveNamespace),
         Just(Op::Deliver),
         Just(Op::Deliver),
-        any::<bool>().prop_map(Op::Answer),
-        Just(Op::Answer(true)),
+        (0u8..5).prop_map(Op::Answer),
+        Just(Op::Answer(0)),
+        Just(Op::Expire),
     ]
 }
 
@@ -428,12 +435,17 @@ impl Server {
     }
 }
 
-fn settle(l: &mut Ledger, in_flight: &mut VecDeque<(Key, Write)>) {
+fn decide_all(l: &mut Ledger, in_flight: &mut VecDeque<(Key, Write)>) {
     for key in l.keys() {
         if let Decision::Write(w) = l.decide(&key) {
             in_flight.push_back((key, w));
         }
     }
+}
+
+/// The API server's answer: what it wrote, or a refusal.
+fn answered(written: Option<Written>) -> Outcome {
+    written.map_or(Outcome::Refused, Outcome::Written)
 }
 
 fn deliver(l: &mut Ledger, event: Event) {
@@ -454,6 +466,7 @@ proptest! {
         let mut l = Ledger::new(&settings(Mode::NetworkPolicy, "10.128.0.0/20", 23));
         let mut server = Server::default();
         let mut in_flight: VecDeque<(Key, Write)> = VecDeque::new();
+        let later = std::time::Instant::now() + Duration::from_secs(60);
         for op in ops {
             match op {
                 Op::AddNode(i) => l.set_node(&format!("n{i}"), ip(10 + i)),
@@ -465,32 +478,48 @@ proptest! {
                         deliver(&mut l, event);
                     }
                 }
-                Op::Answer(accept) => {
+                Op::Answer(how) => {
                     if let Some((key, write)) = in_flight.pop_front() {
-                        let written = if accept { server.apply(&write) } else { None };
-                        l.finish(&key, written);
+                        let outcome = match how {
+                            0 | 1 => answered(server.apply(&write)),
+                            2 => Outcome::Refused,
+                            3 => {
+                                server.apply(&write);
+                                Outcome::Unknown { until: later }
+                            }
+                            _ => Outcome::Unknown { until: later },
+                        };
+                        l.finish(&key, outcome);
                     }
+                }
+                Op::Expire => {
+                    while let Some(event) = server.events.pop_front() {
+                        deliver(&mut l, event);
+                    }
+                    l.expire_doubts(later);
                 }
             }
             server.assert_unique();
-            settle(&mut l, &mut in_flight);
+            decide_all(&mut l, &mut in_flight);
         }
         // Everything answered and delivered: every node (up to 8) and namespace has one.
         for _ in 0..100 {
             while let Some((key, write)) = in_flight.pop_front() {
-                let written = server.apply(&write);
-                l.finish(&key, written);
+                let outcome = answered(server.apply(&write));
+                l.finish(&key, outcome);
             }
             while let Some(event) = server.events.pop_front() {
                 deliver(&mut l, event);
             }
+            l.expire_doubts(later);
             server.assert_unique();
-            settle(&mut l, &mut in_flight);
+            decide_all(&mut l, &mut in_flight);
             if in_flight.is_empty() && server.events.is_empty() {
                 break;
             }
         }
         prop_assert!(in_flight.is_empty());
+        prop_assert_eq!(l.summary().writes_in_flight, 0);
         let nodes = l.node_names();
         let with_subnet = nodes.iter().filter(|n| server.subnets.contains_key(*n)).count();
         prop_assert_eq!(with_subnet, nodes.len().min(8));

@@ -84,6 +84,8 @@ impl WriteError {
 
 struct Done {
     key: Key,
+    /// A create, kept to be sent again when it got no answer.
+    create: Option<Write>,
     verb: &'static str,
     took: Duration,
     result: Result<Written, WriteError>,
@@ -102,6 +104,13 @@ struct Leader<'a> {
     synced: bool,
     dirty: BTreeSet<Key>,
     retries: Vec<(Instant, Key)>,
+    /// Creates that got no answer, to be sent again as they were (same name, same value).
+    resends: Vec<(Instant, Key, Write)>,
+    /// Resends that are due, for the loop to send.
+    due_resends: Vec<(Key, Write)>,
+    /// Keys with a request out: nothing more is decided about them until it is answered (an
+    /// old answer must never end a newer write's reservation).
+    sending: BTreeMap<Key, usize>,
     reported_waiting: BTreeMap<Key, String>,
     reported_conflicts: BTreeSet<Conflict>,
 }
@@ -120,6 +129,9 @@ pub async fn lead(client: Client, settings: &Settings, fence: &Fence, status: &S
         synced: false,
         dirty: BTreeSet::new(),
         retries: Vec::new(),
+        resends: Vec::new(),
+        due_resends: Vec::new(),
+        sending: BTreeMap::new(),
         reported_waiting: BTreeMap::new(),
         reported_conflicts: BTreeSet::new(),
     };
@@ -139,20 +151,15 @@ pub async fn lead(client: Client, settings: &Settings, fence: &Fence, status: &S
         }
         if leader.synced {
             while writes.len() < MAX_IN_FLIGHT {
-                let Some(key) = leader.dirty.pop_first() else {
+                let Some((key, write)) = leader.due_resends.pop().or_else(|| leader.next_decided())
+                else {
                     break;
                 };
-                if let Decision::Write(write) = leader.ledger.decide(&key) {
-                    let allowed = fence.check();
-                    status.write_attempted(allowed.is_ok());
-                    writes.push(send(
-                        leader.client.clone(),
-                        allowed,
-                        key,
-                        write,
-                        settings.lease.write_timeout(),
-                    ));
-                }
+                let allowed = fence.check();
+                status.write_attempted(allowed.is_ok());
+                let timeout = settings.lease.write_timeout();
+                *leader.sending.entry(key.clone()).or_default() += 1;
+                writes.push(send(leader.client.clone(), allowed, key, write, timeout));
             }
         }
     }
@@ -269,43 +276,93 @@ impl Leader<'_> {
 
     fn finished(&mut self, done: Done) {
         let key = done.key;
+        if let Some(n) = self.sending.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.sending.remove(&key);
+            }
+        }
+        let in_doubt = self.ledger.in_doubt(&key);
         let outcome = match done.result {
             Ok(written) => {
                 debug!(%key, verb = done.verb, took = ?done.took, "written");
                 self.status.wrote(done.verb, done.took);
                 Outcome::Written(written)
             }
+            // An earlier try of this create may have been applied: only the watch can tell.
+            Err(err) if in_doubt => {
+                debug!(%key, "{} sent again: {err}", done.verb);
+                if !err.is_stale() {
+                    self.resend_later(&key, done.create);
+                }
+                Outcome::Unknown {
+                    until: std::time::Instant::now() + IN_DOUBT,
+                }
+            }
             Err(err) if err.is_stale() => {
                 debug!(%key, "{} answered {err}: deciding again with what the watch shows", done.verb);
                 Outcome::Refused
             }
             Err(WriteError::NotLeader(_)) => Outcome::Refused,
-            Err(err) if err.is_unanswered() => {
-                warn!(%key, "{} got no answer ({err}): it may still be applied; its value stays reserved until the watch tells", done.verb);
-                self.status
-                    .write_failed(format!("{key}: {} got no answer: {err}", done.verb));
-                Outcome::Unknown {
-                    until: std::time::Instant::now() + IN_DOUBT,
-                }
-            }
             Err(err) => {
                 warn!(%key, "{} failed: {err}; retrying", done.verb);
                 self.status
                     .write_failed(format!("{key}: {} failed: {err}", done.verb));
-                self.ledger.finish(&key, Outcome::Refused);
-                self.retries
-                    .push((Instant::now() + self.settings.lease.retry_period, key));
-                return;
+                match done.create {
+                    // Its value stays reserved and it is sent again as it was: were it
+                    // applied after all, no other key may have the value meanwhile.
+                    Some(create) if err.is_unanswered() => {
+                        self.resend_later(&key, Some(create));
+                        Outcome::Unknown {
+                            until: std::time::Instant::now() + IN_DOUBT,
+                        }
+                    }
+                    _ => {
+                        self.ledger.finish(&key, Outcome::Refused);
+                        let at = Instant::now() + self.settings.lease.retry_period;
+                        self.retries.push((at, key));
+                        return;
+                    }
+                }
             }
         };
         self.ledger.finish(&key, outcome);
         self.dirty.insert(key);
     }
 
+    /// The next dirty key that needs a write, and the write.
+    fn next_decided(&mut self) -> Option<(Key, Write)> {
+        loop {
+            let key = self.dirty.pop_first()?;
+            if self.sending.contains_key(&key) {
+                continue; // decided again once its answer comes
+            }
+            if let Decision::Write(write) = self.ledger.decide(&key) {
+                return Some((key, write));
+            }
+        }
+    }
+
+    fn resend_later(&mut self, key: &Key, create: Option<Write>) {
+        if let Some(create) = create {
+            let at = Instant::now() + self.settings.lease.retry_period;
+            self.resends.push((at, key.clone(), create));
+        }
+    }
+
     fn tick(&mut self) {
         let now = Instant::now();
         let settled = self.ledger.expire_doubts(now.into_std());
         self.dirty.extend(settled);
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.resends.drain(..).partition(|(at, ..)| *at <= now);
+        self.resends = later;
+        // Only while still in doubt: the watch may have shown the object meanwhile.
+        let still = due
+            .into_iter()
+            .filter(|(_, key, _)| self.ledger.in_doubt(key));
+        self.due_resends
+            .extend(still.map(|(_, key, write)| (key, write)));
         let (due, later): (Vec<_>, Vec<_>) = self.retries.drain(..).partition(|(at, _)| *at <= now);
         self.retries = later;
         self.dirty.extend(due.into_iter().map(|(_, key)| key));
@@ -455,6 +512,11 @@ fn send(
     timeout: Duration,
 ) -> futures::future::BoxFuture<'static, Done> {
     let verb = write.verb();
+    let create = matches!(
+        write,
+        Write::CreateHostSubnet(_) | Write::CreateNetNamespace(_)
+    )
+    .then(|| write.clone());
     async move {
         let started = Instant::now();
         let result = match allowed {
@@ -466,6 +528,7 @@ fn send(
         };
         Done {
             key,
+            create,
             verb,
             took: started.elapsed(),
             result,

@@ -434,7 +434,9 @@ impl Ledger {
     pub fn finish(&mut self, key: &Key, outcome: Outcome) {
         let written = match outcome {
             Outcome::Unknown { until } => {
-                self.doubtful.insert(key.clone(), until);
+                if self.in_flight.contains_key(key) {
+                    self.doubtful.entry(key.clone()).or_insert(until);
+                }
                 return;
             }
             Outcome::Refused => None,
@@ -456,6 +458,11 @@ impl Ledger {
             Some(Written::NetNamespace(object)) => self.set_net_namespace(object),
             _ => {}
         }
+    }
+
+    /// True while `key`'s write got no answer and the watch has not shown its object.
+    pub fn in_doubt(&self, key: &Key) -> bool {
+        self.doubtful.contains_key(key)
     }
 
     /// Ends `key`'s write: its reserved value is free (or held by the object now known).

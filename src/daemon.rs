@@ -480,7 +480,8 @@ fn remove_socket(socket: &Path) {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT: the daemon's and the controller's orderly stop.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => term,

@@ -4,6 +4,7 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod cni;
+pub mod controller;
 pub mod daemon;
 pub mod kube;
 pub mod netlink;

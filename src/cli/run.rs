@@ -20,6 +20,8 @@ pub enum CliError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Daemon(crate::daemon::DaemonError),
+    #[error(transparent)]
+    Controller(crate::controller::ControllerError),
     #[error("cannot read policy file {path}: {source}")]
     PolicyRead {
         path: PathBuf,
@@ -93,6 +95,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
             }
         }
+        Command::Controller(args) => crate::controller::run(*args)
+            .await
+            .map_err(CliError::Controller)?,
         Command::Setup {
             cluster_network,
             service_network,

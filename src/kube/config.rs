@@ -58,8 +58,6 @@ pub enum ConfigError {
     Invalid(String),
     #[error("[kubernetes] kubeconfig {path}: {reason}")]
     Kubeconfig { path: PathBuf, reason: String },
-    #[error("[kubernetes] in-cluster configuration: {0} (give `kubeconfig` when ofnode does not run in a pod)")]
-    InCluster(String),
 }
 
 impl KubeSettings {
@@ -109,27 +107,6 @@ impl KubeSettings {
             ))
         })?;
         Ok(host.trim().to_ascii_lowercase())
-    }
-
-    /// The client configuration: the kubeconfig's current context, or in-cluster.
-    pub async fn client_config(&self) -> Result<kube::Config, ConfigError> {
-        match &self.kubeconfig {
-            Some(path) => {
-                let bad = |reason: String| ConfigError::Kubeconfig {
-                    path: path.clone(),
-                    reason,
-                };
-                let file =
-                    kube::config::Kubeconfig::read_from(path).map_err(|e| bad(e.to_string()))?;
-                kube::Config::from_custom_kubeconfig(
-                    file,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await
-                .map_err(|e| bad(e.to_string()))
-            }
-            None => kube::Config::incluster().map_err(|e| ConfigError::InCluster(e.to_string())),
-        }
     }
 }
 

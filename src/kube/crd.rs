@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub const GROUP: &str = "network.openshift.io";
 pub const VERSION: &str = "v1";
-const API_VERSION: &str = "network.openshift.io/v1";
+pub const API_VERSION: &str = "network.openshift.io/v1";
 
 /// Implements what kube's `Api` needs of a resource type (through k8s-openapi's traits, so
 /// `kube::Resource` follows).
@@ -43,10 +43,15 @@ macro_rules! resource {
     };
 }
 
-/// The pod subnet of one node (cluster-scoped, named after its Node).
+/// The pod subnet of one node (cluster-scoped, named after its Node). The controller writes
+/// it (`controller/objects.rs`), so it carries its `apiVersion` and `kind`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostSubnet {
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(default)]
@@ -67,14 +72,20 @@ resource!(
     k8s_openapi::ClusterResourceScope
 );
 
-/// The VNID of one namespace (cluster-scoped, named after its Namespace).
+/// The VNID of one namespace (cluster-scoped, named after its Namespace); the controller
+/// writes it too.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetNamespace {
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub netname: String,
+    /// i64 as the CRD's `format: int64`: an out-of-range value is reported, not a parse failure.
     #[serde(default)]
     pub netid: i64,
     #[serde(rename = "egressIPs", default, skip_serializing_if = "Vec::is_empty")]

@@ -3,13 +3,15 @@
 //! server, and programs its switch from them through the same core operations the control
 //! socket uses. Design and guarantees: docs/kubernetes.md.
 //!
-//! - `config.rs`: the `[kubernetes]` section; `crd.rs`: the seed's own objects, typed;
+//! - `config.rs`: the `[kubernetes]` section; `client.rs`: the API client (the controller's
+//!   too); `crd.rs`: the seed's own objects, typed (the controller writes two of them);
 //! - `convert.rs`: API objects → facts; `mirror.rs`: the joins, facts → [`Input`]s;
 //! - `apply.rs`: inputs → core operations (one function for a node and a bare core);
 //! - `watch.rs`: kube-runtime watchers; `follow.rs`: the one task that orders it all;
 //! - `sink.rs`: a node's writer or a bare core; `status.rs`: what status and /metrics show.
 
 mod apply;
+pub mod client;
 pub mod config;
 pub mod convert;
 pub mod crd;
@@ -42,17 +44,8 @@ use crate::value::{PodKey, Vnid};
 pub enum KubeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("[kubernetes] the API client for {server}: {reason}")]
-    Client { server: String, reason: String },
-}
-
-/// The client of `config`'s API server.
-pub fn client(config: kube::Config) -> Result<kube::Client, KubeError> {
-    let server = config.cluster_url.to_string();
-    kube::Client::try_from(config).map_err(|e| KubeError::Client {
-        server,
-        reason: e.to_string(),
-    })
+    #[error("[kubernetes] {0}")]
+    Client(#[from] client::KubeClientError),
 }
 
 /// Starts following with `sink`: the follower's task, what it shares (CNI waits on it), its
@@ -101,9 +94,9 @@ impl Following {
     pub async fn start(node: &Node, settings: &KubeSettings) -> Result<Following, KubeError> {
         settings.validate()?;
         let name = settings.node_name()?;
-        let config = settings.client_config().await?;
+        let config = client::config(settings.kubeconfig.as_deref()).await?;
         let server = config.cluster_url.to_string();
-        let client = client(config)?;
+        let client = client::client(config)?;
         let networks = Networks {
             cluster_network: settings.cluster_network,
             service_network: settings.service_network,

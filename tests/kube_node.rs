@@ -248,7 +248,7 @@ fn faults_bad_objects_relists_and_restarts_converge() {
         "too-big",
         json!({"podSelector": {"matchLabels": {"app": "a"}}, "ingress": rules}),
     );
-    cluster.kube_apply("NetworkPolicy", &bad).unwrap();
+    let bad_rv = cluster.kube_apply("NetworkPolicy", &bad).unwrap();
     assert!(
         !b.reaches(a.ip()).unwrap(),
         "the bad policy's pod is not isolated"
@@ -272,6 +272,39 @@ fn faults_bad_objects_relists_and_restarts_converge() {
         "{metrics}"
     );
     assert!(metrics.contains("ofnode_kube_connected 1"), "{metrics}");
+    assert!(
+        metrics.contains(&format!(
+            "ofnode_kube_applied_resource_version{{kind=\"NetworkPolicy\"}} {bad_rv}"
+        )) && metrics.contains("ofnode_kube_last_event_age_seconds{kind=\"NetworkPolicy\"} "),
+        "{metrics}"
+    );
+    // `ofnode status` says it for the engineer on call: connected and synced, per kind the
+    // resourceVersion applied and how long ago its last event came, and the bad object.
+    let text = cluster.node(0).cli(&["status"]).unwrap();
+    let node_name = cluster.node(0).name();
+    assert!(
+        text.contains(&format!(
+            "kubernetes: https://192.0.2.1:6443/ as node {node_name}: connected, synced, 0 edits pending"
+        )),
+        "{text}"
+    );
+    let policies: Vec<&str> = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("NetworkPolicy "))
+        .unwrap_or_else(|| panic!("no NetworkPolicy line: {text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        policies[1..6],
+        ["synced", "objects", "1", "resourceVersion", bad_rv.as_str()],
+        "{text}"
+    );
+    let age: f64 = policies[8].parse().unwrap_or_else(|_| panic!("{text}"));
+    assert!(policies[6..8] == ["last", "event"] && age >= 0.0, "{text}");
+    assert!(
+        text.contains("bad NetworkPolicy x/too-big: spec.ingress"),
+        "{text}"
+    );
     // Fixed: it is applied as written, and no longer bad.
     let fixed = policy(
         "x",

@@ -494,10 +494,12 @@ fn print_status(status: &wire::StatusReply, json: bool) {
         print_json(status);
         return;
     }
+    let kubernetes = status.kubernetes.as_ref().map(|k| k.render_text());
     let status = serde_json::to_value(status).unwrap_or_default();
     if let Some(fields) = status.as_object() {
         for (key, value) in fields {
             match value {
+                _ if key == "kubernetes" => print!("{}", kubernetes.as_deref().unwrap_or_default()),
                 serde_json::Value::String(text) => println!("{key}: {text}"),
                 other => println!("{key}: {other}"),
             }

@@ -236,6 +236,44 @@ impl Tracker {
 }
 
 impl KubeStatus {
+    /// What `ofnode status` prints of it: the connection, then one line per kind (synced,
+    /// objects, the resourceVersion applied, the age of the last event, relists, bad objects),
+    /// then each bad object with its reason.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let connection = match (self.connected, &self.last_error) {
+            (true, _) => "connected".to_string(),
+            (false, Some(error)) => format!("NOT connected ({error})"),
+            (false, None) => "NOT connected (no answer yet)".to_string(),
+        };
+        let synced = if self.synced { "synced" } else { "NOT synced" };
+        let _ = writeln!(
+            out,
+            "kubernetes: {} as node {}: {connection}, {synced}, {} edits pending, {} retrying",
+            self.server, self.node, self.pending_edits, self.retrying
+        );
+        for r in &self.resources {
+            let age = r
+                .last_event_age_secs
+                .map_or("none".to_string(), |secs| format!("{secs:.1} s ago"));
+            let _ = writeln!(
+                out,
+                "  {:<20} {:<10} objects {:<6} resourceVersion {:<10} last event {:<12} relists {} bad {}",
+                r.kind,
+                if r.synced { "synced" } else { "NOT synced" },
+                r.objects,
+                r.resource_version.as_deref().unwrap_or("-"),
+                age,
+                r.relists,
+                r.bad
+            );
+        }
+        for bad in &self.bad_objects {
+            let _ = writeln!(out, "  bad {} {}: {}", bad.kind, bad.name, bad.reason);
+        }
+        out
+    }
+
     /// The Prometheus text of this status (appended to the node's /metrics).
     pub fn render_metrics(&self) -> String {
         let mut out = String::new();
@@ -313,5 +351,69 @@ impl KubeStatus {
             self.pending_edits
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_says_connection_sync_versions_ages_and_bad_objects() {
+        let status = KubeStatus {
+            server: "https://192.0.2.1:6443/".into(),
+            node: "node-0".into(),
+            connected: false,
+            last_error: Some("connection refused".into()),
+            synced: false,
+            pending_edits: 2,
+            retrying: 1,
+            resources: vec![ResourceStatus {
+                kind: "NetworkPolicy".into(),
+                synced: true,
+                objects: 3,
+                resource_version: Some("1234".into()),
+                last_event_age_secs: Some(4.25),
+                events: 9,
+                relists: 1,
+                bad: 1,
+            }],
+            bad_objects: vec![BadObject {
+                kind: "NetworkPolicy".into(),
+                name: "x/too-big".into(),
+                reason: "spec.ingress: 101 rules".into(),
+            }],
+        };
+        let text = status.render_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "kubernetes: https://192.0.2.1:6443/ as node node-0: NOT connected (connection refused), NOT synced, 2 edits pending, 1 retrying"
+        );
+        let kind: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            kind,
+            [
+                "NetworkPolicy",
+                "synced",
+                "objects",
+                "3",
+                "resourceVersion",
+                "1234",
+                "last",
+                "event",
+                "4.2",
+                "s",
+                "ago",
+                "relists",
+                "1",
+                "bad",
+                "1"
+            ]
+        );
+        assert_eq!(
+            lines[2],
+            "  bad NetworkPolicy x/too-big: spec.ingress: 101 rules"
+        );
     }
 }

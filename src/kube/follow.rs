@@ -97,8 +97,8 @@ pub struct Follower<S: Sink> {
     commands: mpsc::UnboundedReceiver<Command>,
     /// Edits sent and not done: their kind, resourceVersion and objects.
     outstanding: BTreeMap<u64, Sent>,
-    /// Done edits above the watermark.
-    completed: BTreeSet<u64>,
+    /// What each event makes applied, reported in the order of the events.
+    watermark: Watermark,
     /// Kinds being (re)listed, with the keys listed so far.
     listing: HashMap<Kind, HashSet<String>>,
     listed_once: HashSet<Kind>,
@@ -110,9 +110,52 @@ pub struct Follower<S: Sink> {
 }
 
 struct Sent {
+    applied: Applied,
+    objects: Vec<ObjectRef>,
+}
+
+/// An event's kind and resourceVersion, reported applied once what it needed is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Applied {
     kind: Option<Kind>,
     resource_version: Option<String>,
-    objects: Vec<ObjectRef>,
+}
+
+/// Edits are answered in any order, but an event counts as applied only once every edit sent
+/// up to it is: the watermark is the highest edit with all before it done, and each event's
+/// resourceVersion is reported when the watermark passes it, in the order of the events (so the
+/// status's resourceVersion of a kind never goes back, nor ahead of what the node holds).
+#[derive(Debug, Default)]
+struct Watermark {
+    through: u64,
+    /// Done edits above the watermark, with their event.
+    done: BTreeMap<u64, Applied>,
+    /// Events that needed no edit, by the last edit sent before them.
+    after: BTreeMap<u64, Vec<Applied>>,
+}
+
+impl Watermark {
+    /// An event that needed no edit, after edits up to `last_sent`: applied now when those
+    /// are (returned), else with the last of them.
+    fn nothing_to_send(&mut self, last_sent: u64, applied: Applied) -> Option<Applied> {
+        if last_sent <= self.through {
+            return Some(applied);
+        }
+        self.after.entry(last_sent).or_default().push(applied);
+        None
+    }
+
+    /// Edit `seq` done: the new watermark and the events applied now, in order.
+    fn done(&mut self, seq: u64, applied: Applied) -> (u64, Vec<Applied>) {
+        self.done.insert(seq, applied);
+        let mut now = Vec::new();
+        while let Some(applied) = self.done.remove(&(self.through + 1)) {
+            self.through += 1;
+            now.push(applied);
+            now.extend(self.after.remove(&self.through).unwrap_or_default());
+        }
+        (self.through, now)
+    }
 }
 
 impl<S: Sink> Follower<S> {
@@ -133,7 +176,7 @@ impl<S: Sink> Follower<S> {
             done_rx,
             commands,
             outstanding: BTreeMap::new(),
-            completed: BTreeSet::new(),
+            watermark: Watermark::default(),
             listing: HashMap::new(),
             listed_once: HashSet::new(),
             adopted: false,
@@ -369,21 +412,22 @@ impl<S: Sink> Follower<S> {
         resource_version: Option<String>,
         inputs: Vec<Input>,
     ) -> bool {
+        let applied = Applied {
+            kind,
+            resource_version,
+        };
+        let last_sent = self.shared.sent.load(Ordering::Relaxed);
         if inputs.is_empty() {
-            let through = *self.shared.applied.borrow();
-            self.tracker.applied(kind, through, resource_version);
+            if let Some(applied) = self.watermark.nothing_to_send(last_sent, applied) {
+                let through = *self.shared.applied.borrow();
+                self.tracker
+                    .applied(applied.kind, through, applied.resource_version);
+            }
             return true;
         }
-        let seq = self.shared.sent.load(Ordering::Relaxed) + 1;
+        let seq = last_sent + 1;
         let objects = inputs.iter().flat_map(Input::objects).collect();
-        self.outstanding.insert(
-            seq,
-            Sent {
-                kind,
-                resource_version,
-                objects,
-            },
-        );
+        self.outstanding.insert(seq, Sent { applied, objects });
         self.shared.sent.store(seq, Ordering::Relaxed);
         self.tracker
             .set_pending(self.outstanding.len(), self.retry.len());
@@ -417,14 +461,12 @@ impl<S: Sink> Follower<S> {
                 self.retry.extend(sent.objects);
             }
         }
-        self.completed.insert(done.seq);
-        let mut through = *self.shared.applied.borrow();
-        while self.completed.remove(&(through + 1)) {
-            through += 1;
-        }
+        let (through, applied) = self.watermark.done(done.seq, sent.applied);
         self.shared.applied.send_replace(through);
-        self.tracker
-            .applied(sent.kind, through, sent.resource_version);
+        for applied in applied {
+            self.tracker
+                .applied(applied.kind, through, applied.resource_version);
+        }
         if self.retry.is_empty() {
             self.retry_delay = RETRY_FIRST;
         } else {
@@ -462,5 +504,43 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: Kind, rv: &str) -> Applied {
+        Applied {
+            kind: Some(kind),
+            resource_version: Some(rv.to_string()),
+        }
+    }
+
+    #[test]
+    fn events_are_applied_in_their_order_whatever_order_the_edits_are_answered_in() {
+        let mut w = Watermark::default();
+        // Edits 1, 2, 3 sent for policies at resourceVersions 10, 11, 13; an event at 12 needed
+        // no edit (after edit 2), one at 14 none either (after edit 3).
+        assert_eq!(w.nothing_to_send(2, event(Kind::Pod, "12")), None);
+        assert_eq!(w.nothing_to_send(3, event(Kind::NetworkPolicy, "14")), None);
+        // Edit 3 answered first: nothing is applied yet (1 and 2 are not).
+        assert_eq!(w.done(3, event(Kind::NetworkPolicy, "13")), (0, vec![]));
+        // Edit 2: still waiting for 1.
+        assert_eq!(w.done(2, event(Kind::NetworkPolicy, "11")), (0, vec![]));
+        // Edit 1: everything, in the events' order; the last policy version reported is 14.
+        let (through, applied) = w.done(1, event(Kind::NetworkPolicy, "10"));
+        assert_eq!(through, 3);
+        let order: Vec<&str> = applied
+            .iter()
+            .filter_map(|a| a.resource_version.as_deref())
+            .collect();
+        assert_eq!(order, ["10", "11", "12", "13", "14"]);
+        // With nothing outstanding, an event that needs no edit is applied at once.
+        assert_eq!(
+            w.nothing_to_send(3, event(Kind::Pod, "15")),
+            Some(event(Kind::Pod, "15"))
+        );
     }
 }

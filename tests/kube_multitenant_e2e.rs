@@ -3,12 +3,13 @@
 //! and the kubelet that runs pods through `ofnode-cni`). Tenants are isolated on real packets,
 //! `netid` 0 reaches everyone, a NetNamespace joined to another tenant's VNID moves its pods
 //! (the seed's UpdatePod), and an EgressNetworkPolicy object is enforced for its tenant only.
+//! Then the real `ofnode controller` allocates the VNIDs and subnets the nodes follow.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ofnode_harness::cluster::{reachability, Cluster, ClusterOptions, Control, Endpoint, Mode};
-use ofnode_harness::kube::PodObject;
+use ofnode_harness::kube::{ControllerOptions, NodeObject, PodObject};
 use serde_json::json;
 
 fn assert_reachability(cluster: &Cluster, cases: &[(&str, &dyn Endpoint, Ipv4Addr, bool)]) {
@@ -112,4 +113,142 @@ fn tenants_from_netnamespaces_and_an_egress_policy_object() {
         })
         .unwrap();
     assert_reachability(&cluster, &[("policy deleted", &b0, external.ip, true)]);
+}
+
+/// Items 2 and 3 together: the real `ofnode controller` (its own service account, the roles
+/// of `dist/kubernetes/rbac.yaml`) allocates what the nodes follow. Namespaces created with
+/// plain `kubectl create namespace` get their NetNamespace from it; CNI waits for that VNID
+/// and the pods are isolated by it across nodes. A Node that joins gets a HostSubnet from it
+/// (its InternalIP as hostIP), which every node routes to; the Node deleted, the subnet goes
+/// from every node. The nodes' own HostSubnets (the harness's, made before the controller ran)
+/// are kept as they are.
+#[test]
+fn the_controller_allocates_the_vnids_and_subnets_the_nodes_follow() {
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ofnode"));
+    let cluster = Cluster::start_following_kube(ClusterOptions {
+        nodes: 2,
+        mode: Mode::Multitenant,
+        control: Control::Ofnode(binary.clone()),
+        echo: false,
+    })
+    .unwrap();
+    let api = cluster.kube_api().unwrap();
+    let credentials = api
+        .kubeconfig_for_service_account("ofnode", "ofnode-controller")
+        .unwrap();
+    let controller = api
+        .start_controller(
+            &binary,
+            &credentials,
+            &ControllerOptions::new("ctl-a", "multitenant"),
+        )
+        .unwrap();
+    controller.wait_leading(Duration::from_secs(30)).unwrap();
+    let subnets_before = host_subnets(&cluster);
+
+    let admin = cluster.kube_admin().unwrap();
+    for ns in ["t1", "t2"] {
+        admin.run(&["create", "namespace", ns]).unwrap();
+    }
+    // No NetNamespace is made by the test: CNI ADD waits until the controller's reaches the node.
+    let run = |node: usize, ns: &str, name: &str| {
+        cluster
+            .start_kube_pod(node, PodObject::new(ns, name, ""))
+            .unwrap()
+    };
+    let a = run(0, "t1", "a");
+    let b = run(1, "t1", "b");
+    let c = run(1, "t2", "c");
+    cluster.wait_kube_synced(Duration::from_secs(30)).unwrap();
+    let netid = |ns: &str| -> u64 {
+        let out = admin
+            .run(&["get", "netnamespace", ns, "-o", "jsonpath={.netid}"])
+            .unwrap();
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("netid of {ns}: {out:?}"))
+    };
+    let (t1, t2) = (netid("t1"), netid("t2"));
+    assert!(t1 != t2 && t1 != 0 && t2 != 0, "netids {t1} and {t2}");
+    for (pod, vnid) in [(&a, t1), (&b, t1), (&c, t2)] {
+        let listed: serde_json::Value = serde_json::from_str(
+            &cluster
+                .node(pod.pod.node)
+                .cli(&["pod", "list", "--json"])
+                .unwrap(),
+        )
+        .unwrap();
+        let key = pod.pod.key();
+        let on_node = listed["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["pod"] == key.as_str())
+            .unwrap_or_else(|| panic!("{key} not on its node: {listed}"));
+        assert_eq!(on_node["vnid"], vnid, "{key}: {on_node}");
+    }
+    assert_reachability(
+        &cluster,
+        &[
+            ("t1/b -> t1/a (node 1 -> 0)", &b, a.pod.ip, true),
+            ("t2/c -> t1/a (node 1 -> 0)", &c, a.pod.ip, false),
+            ("t2/c -> t1/b (same node)", &c, b.pod.ip, false),
+        ],
+    );
+
+    // A Node joins: the controller gives it a subnet, and every node routes to it.
+    admin
+        .create_node(&NodeObject::new("joining", Ipv4Addr::new(192, 0, 2, 50)))
+        .unwrap();
+    let routed = |count: u64| {
+        for node in cluster.nodes() {
+            node.wait_for(
+                Duration::from_secs(30),
+                &format!("{count} other nodes' subnets"),
+                |node| Ok((node.status()?["host_subnets"] == count).then_some(())),
+            )
+            .unwrap();
+        }
+    };
+    routed(2);
+    let joined = admin
+        .run(&["get", "hostsubnet", "joining", "-o", "json"])
+        .unwrap();
+    let joined: serde_json::Value = serde_json::from_str(&joined).unwrap();
+    assert_eq!(joined["hostIP"], "192.0.2.50", "{joined}");
+    assert_eq!(
+        joined["metadata"]["annotations"]["ofnode.io/allocated-by"], "ctl-a",
+        "{joined}"
+    );
+    admin.run(&["delete", "node", "joining"]).unwrap();
+    routed(1);
+    assert_eq!(
+        host_subnets(&cluster),
+        subnets_before,
+        "the nodes' own HostSubnets changed"
+    );
+    drop(controller);
+}
+
+/// Every HostSubnet's name, hostIP and subnet.
+fn host_subnets(cluster: &Cluster) -> Vec<(String, String, String)> {
+    let out = cluster
+        .kube_admin()
+        .unwrap()
+        .run(&["get", "hostsubnets", "-o", "json"])
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|hs| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&hs["metadata"]["name"]),
+                text(&hs["hostIP"]),
+                text(&hs["subnet"]),
+            )
+        })
+        .collect()
 }

@@ -9,6 +9,10 @@
 //! Needs root, Open vSwitch, iproute2, ethtool and ping (`make deps`). The ofnode binary is taken
 //! from next to this example (`cargo build --release --bins --examples`), or from `OFNODE_BIN`.
 //! `OFNODE_E2E_CONTROL=seed` runs it with the seed's flows instead of ofnode.
+//!
+//! Then a second cluster, in the NetworkPolicy mode, follows a real kube-apiserver: nothing is
+//! typed on any node; `kubectl apply` of a default-deny and an allow, pings across nodes blocked
+//! and reached, and a `kubectl label` that moves a pod out of the allow and back in.
 
 use std::error::Error;
 use std::net::Ipv4Addr;
@@ -96,7 +100,9 @@ fn run() -> Result<usize, Box<dyn Error>> {
 
     heading("cleaning up (pods, then each node's ofnode, ovs-vswitchd and ovsdb-server, then the underlay)");
     drop(cluster);
-    let left = made.left_behind();
+    // Waits for the processes to be gone, not just signalled (ovs-vswitchd and ovsdb-server
+    // exit a moment after their SIGTERM).
+    let left = made.left_behind_after(std::time::Duration::from_secs(15));
     report.check(
         left.is_empty(),
         &format!(
@@ -108,7 +114,186 @@ fn run() -> Result<usize, Box<dyn Error>> {
     for thing in left {
         report.check(false, &format!("left behind: {thing}"));
     }
+    if let Control::Ofnode(binary) = control_again()? {
+        following_kubernetes(binary, &mut report)?;
+    }
     Ok(report.unexpected)
+}
+
+/// The control of the first part, again (it was moved into the cluster).
+fn control_again() -> Result<Control, Box<dyn Error>> {
+    Ok(Control::from_env(ofnode_binary()?))
+}
+
+/// The second part: three nodes in the NetworkPolicy mode that follow a kube-apiserver.
+fn following_kubernetes(binary: PathBuf, report: &mut Report) -> Result<(), Box<dyn Error>> {
+    heading("a 3-node cluster in networkpolicy mode following a real kube-apiserver (https://192.0.2.1:6443)");
+    println!("  each node's config is only [kubernetes]: its subnet, the other nodes, pods and policies come from the API");
+    let started = Instant::now();
+    let cluster = Cluster::start_following_kube(ClusterOptions {
+        nodes: NODES,
+        mode: Mode::NetworkPolicy,
+        control: Control::Ofnode(binary),
+        echo: false,
+    })?;
+    let mut made = Inventory::of_cluster(&cluster);
+    if let Err(err) = kube_steps(&cluster, &mut made, report, started) {
+        report.check(false, &format!("the Kubernetes part stopped early: {err}"));
+        eprintln!("{}", cluster.diagnostics());
+    }
+    heading("cleaning up (pods, nodes, the API server and its etcd, the underlay)");
+    drop(cluster);
+    let left = made.left_behind_after(std::time::Duration::from_secs(15));
+    report.check(
+        left.is_empty(),
+        &format!(
+            "{} namespaces removed and {} processes stopped; expected: nothing left behind",
+            made.namespaces().len(),
+            made.processes().len()
+        ),
+    );
+    for thing in left {
+        report.check(false, &format!("left behind: {thing}"));
+    }
+    Ok(())
+}
+
+fn kube_steps(
+    cluster: &Cluster,
+    made: &mut Inventory,
+    report: &mut Report,
+    started: Instant,
+) -> Result<(), Box<dyn Error>> {
+    use ofnode_harness::kube::PodObject;
+    heading("$ kubectl apply: namespace shop (VNID 21 in its NetNamespace) and other (22)");
+    cluster.create_kube_namespace("shop", 21, &[])?;
+    cluster.create_kube_namespace("other", 22, &[])?;
+    heading("pods, run as a kubelet would (Pod object, ofnode-cni ADD, status IP)");
+    let web = cluster.start_kube_pod(0, PodObject::new("shop", "web", "").label("app", "web"))?;
+    let db = cluster.start_kube_pod(1, PodObject::new("shop", "db", "").label("app", "db"))?;
+    let client = cluster.start_kube_pod(
+        2,
+        PodObject::new("other", "client", "").label("app", "client"),
+    )?;
+    for pod in [&web, &db, &client] {
+        made.add_endpoint(pod);
+        println!(
+            "  pod {}/{:<7} node {} ip {}",
+            pod.pod.namespace, pod.pod.name, pod.pod.node, pod.pod.ip
+        );
+    }
+    cluster.wait_kube_synced(std::time::Duration::from_secs(30))?;
+    println!("cluster ready in {:.1} s", started.elapsed().as_secs_f64());
+    let kube_pings = |report: &mut Report,
+                      cases: &[(&str, &ofnode_harness::cluster::KubePod, Ipv4Addr, Expect)]|
+     -> Result<(), Box<dyn Error>> {
+        for (name, from, to, expect) in cases {
+            let stats = from.ping(*to, PINGS)?;
+            let (got, as_expected) = match expect {
+                Expect::Reach => ("reached", stats.received == stats.transmitted),
+                Expect::Blocked => ("blocked", stats.received == 0),
+            };
+            report.check(
+                as_expected,
+                &format!(
+                    "{name:<22} {}/{} replies, expected {got}",
+                    stats.received, stats.transmitted
+                ),
+            );
+        }
+        Ok(())
+    };
+    use Expect::{Blocked, Reach};
+    heading("no policy: every pod reaches every pod");
+    kube_pings(
+        report,
+        &[
+            ("web -> db (node 0->1)", &web, db.pod.ip, Reach),
+            ("client -> db (node 2->1)", &client, db.pod.ip, Reach),
+        ],
+    )?;
+    let deny = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny", "namespace": "shop"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}});
+    heading("$ kubectl apply -f default-deny.yaml   (shop: no ingress)");
+    cluster.kube_apply("NetworkPolicy", &deny)?;
+    kube_pings(
+        report,
+        &[
+            ("web -> db", &web, db.pod.ip, Blocked),
+            ("client -> db", &client, db.pod.ip, Blocked),
+        ],
+    )?;
+    let allow = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "web-to-db", "namespace": "shop"},
+        "spec": {"podSelector": {"matchLabels": {"app": "db"}},
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}]}});
+    heading("$ kubectl apply -f web-to-db.yaml   (shop: app=db takes ingress from app=web)");
+    cluster.kube_apply("NetworkPolicy", &allow)?;
+    kube_pings(
+        report,
+        &[
+            ("web -> db", &web, db.pod.ip, Reach),
+            ("client -> db", &client, db.pod.ip, Blocked),
+        ],
+    )?;
+    heading("$ kubectl label pod web -n shop app=frontend --overwrite   (web leaves the allow)");
+    cluster.kube_change(
+        "Pod",
+        &[
+            "label",
+            "pod",
+            "web",
+            "-n",
+            "shop",
+            "app=frontend",
+            "--overwrite",
+        ],
+    )?;
+    kube_pings(report, &[("web -> db", &web, db.pod.ip, Blocked)])?;
+    heading("$ kubectl label pod web -n shop app=web --overwrite   (back in)");
+    cluster.kube_change(
+        "Pod",
+        &[
+            "label",
+            "pod",
+            "web",
+            "-n",
+            "shop",
+            "app=web",
+            "--overwrite",
+        ],
+    )?;
+    kube_pings(report, &[("web -> db", &web, db.pod.ip, Reach)])?;
+    heading("each node's `ofnode status` (kubernetes) and `ofnode netpol list`");
+    for node in cluster.nodes() {
+        let status = status_json(node)?;
+        let kube = &status["kubernetes"];
+        report.check(
+            kube["connected"] == true && kube["synced"] == true && kube["bad_objects"] == serde_json::json!([]),
+            &format!(
+                "node {}: connected {}, synced {}, {} bad objects, {} policies; expected connected, synced, none bad",
+                node.index, kube["connected"], kube["synced"],
+                kube["bad_objects"].as_array().map_or(0, Vec::len), status["netpols"]
+            ),
+        );
+        print!("{}", node.cli(&["netpol", "list"])?);
+    }
+    let refused = cluster.node(0).cli(&[
+        "netpol",
+        "del",
+        "--namespace",
+        "shop",
+        "--name",
+        "web-to-db",
+    ]);
+    report.check(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("follows the Kubernetes API server")),
+        "`ofnode netpol del` on a node is refused: the truth lives in the API server",
+    );
+    Ok(())
 }
 
 /// The pods, the pings, the TCP transfer, the flows and the status; pods are removed on return.

@@ -118,6 +118,9 @@ pub struct ConfigFile {
     pub cluster: Option<ClusterSettings>,
     /// `[tls]` with `private_key`, `certificate`, `ca_cert` (PEM files), for ssl:/pssl: targets.
     pub tls: Option<TlsFiles>,
+    /// Following a Kubernetes cluster: `[kubernetes]` with `kubeconfig` (absent: in-cluster),
+    /// `node_name`, `cluster_network`, `service_network`, `mode`, `pod_wait_secs`.
+    pub kubernetes: Option<crate::kube::KubeSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +145,8 @@ pub enum DaemonError {
     Api(#[from] server::ServeError),
     #[error("cluster: {0}")]
     Cluster(#[from] crate::cluster::ClusterError),
+    #[error("kubernetes: {0}")]
+    Kube(#[from] crate::kube::KubeError),
 }
 
 pub const DEFAULT_OVSDB: &str = "unix:/run/openvswitch/db.sock";
@@ -154,6 +159,7 @@ pub struct Settings {
     pub node: NodeConfig,
     pub api: ApiOptions,
     pub cluster: Option<ClusterSettings>,
+    pub kubernetes: Option<crate::kube::KubeSettings>,
 }
 
 pub fn load_config(path: &Path) -> Result<ConfigFile, DaemonError> {
@@ -188,6 +194,17 @@ impl Settings {
         }
         if let Some(cluster) = &file.cluster {
             cluster.validate()?;
+        }
+        if let Some(kubernetes) = &file.kubernetes {
+            if file.cluster.is_some() {
+                return Err(DaemonError::ConfigInvalid(
+                    "[cluster] and [kubernetes] both say where the node's subnet comes from: keep one"
+                        .into(),
+                ));
+            }
+            kubernetes
+                .validate()
+                .map_err(|e| DaemonError::Kube(e.into()))?;
         }
         let ovsdb = args
             .ovsdb
@@ -266,6 +283,7 @@ impl Settings {
                 vswitchd_ctl,
             },
             cluster: file.cluster,
+            kubernetes: file.kubernetes,
         })
     }
 }
@@ -335,6 +353,20 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
     let settings = Settings::resolve(args)?;
     Node::check_config(&settings.node).map_err(|e| DaemonError::ConfigInvalid(e.to_string()))?;
     let node = &settings.node;
+    let kubernetes = match &settings.kubernetes {
+        Some(kube) => {
+            let name = kube.node_name().map_err(|e| DaemonError::Kube(e.into()))?;
+            let source = match &kube.kubeconfig {
+                Some(path) => format!("kubeconfig {}", path.display()),
+                None => "in-cluster service account".to_string(),
+            };
+            vec![format!(
+                "kubernetes: {source}, node {name}, mode {:?}, cluster network {}, service network {}, pod_wait_secs {}",
+                kube.mode, kube.cluster_network, kube.service_network, kube.pod_wait_secs
+            )]
+        }
+        None => Vec::new(),
+    };
     let lines = [
         format!("{source}: ok"),
         format!("bridge: {}", node.bridge),
@@ -357,7 +389,11 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
             node.echo_timeout.as_millis()
         ),
     ];
-    Ok(lines.join("\n"))
+    Ok(lines
+        .into_iter()
+        .chain(kubernetes)
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// How long requests in flight at SIGTERM may take to finish. An operation waits at most
@@ -389,6 +425,10 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
         Some(cluster) => Some(Membership::join(&node, cluster, &state_dir).await?),
         None => None,
     };
+    let following = match &settings.kubernetes {
+        Some(kube) => Some(crate::kube::Following::start(&node, kube).await?),
+        None => None,
+    };
     info!(api = %settings.api.socket.display(), "control API listening");
     let signalled = Arc::new(Notify::new());
     let stop_serving = {
@@ -403,7 +443,10 @@ pub async fn run(args: RunArgs) -> Result<(), DaemonError> {
     let serving = server::serve(
         listener,
         node.clone(),
-        membership,
+        server::Sources {
+            membership,
+            following,
+        },
         &settings.api,
         stop_serving,
     );
@@ -437,7 +480,8 @@ fn remove_socket(socket: &Path) {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT: the daemon's and the controller's orderly stop.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => term,

@@ -17,7 +17,7 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let is_daemon = matches!(cli.command, Command::Run(_));
+    let is_daemon = matches!(cli.command, Command::Run(_) | Command::Controller(_));
     // A client command makes one request: worker threads would only add thread starts and
     // cross-thread wake-ups (1.3-2.7 ms of an `ofnode status`, docs/cli-profile.md).
     let mut builder = if is_daemon {

@@ -327,11 +327,11 @@ fn policy_cases() {
 fn refused_inputs_change_nothing(cluster: &Cluster) {
     let refused: [(&str, Value); 6] = [
         (
-            "spec.ingress[0].ports[0].port",
+            "spec.ingress[0].ports[0].endPort",
             policy(
                 "x",
-                "named-port",
-                json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}),
+                "named-port-range",
+                json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http", "endPort": 90}]}]}),
             ),
         ),
         ("podSelectr", policy("x", "typo", json!({"podSelectr": {}}))),

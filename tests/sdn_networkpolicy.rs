@@ -27,7 +27,14 @@ async fn serve(f: &Fixture) -> Api {
     let listener = server::bind(&options).await.expect("bind the API socket");
     let node = f.node.clone();
     tokio::spawn(async move {
-        let _ = server::serve(listener, node, None, &options, std::future::pending()).await;
+        let _ = server::serve(
+            listener,
+            node,
+            server::Sources::default(),
+            &options,
+            std::future::pending(),
+        )
+        .await;
     });
     Api {
         client: Client::new(dir.path().join("ofnode.sock")),

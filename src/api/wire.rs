@@ -155,6 +155,9 @@ pub struct StatusReply {
     pub node: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterStatus>,
+    /// The node's following of a Kubernetes API server, when it has `[kubernetes]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<crate::kube::KubeStatus>,
 }
 
 /// Which pod to show; none: every pod of the node.

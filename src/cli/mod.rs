@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use clap::builder::PossibleValue;
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::controller::ControllerArgs;
 use crate::daemon::RunArgs;
 use crate::sdn::{Mode, NamedPort, ServicePort};
 use crate::trace::Proto;
@@ -41,6 +42,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon.
     Run(Box<RunArgs>),
+    /// Run the cluster's allocator (leader-elected): a HostSubnet per Node and, in the
+    /// multitenant and networkpolicy modes, a NetNamespace (VNID) per Namespace.
+    Controller(Box<ControllerArgs>),
     /// Build br0 and its base flows (the seed's SetupOVS + SetupSDN); a no-op when already set up
     /// with the same parameters.
     Setup {

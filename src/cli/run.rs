@@ -20,6 +20,8 @@ pub enum CliError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Daemon(crate::daemon::DaemonError),
+    #[error(transparent)]
+    Controller(crate::controller::ControllerError),
     #[error("cannot read policy file {path}: {source}")]
     PolicyRead {
         path: PathBuf,
@@ -93,6 +95,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 crate::daemon::run(*args).await.map_err(CliError::Daemon)?;
             }
         }
+        Command::Controller(args) => crate::controller::run(*args)
+            .await
+            .map_err(CliError::Controller)?,
         Command::Setup {
             cluster_network,
             service_network,
@@ -489,10 +494,12 @@ fn print_status(status: &wire::StatusReply, json: bool) {
         print_json(status);
         return;
     }
+    let kubernetes = status.kubernetes.as_ref().map(|k| k.render_text());
     let status = serde_json::to_value(status).unwrap_or_default();
     if let Some(fields) = status.as_object() {
         for (key, value) in fields {
             match value {
+                _ if key == "kubernetes" => print!("{}", kubernetes.as_deref().unwrap_or_default()),
                 serde_json::Value::String(text) => println!("{key}: {text}"),
                 other => println!("{key}: {other}"),
             }

@@ -135,16 +135,18 @@ impl Call<'_> {
         pod_ns: &Handle,
         netns: &Path,
         address: Ipv4Net,
-        routes: &[(Ipv4Net, Ipv4Addr)],
+        routes: &[(Ipv4Net, Option<Ipv4Addr>)],
     ) -> Result<(), CniError> {
         let ifname = self.env.ifname.as_str();
         let index = pod_ns.link_index(ifname).await?;
         pod_ns.replace_ipv4_addrs(index, address).await?;
         pod_ns.set_link_up(index).await?;
         for (dst, gw) in routes {
-            pod_ns
-                .add_route(&netlink::Route::via(*dst, *gw, index))
-                .await?;
+            let route = match gw {
+                Some(gw) => netlink::Route::via(*dst, *gw, index),
+                None => netlink::Route::link_scope(*dst, index),
+            };
+            pod_ns.add_route(&route).await?;
         }
         if self.conf.disable_tx_checksum {
             netlink::disable_tx_checksum(Some(netns), ifname)?;
@@ -193,7 +195,7 @@ impl Call<'_> {
         mac: MacAddr,
         address: Ipv4Net,
         gateway: Ipv4Addr,
-        routes: Vec<(Ipv4Net, Ipv4Addr)>,
+        routes: Vec<(Ipv4Net, Option<Ipv4Addr>)>,
         dns: serde_json::Value,
     ) -> CniResult {
         let netns = self.env.netns.as_ref().map(|p| p.display().to_string());
@@ -222,7 +224,7 @@ impl Call<'_> {
                 .into_iter()
                 .map(|(dst, gw)| Route {
                     dst: IpNet::V4(dst),
-                    gw: Some(IpAddr::V4(gw)),
+                    gw: gw.map(IpAddr::V4),
                 })
                 .collect(),
             dns,
@@ -340,16 +342,20 @@ impl Call<'_> {
     }
 }
 
-/// The default route via the gateway, then the IPAM plugin's IPv4 routes (a route without a
-/// `gw` goes through the same gateway, as the specification lets the plugin decide).
-fn pod_routes(allocated: &CniResult, gateway: Ipv4Addr) -> Vec<(Ipv4Net, Ipv4Addr)> {
-    let mut routes = vec![(Ipv4Net::default(), gateway)];
+/// The default route via the gateway, then the IPAM plugin's IPv4 routes. A route without a
+/// `gw` is on-link (`scope link`), as openshift-sdn's pods had the cluster network: a pod ARPs
+/// for every pod address itself, and br0 answers or carries the ARP (tables 40 and 50 of the
+/// seed) — through a gateway, a packet to another node's pod would arrive there addressed to
+/// this node's tun0 MAC, which that pod drops.
+fn pod_routes(allocated: &CniResult, gateway: Ipv4Addr) -> Vec<(Ipv4Net, Option<Ipv4Addr>)> {
+    let mut routes = vec![(Ipv4Net::default(), Some(gateway))];
     for route in &allocated.routes {
         let IpNet::V4(dst) = route.dst else { continue };
         let gw = match route.gw {
-            Some(IpAddr::V4(gw)) => gw,
+            Some(IpAddr::V4(gw)) => Some(gw),
             Some(IpAddr::V6(_)) => continue,
-            None => gateway,
+            None if dst == Ipv4Net::default() => Some(gateway),
+            None => None,
         };
         if !routes.contains(&(dst, gw)) {
             routes.push((dst, gw));
@@ -398,11 +404,11 @@ mod tests {
         assert_eq!(
             pod_routes(&allocated, gw),
             vec![
-                (Ipv4Net::default(), gw),
-                ("10.128.0.0/14".parse().unwrap(), gw),
+                (Ipv4Net::default(), Some(gw)),
+                ("10.128.0.0/14".parse().unwrap(), None),
                 (
                     "172.30.0.0/16".parse().unwrap(),
-                    Ipv4Addr::new(10, 128, 0, 3)
+                    Some(Ipv4Addr::new(10, 128, 0, 3))
                 ),
             ]
         );

@@ -191,3 +191,36 @@ fn openflow_timing_keys_are_read_the_flag_wins_and_a_bad_value_is_refused() {
         );
     }
 }
+
+#[test]
+fn kubernetes_section_is_checked_shown_and_not_with_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let kube = format!(
+        "[kubernetes]\nkubeconfig = \"{}\"\nnode_name = \"node-1\"\ncluster_network = \"10.128.0.0/14\"\nservice_network = \"172.30.0.0/16\"\n",
+        kubeconfig.display()
+    );
+    let check = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        check_config(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+    };
+    let shown = check(&kube).unwrap();
+    assert!(
+        shown.contains("kubernetes: kubeconfig") && shown.contains("node node-1"),
+        "{shown}"
+    );
+    let bad = check(&kube.replace("node-1", "Node_1"))
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("node_name"), "{bad}");
+    let both = format!(
+        "{kube}[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\nnetwork = \"10.128.0.0/14\"\nsubnet_prefix_len = 23\nservice_network = \"172.30.0.0/16\"\npublic_ip = \"192.0.2.11\"\n"
+    );
+    let err = check(&both).unwrap_err().to_string();
+    assert!(err.contains("[cluster] and [kubernetes]"), "{err}");
+}

@@ -41,7 +41,7 @@ impl Histogram {
         Duration::from_nanos(self.sum_nanos.load(Ordering::Relaxed))
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
+    pub fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} histogram");
         for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
@@ -174,13 +174,15 @@ impl PurgeCounters {
     }
 }
 
-fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+/// One counter in Prometheus text exposition format (the controller's /metrics writes these too).
+pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} counter");
     let _ = writeln!(out, "{name} {value}");
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+/// One gauge in Prometheus text exposition format.
+pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} gauge");
     let _ = writeln!(out, "{name} {value}");

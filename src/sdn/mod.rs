@@ -61,6 +61,7 @@ pub use drift::DriftTiming;
 pub use error::Error;
 pub use ha::{HaConfig, HaRole, HaStatus};
 pub use labels::{FieldError, Labels};
+pub(crate) use metrics::{counter, gauge};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
 pub use objects::{KnownPod, NamedPort, Namespace, PodInfo, L4};

@@ -27,7 +27,7 @@ impl Vnid {
         Ok(Vnid(value))
     }
 
-    pub fn get(self) -> u32 {
+    pub const fn get(self) -> u32 {
         self.0
     }
 }

@@ -16,6 +16,7 @@ use tokio::net::UnixListener;
 
 use super::wire::{self, route, ErrorBody, HostSubnet, PodAdd, Service, SetupRequest};
 use crate::cluster::Membership;
+use crate::kube::Following;
 use crate::sdn::{self, Node};
 use crate::trace::{self, TraceError, VswitchdCtl};
 
@@ -60,11 +61,35 @@ pub enum ServeError {
     Serve(std::io::Error),
 }
 
+/// Where the node's inputs come from besides its socket.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// Present when the node is a member of a cluster through etcd.
+    pub membership: Option<Membership>,
+    /// Present when the node follows a Kubernetes API server: the inputs it owns are refused
+    /// on the socket, and CNI's pods take their VNID and labels from it.
+    pub following: Option<Following>,
+}
+
 struct AppState {
     node: Node,
-    /// Present when the node is a member of a cluster through etcd.
     membership: Option<Membership>,
+    following: Option<Following>,
     vswitchd_ctl: VswitchdCtl,
+}
+
+impl AppState {
+    /// Refuses an input the Kubernetes API owns while the node follows it (409, naming where
+    /// the truth lives and how to change it there).
+    fn owned_by_the_api(&self, how: &str) -> Result<(), ApiError> {
+        match &self.following {
+            Some(following) => Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: following.refusal(how),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 type Shared = State<Arc<AppState>>;
@@ -112,21 +137,22 @@ async fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
 pub async fn serve(
     listener: UnixListener,
     node: Node,
-    membership: Option<Membership>,
+    sources: Sources,
     options: &ApiOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let app = router(node, membership, options);
+    let app = router(node, sources, options);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)
 }
 
-fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> Router {
+fn router(node: Node, sources: Sources, options: &ApiOptions) -> Router {
     let state = Arc::new(AppState {
         node,
-        membership,
+        membership: sources.membership,
+        following: sources.following,
         vswitchd_ctl: options.vswitchd_ctl.clone(),
     });
     Router::new()
@@ -250,6 +276,7 @@ fn done() -> ApiResult<wire::Ok> {
 }
 
 async fn setup(State(s): Shared, Body(req): Body<SetupRequest>) -> ApiResult<wire::SetupReply> {
+    s.owned_by_the_api("the node sets itself up from its HostSubnet")?;
     let outcome = s.node.setup(&req).await?;
     Ok(Json(wire::SetupReply { outcome }))
 }
@@ -262,11 +289,41 @@ async fn status(State(s): Shared) -> Json<wire::StatusReply> {
     Json(wire::StatusReply {
         node: s.node.status(),
         cluster,
+        kubernetes: s.following.as_ref().map(Following::status),
     })
 }
 
-async fn pod_add(State(s): Shared, Body(req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {
+/// A pod added by CNI (or by hand). While the node follows the API, its VNID and labels are
+/// the API's (waiting a bounded time for them); a VNID or labels given too must agree.
+async fn pod_add(State(s): Shared, Body(mut req): Body<PodAdd>) -> ApiResult<wire::PodAdded> {
+    if let Some(following) = &s.following {
+        let from_api = following.pod_for_cni(&req.pod).await?;
+        if req.vnid != sdn::Vnid::GLOBAL && req.vnid != from_api.vnid {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: following.refusal(&format!(
+                    "pod {}'s VNID is {} (its namespace's NetNamespace), not {}",
+                    req.pod, from_api.vnid, req.vnid
+                )),
+            });
+        }
+        if !req.labels.is_empty() && req.labels != from_api.labels {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: following.refusal(&format!(
+                    "pod {}'s labels are its Pod object's: change them with kubectl label",
+                    req.pod
+                )),
+            });
+        }
+        req.vnid = from_api.vnid;
+        req.labels = from_api.labels;
+    }
+    let pod = req.pod.clone();
     let ofport = s.node.pod_add(&req.into()).await?;
+    if let Some(following) = &s.following {
+        following.attached(&pod);
+    }
     Ok(Json(wire::PodAdded { ofport }))
 }
 
@@ -292,6 +349,9 @@ async fn pods(
 }
 
 async fn pod_update(State(s): Shared, Body(req): Body<wire::PodUpdate>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api(
+        "a pod's VNID is its namespace's NetNamespace: change the NetNamespace with kubectl",
+    )?;
     s.node.pod_update(&req.pod, req.sandbox, req.vnid).await?;
     done()
 }
@@ -312,6 +372,7 @@ async fn pod_bandwidth(
 }
 
 async fn hostsubnet_add(State(s): Shared, Body(req): Body<HostSubnet>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change HostSubnets with kubectl")?;
     s.node.hostsubnet_add(&req).await?;
     done()
 }
@@ -320,16 +381,19 @@ async fn hostsubnet_del(
     State(s): Shared,
     Body(req): Body<wire::HostSubnetDel>,
 ) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change HostSubnets with kubectl")?;
     s.node.hostsubnet_del(req.host_ip, req.subnet).await?;
     done()
 }
 
 async fn service_add(State(s): Shared, Body(req): Body<Service>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change Services with kubectl")?;
     s.node.service_add(&req).await?;
     done()
 }
 
 async fn service_del(State(s): Shared, Body(req): Body<wire::ServiceDel>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change Services with kubectl")?;
     s.node.service_del(req.ip).await?;
     done()
 }
@@ -353,6 +417,7 @@ async fn multicast_vxlan(
 }
 
 async fn egress_set(State(s): Shared, Body(req): Body<wire::EgressSet>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change EgressNetworkPolicies with kubectl")?;
     s.node
         .egress_set(req.vnid, &req.namespaces, &req.policies)
         .await?;
@@ -360,6 +425,7 @@ async fn egress_set(State(s): Shared, Body(req): Body<wire::EgressSet>) -> ApiRe
 }
 
 async fn namespace_set(State(s): Shared, Body(req): Body<wire::Namespace>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change Namespaces (labels) and NetNamespaces (VNIDs) with kubectl")?;
     s.node.namespace_set(req).await?;
     done()
 }
@@ -368,6 +434,7 @@ async fn namespace_del(
     State(s): Shared,
     Body(req): Body<wire::NamespaceDel>,
 ) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change Namespaces and NetNamespaces with kubectl")?;
     s.node.namespace_del(&req.name).await?;
     done()
 }
@@ -378,11 +445,13 @@ async fn namespaces(State(s): Shared) -> ApiResult<wire::Namespaces> {
 }
 
 async fn pod_labels(State(s): Shared, Body(req): Body<wire::PodLabels>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change pods' labels with kubectl label")?;
     s.node.pod_labels(req.pod, req.edit).await?;
     done()
 }
 
 async fn pod_ports(State(s): Shared, Body(req): Body<wire::PodPorts>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("pods' named ports come from their containers' ports in the Pod object")?;
     s.node.pod_ports(req.pod, req.ports).await?;
     done()
 }
@@ -391,11 +460,13 @@ async fn namespace_labels(
     State(s): Shared,
     Body(req): Body<wire::NamespaceLabels>,
 ) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change namespaces' labels with kubectl label")?;
     s.node.namespace_labels(&req.name, req.edit).await?;
     done()
 }
 
 async fn remote_pod_set(State(s): Shared, Body(req): Body<wire::KnownPod>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("other nodes' pods come from their Pod objects")?;
     s.node.remote_pod_set(req.pod, req.info).await?;
     done()
 }
@@ -404,6 +475,7 @@ async fn remote_pod_del(
     State(s): Shared,
     Body(req): Body<wire::RemotePodDel>,
 ) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("other nodes' pods come from their Pod objects")?;
     s.node.remote_pod_del(req.pod).await?;
     done()
 }
@@ -416,12 +488,14 @@ async fn remote_pods(State(s): Shared) -> ApiResult<wire::RemotePods> {
 /// The body is parsed by the policy model itself, so that every refusal names its field
 /// (`spec.ingress[0].ports[1].port: …`).
 async fn netpol_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change NetworkPolicies with kubectl")?;
     let policy = sdn::policy::networkpolicy::parse_netpol(&body).map_err(sdn::Error::from)?;
     s.node.netpol_apply(policy).await?;
     done()
 }
 
 async fn netpol_del(State(s): Shared, Body(req): Body<wire::NetPolDel>) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api("change NetworkPolicies with kubectl")?;
     s.node.netpol_del(&req.namespace, &req.name).await?;
     done()
 }
@@ -481,7 +555,10 @@ fn bad_query(rejection: axum::extract::rejection::QueryRejection) -> ApiError {
 }
 
 async fn render_metrics(State(s): Shared) -> Response {
-    let text = s.node.metrics().render(&s.node.status());
+    let mut text = s.node.metrics().render(&s.node.status());
+    if let Some(following) = &s.following {
+        text.push_str(&following.status().render_metrics());
+    }
     (
         [(
             header::CONTENT_TYPE,

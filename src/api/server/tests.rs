@@ -129,7 +129,7 @@ impl Api {
             ..ApiOptions::default()
         };
         let listener = bind(&options).await.unwrap();
-        let app = router(node, None, &options);
+        let app = router(node, Sources::default(), &options);
         tokio::spawn(async move { axum::serve(listener, app).await });
         Api {
             socket: options.socket,

@@ -34,6 +34,22 @@ pub struct LabelEdit {
 }
 
 impl LabelEdit {
+    /// The edit that turns labels `from` into `to` (what a source that owns them replaces).
+    pub fn between(from: &Labels, to: &Labels) -> LabelEdit {
+        LabelEdit {
+            set: to
+                .iter()
+                .filter(|(k, v)| from.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            remove: from
+                .keys()
+                .filter(|k| !to.contains_key(*k))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// `labels` with the edit made; a key both set and removed is refused.
     pub fn applied_to(&self, mut labels: Labels) -> Result<Labels, Error> {
         if let Some(both) = self.remove.iter().find(|k| self.set.contains_key(*k)) {

@@ -47,7 +47,7 @@ impl Node {
 
     /// The stored form of a VNID's policies, with its DNS names resolved when the policy will
     /// use them (one policy in an unshared namespace).
-    async fn egress_entry(
+    pub async fn egress_entry(
         &self,
         namespaces: &[String],
         policies: &[EgressNetworkPolicy],

@@ -260,6 +260,23 @@ impl Node {
         request::edit(&self.inner.requests, None, step).await
     }
 
+    /// Sends an edit of the desired state without waiting for it (a source that follows
+    /// another's truth: edits sent together coalesce into few batches). The receiver gets the
+    /// answer once its batch is on the switch and on disk; None when the node has stopped.
+    pub async fn send_edit<T, F>(
+        &self,
+        step: F,
+    ) -> Option<tokio::sync::oneshot::Receiver<Result<T, Error>>>
+    where
+        F: FnOnce(&mut Core) -> Result<T, Error> + Send + 'static,
+        T: Send + 'static,
+    {
+        request::send(&self.inner.requests, |reply| {
+            Request::Edit(request::Edit::new(None, step, reply))
+        })
+        .await
+    }
+
     /// An edit that may give pod port `port` a port step (see `request::Edit::new`).
     async fn edit_port<T, F, E>(&self, port: Option<IfName>, step: F) -> Result<T, Error>
     where

@@ -31,6 +31,7 @@
 //! namespace), then the API server, then etcd, then the underlay namespace.
 
 mod inventory;
+mod kube;
 mod netpol;
 mod pod;
 mod restart;
@@ -49,6 +50,7 @@ use crate::ovs::{Ovs, OvsOptions};
 use crate::process::CommandError;
 
 pub use inventory::Inventory;
+pub use kube::KubePod;
 pub use netpol::labels;
 pub use pod::{
     reachability, tcp_transfer, unix_now, Endpoint, ExternalHost, Loss, PingStats, Pinger, Pod,

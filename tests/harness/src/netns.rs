@@ -108,25 +108,31 @@ impl Netns {
     /// Runs `f` on a thread of its own that has entered this namespace, so the sockets it opens
     /// (say, through a current-thread tokio runtime it drives) live here. Panics in `f` propagate.
     pub fn run_in<R: Send>(&self, f: impl FnOnce() -> R + Send) -> Result<R, CommandError> {
-        use std::os::fd::AsRawFd;
-        let handle = std::fs::File::open(self.path())
-            .map_err(|e| CommandError::Other(format!("open {}: {e}", self.path())))?;
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    // SAFETY: setns on a valid namespace fd changes only this thread, which ends
-                    // when `f` returns.
-                    let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
-                    if rc != 0 {
-                        let e = std::io::Error::last_os_error();
-                        return Err(CommandError::Other(format!("setns {}: {e}", self.name)));
-                    }
-                    Ok(f())
-                })
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+        run_in_named(&self.name, f)
     }
+}
+
+/// [`Netns::run_in`] for a namespace known by name (one a guard of someone else owns).
+pub fn run_in_named<R: Send>(name: &str, f: impl FnOnce() -> R + Send) -> Result<R, CommandError> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/run/netns/{name}");
+    let handle =
+        std::fs::File::open(&path).map_err(|e| CommandError::Other(format!("open {path}: {e}")))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: setns on a valid namespace fd changes only this thread, which ends
+                // when `f` returns.
+                let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    let e = std::io::Error::last_os_error();
+                    return Err(CommandError::Other(format!("setns {name}: {e}")));
+                }
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 impl Drop for Netns {

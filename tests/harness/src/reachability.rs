@@ -146,6 +146,39 @@ impl Model {
         Ok(Model { servers, pods })
     }
 
+    /// The same model on a cluster that follows its API server: namespace `ns` (label
+    /// `ns=<name>`) and its NetNamespace with VNID `vnid(ns)` created through the API, each pod
+    /// run as a kubelet runs it (its Pod object with label `pod=<name>`, `ofnode-cni ADD`, its
+    /// status IP). Nothing is told to any node directly.
+    pub fn create_following_kube(
+        cluster: &Cluster,
+        vnid: impl Fn(&str) -> u32,
+    ) -> Result<Model, ClusterError> {
+        for namespace in NAMESPACES {
+            cluster.create_kube_namespace(namespace, vnid(namespace), &[("ns", namespace)])?;
+        }
+        let mut pods = Vec::new();
+        for (index, (namespace, name)) in NAMESPACES
+            .iter()
+            .flat_map(|ns| POD_NAMES.iter().map(move |name| (*ns, *name)))
+            .enumerate()
+        {
+            let node = index % cluster.nodes().len();
+            let object = crate::kube::PodObject::new(namespace, name, "").label("pod", name);
+            let pod = cluster.start_kube_pod(node, object)?.pod;
+            pods.push(ModelPod {
+                namespace,
+                name,
+                pod,
+            });
+        }
+        let servers = pods
+            .iter()
+            .map(|pod| Servers::start(pod.pod.netns(), pod.id()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Model { servers, pods })
+    }
+
     /// The pod `x/a`.
     pub fn pod(&self, id: &str) -> &ModelPod {
         self.pods

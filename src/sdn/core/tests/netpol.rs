@@ -724,3 +724,38 @@ mod random_sequences {
         }
     }
 }
+
+#[test]
+fn the_edit_between_two_label_sets_turns_one_into_the_other() {
+    let set = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let cases = [
+        (set(&[]), set(&[("app", "web")])),
+        (set(&[("app", "web")]), set(&[])),
+        (
+            set(&[("app", "web"), ("tier", "a")]),
+            set(&[("app", "db"), ("x", "1")]),
+        ),
+        (set(&[("app", "web")]), set(&[("app", "web")])),
+    ];
+    for (from, to) in cases {
+        let edit = LabelEdit::between(&from, &to);
+        assert_eq!(
+            edit.applied_to(from.clone()).unwrap(),
+            to,
+            "{from:?} -> {to:?}"
+        );
+        assert!(
+            edit.set.iter().all(|(k, v)| from.get(k) != Some(v)),
+            "{edit:?} sets a label already set"
+        );
+    }
+    assert_eq!(
+        LabelEdit::between(&set(&[("a", "1")]), &set(&[("a", "1")])),
+        LabelEdit::default()
+    );
+}

@@ -23,6 +23,14 @@ impl Inventory {
         if let Some(pid) = cluster.etcd().and_then(|etcd| etcd.pid()) {
             inventory.add_process("etcd", pid);
         }
+        if let Some(api) = cluster.kube_api() {
+            if let Some(pid) = api.pid() {
+                inventory.add_process("kube-apiserver", pid);
+            }
+            if let Some(pid) = api.etcd().pid() {
+                inventory.add_process("the API server's etcd", pid);
+            }
+        }
         for node in cluster.nodes() {
             inventory.add_namespace(node.netns().name());
             let ovs = node.ovs();
@@ -67,6 +75,20 @@ impl Inventory {
     /// `(what, pid)` of every recorded process.
     pub fn processes(&self) -> &[(String, u32)] {
         &self.processes
+    }
+
+    /// [`Inventory::left_behind`] once nothing is, or after `limit`: stopped daemons (OVS's
+    /// detach from their starter) take a moment to exit after their signal, and a check made at
+    /// once would call them left behind, or miss one that never goes.
+    pub fn left_behind_after(&self, limit: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = self.left_behind();
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// One line for every recorded namespace that still exists and every recorded process that

@@ -230,6 +230,37 @@ impl Pod {
     }
 }
 
+impl Pod {
+    /// A pod whose interface something else made (a CNI plugin) in `netns`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn made_by_cni(
+        node: usize,
+        ip: Ipv4Addr,
+        mac: String,
+        host_veth: String,
+        sandbox: String,
+        vnid: u32,
+        ofport: u32,
+        (namespace, name): (&str, &str),
+        labels: Vec<(String, String)>,
+        netns: Netns,
+    ) -> Pod {
+        Pod {
+            node,
+            ip,
+            mac,
+            host_veth,
+            sandbox,
+            vnid,
+            ofport,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            labels,
+            netns,
+        }
+    }
+}
+
 impl Endpoint for Pod {
     fn netns(&self) -> &Netns {
         &self.netns

@@ -27,6 +27,7 @@
 //! runs ([`crate::reap_stale`]) stops them; on drop both are killed by PID and waited for.
 
 mod binaries;
+mod controller;
 mod kubeconfig;
 mod kubectl;
 mod objects;
@@ -46,6 +47,7 @@ use kubeconfig::Credentials;
 pub use binaries::{
     etcd_release, kubernetes_release, KubeBinaries, DEFAULT_TOOLS_CACHE, TOOLS_CACHE_ENV,
 };
+pub use controller::{in_netns, ControllerOptions, ControllerProcess};
 pub use kubeconfig::CONTEXT;
 pub use kubectl::Kubectl;
 pub use objects::{NodeObject, PodObject};

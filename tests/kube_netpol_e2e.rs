@@ -1,0 +1,221 @@
+//! Issue 28 item 7: three nodes (a private Open vSwitch each, VXLAN between them) follow a real
+//! kube-apiserver. The harness plays the controller (HostSubnets, NetNamespaces) and the kubelet
+//! (Pod objects, `ofnode-cni ADD`, status IPs); nothing is told to any node through its socket.
+//! The NetworkPolicy truth tables of `netpol_e2e.rs` run with each policy created once by
+//! `kubectl apply`, label changes by `kubectl label`, and the API server restarted mid-run.
+
+use std::time::Duration;
+
+use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Mode};
+use ofnode_harness::reachability::{Model, Probe, Reachability};
+use serde_json::{json, Value};
+
+fn vnid(namespace: &str) -> u32 {
+    match namespace {
+        "x" => 11,
+        "y" => 12,
+        _ => 13,
+    }
+}
+
+fn start() -> (Cluster, Model) {
+    let cluster = Cluster::start_following_kube(ClusterOptions {
+        nodes: 3,
+        mode: Mode::NetworkPolicy,
+        control: Control::Ofnode(env!("CARGO_BIN_EXE_ofnode").into()),
+        echo: false,
+    })
+    .unwrap();
+    let model = Model::create_following_kube(&cluster, vnid).unwrap();
+    cluster.wait_kube_synced(Duration::from_secs(60)).unwrap();
+    (cluster, model)
+}
+
+fn policy(namespace: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+}
+
+struct Session<'a> {
+    cluster: &'a Cluster,
+    model: &'a Model,
+    failures: Vec<String>,
+}
+
+impl Session<'_> {
+    /// Creates `policies` with `kubectl apply`, waits for every node to have applied them,
+    /// checks the table on every probe, deletes them and checks everything connects again.
+    fn case(&mut self, name: &str, policies: &[Value], expected: Reachability) {
+        println!("case {name}");
+        let result = self.run(policies, &expected);
+        if let Err(report) = result {
+            println!("case {name} FAILED:\n{report}");
+            self.failures.push(format!("=== case {name}\n{report}"));
+        }
+    }
+
+    fn run(&self, policies: &[Value], expected: &Reachability) -> Result<(), String> {
+        for policy in policies {
+            self.cluster
+                .kube_apply("NetworkPolicy", policy)
+                .map_err(|e| e.to_string())?;
+        }
+        let tables: Vec<(Probe, &Reachability)> =
+            Probe::ALL.iter().map(|p| (*p, expected)).collect();
+        let checked = self.model.check(&tables);
+        for policy in policies {
+            let meta = &policy["metadata"];
+            let (ns, name) = (
+                meta["namespace"].as_str().unwrap(),
+                meta["name"].as_str().unwrap(),
+            );
+            self.delete_policy(ns, name)?;
+        }
+        checked?;
+        self.model
+            .check(&[(Probe::TCP80, &self.model.all_connected())])
+            .map_err(|report| format!("after the policies were deleted:\n{report}"))
+    }
+
+    fn delete_policy(&self, namespace: &str, name: &str) -> Result<(), String> {
+        let admin = self.cluster.kube_admin().map_err(|e| e.to_string())?;
+        admin
+            .run(&["delete", "networkpolicy", name, "-n", namespace])
+            .map_err(|e| e.to_string())?;
+        // A deletion's resourceVersion is not printed: wait for every node's list to lack it.
+        for node in self.cluster.nodes() {
+            node.wait_for(Duration::from_secs(30), "the policy deleted", |node| {
+                let out = node.cli(&["netpol", "list"])?;
+                let key = format!("{namespace}/{name}");
+                let listed = out
+                    .lines()
+                    .any(|l| l.split_whitespace().next() == Some(key.as_str()));
+                Ok((!listed).then_some(()))
+            })
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} cases failed:\n{}\n{}",
+            self.failures.len(),
+            self.failures.join("\n"),
+            self.cluster.diagnostics()
+        );
+    }
+}
+
+#[test]
+fn networkpolicy_truth_tables_from_the_api_server() {
+    let (mut cluster, mut model) = start();
+    let mut session = Session {
+        cluster: &cluster,
+        model: &model,
+        failures: Vec::new(),
+    };
+    session.case("no policy", &[], model.all_connected());
+    session.case(
+        "default-deny ingress",
+        &[policy(
+            "x",
+            "deny-ingress",
+            json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+        )],
+        model.expect(|_, to| to.namespace != "x"),
+    );
+    session.case(
+        "default-deny egress",
+        &[policy(
+            "x",
+            "deny-egress",
+            json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+        )],
+        model.expect(|from, _| from.namespace != "x"),
+    );
+    session.case(
+        "allow from the same namespace",
+        &[policy(
+            "x",
+            "allow-same-namespace",
+            json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}),
+        )],
+        model.expect(|from, to| to.namespace != "x" || from.namespace == "x"),
+    );
+    session.case(
+        "allow to x/a from namespace y",
+        &[policy(
+            "x",
+            "allow-from-y",
+            json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                   "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+        )],
+        model.expect(|from, to| to.id() != "x/a" || from.namespace == "y"),
+    );
+    session.finish();
+
+    // A label change moves a pod into and out of a policy: x/b gets pod=a, and the policy
+    // isolating pod=a pods of x now isolates it too.
+    let deny_a = policy(
+        "x",
+        "deny-a",
+        json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"]}),
+    );
+    cluster.kube_apply("NetworkPolicy", &deny_a).unwrap();
+    let only_xa = model.expect(|_, to| to.id() != "x/a");
+    model.check(&[(Probe::TCP80, &only_xa)]).unwrap();
+    cluster
+        .kube_change(
+            "Pod",
+            &["label", "pod", "b", "-n", "x", "pod=a", "--overwrite"],
+        )
+        .unwrap();
+    let xa_and_xb = model.expect(|_, to| to.id() != "x/a" && to.id() != "x/b");
+    model.check(&[(Probe::TCP80, &xa_and_xb)]).unwrap();
+    cluster
+        .kube_change(
+            "Pod",
+            &["label", "pod", "b", "-n", "x", "pod=b", "--overwrite"],
+        )
+        .unwrap();
+    model.check(&[(Probe::TCP80, &only_xa)]).unwrap();
+
+    // The API server goes away: every node keeps enforcing what it had, nothing is flushed.
+    let before: Vec<Vec<String>> = cluster.nodes().iter().map(|n| n.flows().unwrap()).collect();
+    cluster.kube_api_mut().unwrap().kill();
+    std::thread::sleep(Duration::from_secs(3));
+    for (node, flows) in cluster.nodes().iter().zip(&before) {
+        assert_eq!(
+            &node.flows().unwrap(),
+            flows,
+            "node {} changed while the API server was down",
+            node.index
+        );
+        let status = node.status().unwrap();
+        assert_eq!(status["kubernetes"]["connected"], false, "{status}");
+    }
+    model.check(&[(Probe::TCP80, &only_xa)]).unwrap();
+    // Restarted on the same etcd: the nodes reconnect; a change made after is enforced.
+    cluster.kube_api_mut().unwrap().spawn().unwrap();
+    cluster.wait_kube_synced(Duration::from_secs(60)).unwrap();
+    let deny_y = policy(
+        "y",
+        "deny-y",
+        json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+    );
+    cluster.kube_apply("NetworkPolicy", &deny_y).unwrap();
+    let xa_and_y = model.expect(|_, to| to.id() != "x/a" && to.namespace != "y");
+    model.check(&[(Probe::TCP80, &xa_and_y)]).unwrap();
+    for node in cluster.nodes() {
+        let status = node.status().unwrap();
+        assert_eq!(status["kubernetes"]["connected"], true, "{status}");
+        assert_eq!(status["kubernetes"]["bad_objects"], json!([]), "{status}");
+    }
+    let _ = &mut model;
+}

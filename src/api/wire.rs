@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterStatus;
 pub use crate::sdn::{
-    EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
+    AdminSummary, KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo,
+    PodKey, L4,
 };
 pub use crate::sdn::{
-    KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo, PodKey, L4,
+    EgressNetworkPolicy, HostSubnet, PodAdd, PodStatus, Service, SetupOutcome, SetupRequest, Status,
 };
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, SandboxId, Vnid};
@@ -63,6 +64,10 @@ pub mod route {
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
     /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
     pub const NETPOLS: &str = "/v1/netpols";
+    /// POST one `policy.networking.k8s.io/v1alpha1` AdminNetworkPolicy or
+    /// BaselineAdminNetworkPolicy, as JSON or YAML; DELETE [`super::AdminPolicyDel`];
+    /// GET → [`super::AdminPolicies`].
+    pub const ADMIN_POLICIES: &str = "/v1/admin-policies";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -262,4 +267,33 @@ pub struct NetPolDel {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetPols {
     pub netpols: Vec<NetPolSummary>,
+}
+
+/// Which admin policy to delete: `kind` is `anp` or `banp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminPolicyDel {
+    pub kind: AdminKind,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminKind {
+    Anp,
+    Banp,
+}
+
+impl AdminKind {
+    pub fn short(self) -> &'static str {
+        match self {
+            AdminKind::Anp => "anp",
+            AdminKind::Banp => "banp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdminPolicies {
+    pub admin_policies: Vec<AdminSummary>,
 }

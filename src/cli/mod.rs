@@ -90,6 +90,12 @@ pub enum Command {
     /// Kubernetes NetworkPolicies (networkpolicy mode).
     #[command(subcommand)]
     Netpol(NetpolCommand),
+    /// The cluster admin's AdminNetworkPolicies (networkpolicy mode): judged before NetworkPolicy.
+    #[command(subcommand)]
+    Anp(AdminCommand),
+    /// The BaselineAdminNetworkPolicy `default` (networkpolicy mode): judged after NetworkPolicy.
+    #[command(subcommand)]
+    Banp(AdminCommand),
     /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
     Trace {
         /// The pod it leaves: its NAMESPACE/NAME, IP, sandbox id (or a unique prefix), or host veth.
@@ -390,6 +396,28 @@ pub enum NamespaceCommand {
         name: String,
     },
     /// List the namespaces.
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create or replace one from its YAML or JSON (as `kubectl apply -f` takes it).
+    Apply {
+        /// The YAML or JSON file (`-`: standard input).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Delete one.
+    Del {
+        /// Its name (a baseline's is `default`).
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        name: String,
+    },
+    /// List them (ANPs by priority) with the local pods they select and their flows.
     List {
         /// Print the API's JSON instead of text.
         #[arg(long)]

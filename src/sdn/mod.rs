@@ -52,7 +52,7 @@ pub mod table;
 pub mod types;
 mod writer;
 
-pub use self::core::{LabelEdit, NetPolSummary, SetupOutcome};
+pub use self::core::{AdminSummary, LabelEdit, NetPolSummary, SetupOutcome};
 pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig};
 pub use dns::DnsConfig;

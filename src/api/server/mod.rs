@@ -162,6 +162,12 @@ fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> R
             route::NETPOLS,
             get(netpols).post(netpol_apply).delete(netpol_del),
         )
+        .route(
+            route::ADMIN_POLICIES,
+            get(admin_policies)
+                .post(admin_policy_apply)
+                .delete(admin_policy_del),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(options.max_body))
         .with_state(state)
@@ -415,6 +421,25 @@ async fn netpol_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wi
 async fn netpol_del(State(s): Shared, Body(req): Body<wire::NetPolDel>) -> ApiResult<wire::Ok> {
     s.node.netpol_del(&req.namespace, &req.name).await?;
     done()
+}
+
+async fn admin_policy_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wire::Ok> {
+    let policy = sdn::policy::admin::parse_admin_policy(&body).map_err(sdn::Error::from)?;
+    s.node.admin_apply(policy).await?;
+    done()
+}
+
+async fn admin_policy_del(
+    State(s): Shared,
+    Body(req): Body<wire::AdminPolicyDel>,
+) -> ApiResult<wire::Ok> {
+    s.node.admin_del(req.kind.short(), &req.name).await?;
+    done()
+}
+
+async fn admin_policies(State(s): Shared) -> ApiResult<wire::AdminPolicies> {
+    let admin_policies = s.node.admin_policies().await?;
+    Ok(Json(wire::AdminPolicies { admin_policies }))
 }
 
 async fn netpols(State(s): Shared) -> ApiResult<wire::NetPols> {

@@ -3,9 +3,10 @@
 //! refuses bad input naming the field (`core/netpol.rs`).
 
 use super::Node;
-use crate::sdn::core::{LabelEdit, NetPolSummary};
+use crate::sdn::core::{AdminSummary, LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
 use crate::sdn::objects::{KnownPod, NamedPort, Namespace, PodInfo};
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::value::PodKey;
 
@@ -93,6 +94,26 @@ impl Node {
         let (namespace, name) = (namespace.to_string(), name.to_string());
         self.edit(move |core| core.netpol_del(&namespace, &name))
             .await
+    }
+
+    /// Creates or replaces an AdminNetworkPolicy or the BaselineAdminNetworkPolicy.
+    pub async fn admin_apply(&self, policy: AdminPolicy) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        self.edit(move |core| core.admin_apply(policy)).await
+    }
+
+    /// Deletes one: `short` is `anp` or `banp`.
+    pub async fn admin_del(&self, short: &str, name: &str) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let (short, name) = (short.to_string(), name.to_string());
+        self.edit(move |core| core.admin_del(&short, &name)).await
+    }
+
+    /// Each admin policy with the local pods it selects and its flows on this node.
+    pub async fn admin_policies(&self) -> Result<Vec<AdminSummary>, Error> {
+        self.read(|core| Ok(core.admin_summaries())).await
     }
 
     /// Each policy with the local pods it selects and its flows on this node.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{Change, EgressState, LocalMulticast, NodeState, PortIntent};
 use crate::sdn::labels::Labels;
 use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::StoredNetPol;
 use crate::sdn::types::{HostSubnet, Pod, Service, SetupRequest};
 use crate::value::PodKey;
@@ -70,6 +71,8 @@ pub struct RecordedState {
     #[serde(default)]
     netpols: BTreeMap<String, StoredNetPol>,
     #[serde(default)]
+    admin_policies: BTreeMap<String, AdminPolicy>,
+    #[serde(default)]
     port_intents: BTreeMap<IfName, PortIntent>,
 }
 
@@ -97,6 +100,7 @@ impl TryFrom<RecordedState> for NodeState {
             namespaces: recorded.namespaces,
             pod_infos: recorded.pod_infos,
             netpols: recorded.netpols,
+            admin_policies: recorded.admin_policies,
             port_intents: recorded.port_intents,
         };
         let mut meta = recorded.pod_meta;

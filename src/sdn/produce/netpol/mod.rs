@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use ofnode_proto::{Action, Conjunction, FlowMod, FlowModCommand, Instruction, Match};
 use slab::Slab;
 
-mod matches;
+pub(crate) mod matches;
 
 pub use matches::Dir;
 

@@ -201,12 +201,14 @@ impl RawObject {
         let baseline = match self.kind.as_str() {
             "AdminNetworkPolicy" => false,
             "BaselineAdminNetworkPolicy" => true,
-            other => return Err(FieldError::new(
-                "kind",
-                format!(
+            other => {
+                return Err(FieldError::new(
+                    "kind",
+                    format!(
                     "{other:?}: expected \"AdminNetworkPolicy\" or \"BaselineAdminNetworkPolicy\""
                 ),
-            )),
+                ))
+            }
         };
         let name = self
             .metadata

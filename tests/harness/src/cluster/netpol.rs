@@ -105,6 +105,26 @@ impl Cluster {
         self.on_every_node(|node| node.netpol_apply(policy).map(drop))
     }
 
+    /// `ofnode anp apply --file F` (or `banp`, by the object's kind) of one
+    /// AdminNetworkPolicy or BaselineAdminNetworkPolicy (YAML or JSON text) on every node.
+    pub fn admin_apply(&self, text: &str) -> Result<(), ClusterError> {
+        self.on_every_node(|node| node.admin_apply(text).map(drop))
+    }
+
+    /// `ofnode anp|banp del --name N` on every node (`kind`: `anp` or `banp`).
+    pub fn admin_del(&self, kind: &str, name: &str) -> Result<(), ClusterError> {
+        self.on_every_node(|node| node.cli(&[kind, "del", "--name", name]).map(drop))
+    }
+
+    /// `ofnode pod ports --pod NS/NAME NAME=PORT/PROTO…` on every node (where the pod lives
+    /// and where it is known).
+    pub fn pod_ports(&self, pod: &Pod, ports: &[&str]) -> Result<(), ClusterError> {
+        let key = pod.key();
+        let mut args = vec!["pod", "ports", "--pod", &key];
+        args.extend(ports);
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
     /// `ofnode netpol del --namespace NS --name N` on every node.
     pub fn netpol_del(&self, namespace: &str, name: &str) -> Result<(), ClusterError> {
         self.on_every_node(|node| {
@@ -124,6 +144,15 @@ impl Cluster {
 }
 
 impl Node {
+    /// `ofnode anp apply --file F` of one admin policy's text (the kind inside decides the
+    /// tier; `banp apply` posts to the same place).
+    pub fn admin_apply(&self, text: &str) -> Result<String, ClusterError> {
+        let path = self.ovs().dir().join("admin-apply.yaml");
+        std::fs::write(&path, text)
+            .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
+        self.cli(&["anp", "apply", "--file", &path.display().to_string()])
+    }
+
     /// Whether `ofnode status` carries the stale-megaflow warning (`src/sdn/ovs_bugs.rs`).
     pub fn warns_of_stale_megaflows(&self) -> Result<bool, ClusterError> {
         let status = self.status()?;

@@ -11,6 +11,8 @@
 
 pub mod parse;
 #[cfg(test)]
+pub(crate) mod reference;
+#[cfg(test)]
 mod tests;
 
 use serde::{Deserialize, Serialize};

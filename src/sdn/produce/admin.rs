@@ -129,7 +129,7 @@ fn verdict(action: Action, dir: Dir, at: u8, priority: u16, m: Match) -> FlowMod
 
 /// The flows joining the tiers to NetworkPolicy's tables: present while any ANP (`admin`),
 /// or the baseline (`baseline`), exists.
-fn tier_flows(admin: bool, baseline: bool) -> Vec<FlowMod> {
+pub fn tier_flows(admin: bool, baseline: bool) -> Vec<FlowMod> {
     let ip = || Match::new().with(Field::EthType, 0x0800);
     let not_done = |bit: u64| ip().with_masked(Field::Reg(3), 0, bit);
     let mut flows = Vec::new();
@@ -168,6 +168,44 @@ fn tier_flows(admin: bool, baseline: bool) -> Vec<FlowMod> {
     flows
 }
 
+/// The flow each rule's satisfied conjunction runs (its verdict), with the rule's direction
+/// and index: what `trace` names when a packet meets it.
+pub fn verdict_flows(policy: &AdminPolicy) -> Vec<(FlowMod, Dir, usize)> {
+    Plan::of(policy)
+        .parts
+        .iter()
+        .map(|part| {
+            let fm = verdict(
+                part.action,
+                part.dir,
+                part.table,
+                part.priority,
+                matches::conjunction(part.id),
+            );
+            (fm, part.dir, part.index)
+        })
+        .collect()
+}
+
+/// What a flow of [`tier_flows`] does, in words.
+pub fn tier_flow_meaning(table: u8, priority: u16) -> &'static str {
+    match (table, priority) {
+        (POLICY_CONNTRACK, PRIO_ADMIN_JUMP_EGRESS) => "egress: to the AdminNetworkPolicies first",
+        (POLICY, PRIO_ADMIN_JUMP_INGRESS) => "ingress: to the AdminNetworkPolicies first",
+        (ADMIN_EGRESS, 0) => "no AdminNetworkPolicy rule matched egress: on to NetworkPolicy",
+        (ADMIN_INGRESS, 0) => "no AdminNetworkPolicy rule matched ingress: on to NetworkPolicy",
+        (POLICY_CONNTRACK, PRIO_BASELINE_JUMP_EGRESS) => {
+            "egress: no NetworkPolicy isolates the pod: to the baseline"
+        }
+        (POLICY, PRIO_BASELINE_JUMP_INGRESS) => {
+            "ingress: no NetworkPolicy isolates the pod: to the baseline"
+        }
+        (BASELINE_EGRESS, 0) => "no baseline rule matched egress: allowed",
+        (BASELINE_INGRESS, 0) => "no baseline rule matched ingress: allowed",
+        _ => "admin tiers",
+    }
+}
+
 /// Where a rule's peers come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum PeerPlan {
@@ -180,6 +218,8 @@ enum PeerPlan {
 #[derive(Debug, Clone)]
 struct PartPlan {
     dir: Dir,
+    /// The rule's index in its direction.
+    index: usize,
     table: u8,
     priority: u16,
     id: u32,
@@ -265,6 +305,7 @@ impl Plan {
     fn rule_parts(tier: Tier, dir: Dir, index: usize, rule: &AdminRule) -> Vec<PartPlan> {
         let part = |id_part: u32, named: Vec<String>, ports: Vec<Match>| PartPlan {
             dir,
+            index,
             table: tables(tier, dir),
             priority: rule_priority(tier, index),
             id: conjunction_id(tier, index, id_part),

@@ -75,6 +75,28 @@ fn expect_from(world: &World, case: &str, from: &str, expect: bool) -> Vec<Strin
         .collect()
 }
 
+/// `ofnode trace` on the server's node (from the slytherin pod there) names the tier, policy
+/// and rule that decided.
+fn trace_names_the_rule(world: &World) -> Option<String> {
+    let server = world.pod(GRYFFINDOR);
+    let local = world.pod("slytherin/draco-malfoy-1");
+    assert_eq!(
+        server.node, local.node,
+        "the trace starts on the server's node"
+    );
+    let (from, to) = (local.key(), server.ip.to_string());
+    let trace = world
+        .cluster
+        .node(server.node)
+        .cli(&["trace", "--from", &from, "--to", &to, "--dport", "80"])
+        .unwrap();
+    println!("{trace}");
+    let decided = "anp deny-slytherin (priority 10) ingress rule 0 \"deny-from-slytherin\": Deny";
+    let jump = "admin tiers: ingress: to the AdminNetworkPolicies first";
+    (!trace.contains(decided) || !trace.contains(jump))
+        .then(|| format!("the trace does not name the rule that decided:\n{trace}"))
+}
+
 fn flush_conntrack(world: &World) {
     for node in world.cluster.nodes() {
         node.ovs().appctl(&["dpctl/flush-conntrack"]).unwrap();
@@ -108,6 +130,7 @@ fn the_tiers_around_networkpolicy() {
         SLYTHERIN,
         false,
     ));
+    failures.extend(trace_names_the_rule(&world));
     world.delete(&deny).unwrap();
     world.delete(&np).unwrap();
     flush_conntrack(&world);

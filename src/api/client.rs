@@ -221,6 +221,19 @@ impl Client {
         Ok(reply.admin_policies)
     }
 
+    pub async fn node_set(&self, req: &wire::ClusterNode) -> Result<(), ClientError> {
+        self.act(Method::POST, route::NODES, req).await
+    }
+
+    pub async fn node_del(&self, req: &wire::ClusterNodeDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::NODES, req).await
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<wire::ClusterNode>, ClientError> {
+        let reply: wire::ClusterNodes = self.get(route::NODES).await?;
+        Ok(reply.nodes)
+    }
+
     pub async fn netpols(&self) -> Result<Vec<wire::NetPolSummary>, ClientError> {
         let reply: wire::NetPols = self.get(route::NETPOLS).await?;
         Ok(reply.netpols)

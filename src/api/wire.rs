@@ -68,6 +68,8 @@ pub mod route {
     /// BaselineAdminNetworkPolicy, as JSON or YAML; DELETE [`super::AdminPolicyDel`];
     /// GET → [`super::AdminPolicies`].
     pub const ADMIN_POLICIES: &str = "/v1/admin-policies";
+    /// POST [`super::ClusterNode`]; DELETE [`super::ClusterNodeDel`]; GET → [`super::ClusterNodes`].
+    pub const NODES: &str = "/v1/nodes";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -291,6 +293,28 @@ impl AdminKind {
             AdminKind::Banp => "banp",
         }
     }
+}
+
+/// A node of the cluster as admin policies' node peers see it (its Node object's addresses
+/// and labels).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNode {
+    pub name: String,
+    pub ips: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub labels: Labels,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNodeDel {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterNodes {
+    pub nodes: Vec<ClusterNode>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -90,6 +90,9 @@ pub enum Command {
     /// Kubernetes NetworkPolicies (networkpolicy mode).
     #[command(subcommand)]
     Netpol(NetpolCommand),
+    /// The cluster's nodes as AdminNetworkPolicy node peers see them (networkpolicy mode).
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// The cluster admin's AdminNetworkPolicies (networkpolicy mode): judged before NetworkPolicy.
     #[command(subcommand)]
     Anp(AdminCommand),
@@ -396,6 +399,33 @@ pub enum NamespaceCommand {
         name: String,
     },
     /// List the namespaces.
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Create or replace a node: its addresses and labels (as its Node object has them).
+    Set {
+        /// The node's name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// An address of the node (repeat for more).
+        #[arg(long = "ip", value_name = "IP", required = true)]
+        ips: Vec<Ipv4Addr>,
+        /// A label of the node, k=v (repeat for more).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Forget a node.
+    Del {
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
+    /// List the nodes.
     List {
         /// Print the API's JSON instead of text.
         #[arg(long)]

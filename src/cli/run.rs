@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     AdminCommand, Cli, Command, EgressCommand, HostSubnetCommand, LabelChange, MulticastCommand,
-    NamespaceCommand, NetpolCommand, PodCommand, RemotePodCommand, ServiceCommand, VnidsCommand,
-    DEFAULT_API,
+    NamespaceCommand, NetpolCommand, NodeCommand, PodCommand, RemotePodCommand, ServiceCommand,
+    VnidsCommand, DEFAULT_API,
 };
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
@@ -135,6 +135,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Namespace(cmd) => run_namespace(client, cmd).await?,
         Command::Netpol(cmd) => run_netpol(client, cmd).await?,
+        Command::Node(cmd) => run_node(client, cmd).await?,
         Command::Anp(cmd) => run_admin(client, wire::AdminKind::Anp, cmd).await?,
         Command::Banp(cmd) => run_admin(client, wire::AdminKind::Banp, cmd).await?,
         Command::Vnids(VnidsCommand::Unused) => {
@@ -380,6 +381,38 @@ async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), Cli
             } else {
                 for ns in namespaces {
                     println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_node(client: &Client, cmd: NodeCommand) -> Result<(), CliError> {
+    match cmd {
+        NodeCommand::Set {
+            name,
+            ips,
+            labels: pairs,
+        } => {
+            let req = wire::ClusterNode {
+                name,
+                ips,
+                labels: labels(pairs),
+            };
+            client.node_set(&req).await?;
+        }
+        NodeCommand::Del { name } => client.node_del(&wire::ClusterNodeDel { name }).await?,
+        NodeCommand::List { json } => {
+            let nodes = client.nodes().await?;
+            if json {
+                print_json(&wire::ClusterNodes { nodes });
+            } else {
+                for n in nodes {
+                    let ips: Vec<String> = n.ips.iter().map(ToString::to_string).collect();
+                    let labels: Vec<String> =
+                        n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    println!("{} {} {}", n.name, ips.join(","), labels.join(","));
                 }
             }
         }

@@ -62,7 +62,7 @@ pub use ha::{HaConfig, HaRole, HaStatus};
 pub use labels::{FieldError, Labels};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use objects::{KnownPod, NamedPort, Namespace, PodInfo, L4};
+pub use objects::{KnownPod, NamedPort, Namespace, NodeInfo, PodInfo, L4};
 pub use ovs_bugs::StaleMegaflows;
 pub use report::PodStatus;
 pub use report::{Detection, DriftReport, DriftStatus, StaleMegaflowStatus, Status};

@@ -162,6 +162,7 @@ fn router(node: Node, membership: Option<Membership>, options: &ApiOptions) -> R
             route::NETPOLS,
             get(netpols).post(netpol_apply).delete(netpol_del),
         )
+        .route(route::NODES, get(nodes).post(node_set).delete(node_del))
         .route(
             route::ADMIN_POLICIES,
             get(admin_policies)
@@ -435,6 +436,35 @@ async fn admin_policy_del(
 ) -> ApiResult<wire::Ok> {
     s.node.admin_del(req.kind.short(), &req.name).await?;
     done()
+}
+
+async fn node_set(State(s): Shared, Body(req): Body<wire::ClusterNode>) -> ApiResult<wire::Ok> {
+    let node = sdn::NodeInfo {
+        ips: req.ips,
+        labels: req.labels,
+    };
+    s.node.node_set(req.name, node).await?;
+    done()
+}
+
+async fn node_del(State(s): Shared, Body(req): Body<wire::ClusterNodeDel>) -> ApiResult<wire::Ok> {
+    s.node.node_del(&req.name).await?;
+    done()
+}
+
+async fn nodes(State(s): Shared) -> ApiResult<wire::ClusterNodes> {
+    let nodes = s
+        .node
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|(name, info)| wire::ClusterNode {
+            name,
+            ips: info.ips,
+            labels: info.labels,
+        })
+        .collect();
+    Ok(Json(wire::ClusterNodes { nodes }))
 }
 
 async fn admin_policies(State(s): Shared) -> ApiResult<wire::AdminPolicies> {

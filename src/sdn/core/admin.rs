@@ -3,7 +3,8 @@
 
 use super::Core;
 use crate::sdn::error::Error;
-use crate::sdn::labels::FieldError;
+use crate::sdn::labels::{check_dns_subdomain, check_labels, FieldError};
+use crate::sdn::objects::NodeInfo;
 use crate::sdn::policy::admin::{admin_key, AdminPolicy, Tier};
 use crate::sdn::state::Change;
 
@@ -53,6 +54,42 @@ impl Core {
             });
         }
         self.apply(vec![Change::AdminPolicy { key, policy: None }])
+    }
+
+    /// Creates or replaces a node of the cluster as admin policies' node peers see it: its
+    /// addresses and labels (what its Node object says).
+    pub fn node_set(&mut self, name: &str, mut node: NodeInfo) -> Result<(), Error> {
+        self.require_enforcing("nodes")?;
+        check_dns_subdomain("name", name)?;
+        check_labels("labels", &node.labels)?;
+        if node.ips.is_empty() {
+            return Err(Error::Field(FieldError::new(
+                "ips",
+                "a node needs at least one address",
+            )));
+        }
+        node.ips.sort();
+        node.ips.dedup();
+        if self.state().nodes.get(name) == Some(&node) {
+            return Ok(());
+        }
+        self.apply(vec![Change::Node {
+            name: name.to_string(),
+            node: Some(node),
+        }])
+    }
+
+    pub fn node_del(&mut self, name: &str) -> Result<(), Error> {
+        self.require_enforcing("nodes")?;
+        if !self.state().nodes.contains_key(name) {
+            return Err(Error::NotFound {
+                what: format!("node {name}"),
+            });
+        }
+        self.apply(vec![Change::Node {
+            name: name.to_string(),
+            node: None,
+        }])
     }
 
     /// Each admin policy (ANPs by priority, then the baseline) with its local pods selected

@@ -339,6 +339,10 @@ impl Core {
                 let (groups, world) = self.store.groups_and_world();
                 engine.recompute_all(groups, world);
             }
+            (Change::Node { .. }, _) => {
+                let (groups, world) = self.store.groups_and_world();
+                engine.on_nodes(groups, world);
+            }
             _ => {}
         }
         engine.take_changes()

@@ -31,16 +31,18 @@ use ofnode_proto::{
 use super::netpol::matches::{self, Dir};
 use super::netpol::{FlowChange, FlowKey};
 use crate::sdn::flowmod::{table, Actions};
+use crate::sdn::labels::Selector;
 use crate::sdn::layout::{
     ADMIN_EGRESS, ADMIN_EGRESS_DONE, ADMIN_INGRESS, ADMIN_INGRESS_DONE, BASELINE_EGRESS,
     BASELINE_INGRESS, POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING,
 };
-use crate::sdn::objects::L4;
+use crate::sdn::objects::{NodeInfo, L4};
 use crate::sdn::policy::admin::{
     Action, AdminPeer, AdminPolicy, AdminRule, Subject, Tier, MAX_RULES,
 };
 use crate::sdn::policy::networkpolicy::model::Port;
 use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
+use crate::value::Cidr;
 
 /// OpenFlow priority of ANP priority 0's first rule; each ANP priority has [`MAX_RULES`]
 /// below it (ANP priority 1000's last rule: 65000 − 64063 = 937).
@@ -211,6 +213,8 @@ pub fn tier_flow_meaning(table: u8, priority: u16) -> &'static str {
 enum PeerPlan {
     Group(GroupKey),
     Fixed(Vec<Match>),
+    /// The addresses of the nodes whose labels the selector selects.
+    Nodes(Selector),
 }
 
 /// One conjunction of a rule: its numbered part (ports a dimension of their own, or none), or
@@ -257,8 +261,9 @@ fn peer_plan(dir: Dir, peer: &AdminPeer, named: bool) -> PeerPlan {
             Some(pods),
             false,
         )),
-        // Networks have no named ports (refused with them; kept matching nothing here).
-        AdminPeer::Networks { .. } if named => PeerPlan::Fixed(Vec::new()),
+        // Networks and nodes have no named ports (refused with them; matching nothing here).
+        AdminPeer::Networks { .. } | AdminPeer::Nodes(_) if named => PeerPlan::Fixed(Vec::new()),
+        AdminPeer::Nodes(selector) => PeerPlan::Nodes(selector.clone()),
         AdminPeer::Networks { ipv4, .. } => PeerPlan::Fixed(
             ipv4.iter()
                 .map(|cidr| matches::peer_network(dir, *cidr))
@@ -343,8 +348,21 @@ impl Plan {
         keys
     }
 
-    /// Its flows, with the members `members` gives each group.
-    fn flows(&self, members: impl Fn(&GroupKey) -> Vec<Member>) -> BTreeMap<FlowOrd, FlowMod> {
+    /// Whether a node peer is among its peers (it follows the nodes).
+    fn reads_nodes(&self) -> bool {
+        self.parts.iter().any(|p| {
+            p.peers
+                .iter()
+                .any(|peer| matches!(peer, PeerPlan::Nodes(_)))
+        })
+    }
+
+    /// Its flows, with the members `members` gives each group and the cluster's `nodes`.
+    fn flows(
+        &self,
+        members: impl Fn(&GroupKey) -> Vec<Member>,
+        nodes: &BTreeMap<String, NodeInfo>,
+    ) -> BTreeMap<FlowOrd, FlowMod> {
         let subject = members(&self.subject);
         let mut clauses: HashMap<FlowKey, BTreeSet<(u32, u8, u8)>> = HashMap::new();
         let mut flows: BTreeMap<FlowOrd, FlowMod> = BTreeMap::new();
@@ -362,6 +380,12 @@ impl Plan {
                 .iter()
                 .flat_map(|p| match p {
                     PeerPlan::Fixed(m) => m.clone(),
+                    PeerPlan::Nodes(selector) => nodes
+                        .values()
+                        .filter(|node| selector.matches(&node.labels))
+                        .flat_map(|node| &node.ips)
+                        .map(|ip| matches::peer_network(part.dir, Cidr::host(*ip)))
+                        .collect(),
                     PeerPlan::Group(key) => members(key)
                         .iter()
                         .flat_map(|m| {
@@ -573,11 +597,14 @@ impl AdminEngine {
                 self.uses.entry(id).or_default().insert(key.to_string());
                 held.insert(gk, id);
             }
-            new_flows = plan.flows(|gk| {
-                held.get(gk)
-                    .map(|id| groups.members(*id, world))
-                    .unwrap_or_default()
-            });
+            new_flows = plan.flows(
+                |gk| {
+                    held.get(gk)
+                        .map(|id| groups.members(*id, world))
+                        .unwrap_or_default()
+                },
+                world.nodes,
+            );
             self.policies.insert(
                 key.to_string(),
                 Applied {
@@ -642,6 +669,19 @@ impl AdminEngine {
         }
     }
 
+    /// Computes the policies with node peers again (a node came, went or changed).
+    pub fn on_nodes(&mut self, groups: &Groups, world: World) {
+        let keys: Vec<String> = self
+            .policies
+            .iter()
+            .filter(|(_, a)| a.plan.reads_nodes())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.recompute(&key, groups, world);
+        }
+    }
+
     /// Computes every policy again (a namespace's VNID changed: ingress peers carry it).
     pub fn recompute_all(&mut self, groups: &Groups, world: World) {
         let keys: Vec<String> = self.policies.keys().cloned().collect();
@@ -654,13 +694,16 @@ impl AdminEngine {
         let Some(applied) = self.policies.get(key) else {
             return;
         };
-        let new = applied.plan.flows(|gk| {
-            applied
-                .groups
-                .get(gk)
-                .map(|id| groups.members(*id, world))
-                .unwrap_or_default()
-        });
+        let new = applied.plan.flows(
+            |gk| {
+                applied
+                    .groups
+                    .get(gk)
+                    .map(|id| groups.members(*id, world))
+                    .unwrap_or_default()
+            },
+            world.nodes,
+        );
         let old = applied.flows.clone();
         self.replace_flows(&old, &new);
         if let Some(applied) = self.policies.get_mut(key) {

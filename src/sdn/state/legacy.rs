@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Change, EgressState, LocalMulticast, NodeState, PortIntent};
 use crate::sdn::labels::Labels;
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{Namespace, NodeInfo, PodInfo};
 use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::StoredNetPol;
 use crate::sdn::types::{HostSubnet, Pod, Service, SetupRequest};
@@ -73,6 +73,8 @@ pub struct RecordedState {
     #[serde(default)]
     admin_policies: BTreeMap<String, AdminPolicy>,
     #[serde(default)]
+    nodes: BTreeMap<String, NodeInfo>,
+    #[serde(default)]
     port_intents: BTreeMap<IfName, PortIntent>,
 }
 
@@ -101,6 +103,7 @@ impl TryFrom<RecordedState> for NodeState {
             pod_infos: recorded.pod_infos,
             netpols: recorded.netpols,
             admin_policies: recorded.admin_policies,
+            nodes: recorded.nodes,
             port_intents: recorded.port_intents,
         };
         let mut meta = recorded.pod_meta;

@@ -449,6 +449,14 @@ mod random_sequences {
             spec: usize,
         },
         BanpDel,
+        /// Node `n` (an address of 192.0.2.0/24) with the label `os=linux` or none, or gone.
+        NodeSet {
+            n: u8,
+            linux: bool,
+        },
+        NodeDel {
+            n: u8,
+        },
         /// The next ops in one batch that is then rolled back.
         RolledBack(Vec<Op>),
     }
@@ -458,7 +466,7 @@ mod random_sequences {
     const ADMIN_SPECS: [&str; 3] = [
         "  subject: {namespaces: {matchLabels: {team: a}}}\n  ingress:\n  - {name: web-80, action: Deny, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: web}}}}], ports: [{portNumber: {port: 80}}]}\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: b}}}]}\n  egress:\n  - {action: Allow, to: [{networks: [192.0.2.0/24, 10.128.2.0/24, 'fd00::/8']}], ports: [{portNumber: {protocol: UDP, port: 53}}]}\n",
         "  subject: {pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: db}}}}\n  egress:\n  - {action: Deny, to: [{namespaces: {}}], ports: [{namedPort: http}]}\n  - {action: {action}, to: [{pods: {namespaceSelector: {matchLabels: {team: a}}, podSelector: {matchExpressions: [{key: tier, operator: Exists}]}}}]}\n  ingress:\n  - {action: Allow, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: web}}}}], ports: [{portRange: {protocol: TCP, start: 1000, end: 1031}}, {namedPort: dns}]}\n",
-        "  subject: {namespaces: {}}\n  ingress:\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: a}}}]}\n  egress:\n  - {action: Deny, to: [{networks: [0.0.0.0/0]}]}\n",
+        "  subject: {namespaces: {}}\n  ingress:\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: a}}}]}\n  egress:\n  - {action: Allow, to: [{nodes: {matchLabels: {os: linux}}}], ports: [{portRange: {protocol: TCP, start: 34345, end: 34346}}]}\n  - {action: Deny, to: [{networks: [0.0.0.0/0]}, {nodes: {}}]}\n",
     ];
 
     fn admin_yaml(kind: &str, name: &str, priority: Option<u16>, spec: usize) -> String {
@@ -497,6 +505,8 @@ mod random_sequences {
             1 => (0..3usize).prop_map(|name| Op::AnpDel { name }),
             2 => (0..ADMIN_SPECS.len()).prop_map(|spec| Op::BanpApply { spec }),
             1 => Just(Op::BanpDel),
+            2 => (0u8..3, any::<bool>()).prop_map(|(n, linux)| Op::NodeSet { n, linux }),
+            1 => (0u8..3).prop_map(|n| Op::NodeDel { n }),
         ]
     }
 
@@ -560,6 +570,8 @@ mod random_sequences {
             });
         }
         ops.push(Op::BanpApply { spec: 0 });
+        ops.push(Op::NodeSet { n: 0, linux: true });
+        ops.push(Op::NodeSet { n: 1, linux: false });
         for op in &ops {
             step(&mut core, op);
             let _ = core.take_effects();
@@ -720,6 +732,19 @@ mod random_sequences {
                 core.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
             }
             Op::BanpDel => core.admin_del("banp", "default"),
+            Op::NodeSet { n, linux } => {
+                let labels = if linux {
+                    Labels::from([("os".to_string(), "linux".to_string())])
+                } else {
+                    Labels::new()
+                };
+                let node = crate::sdn::objects::NodeInfo {
+                    ips: vec![Ipv4Addr::new(192, 0, 2, 10 + n)],
+                    labels,
+                };
+                core.node_set(&format!("node-{n}"), node)
+            }
+            Op::NodeDel { n } => core.node_del(&format!("node-{n}")),
             Op::RolledBack(ops) => {
                 for op in &ops {
                     step(core, op);
@@ -763,6 +788,7 @@ mod random_sequences {
             namespaces: &state.namespaces,
             pods: &state.pod_infos,
             policies: &state.admin_policies,
+            nodes: &state.nodes,
         };
         view.flows()
             .iter()

@@ -175,6 +175,8 @@ pub enum AdminPeer {
         namespaces: Selector,
         pods: Selector,
     },
+    /// Egress only: the addresses of the nodes whose labels the selector selects (`{}`: all).
+    Nodes(Selector),
     /// Egress only: destination networks (IPv6 ones are kept and match nothing in this IPv4
     /// data plane).
     Networks {

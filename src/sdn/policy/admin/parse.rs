@@ -271,11 +271,11 @@ impl RawObject {
             let has_networks = rule
                 .peers
                 .iter()
-                .any(|p| matches!(p, AdminPeer::Networks { .. }));
+                .any(|p| matches!(p, AdminPeer::Networks { .. } | AdminPeer::Nodes(_)));
             if has_networks && !rule.named_ports().is_empty() {
                 return Err(FieldError::new(
                     format!("{path}.ports"),
-                    "networks peers cannot be set with namedPort: networks have no named ports",
+                    "networks and nodes peers cannot be set with namedPort: they have no named ports",
                 ));
             }
             Ok(rule)
@@ -467,11 +467,8 @@ impl RawEgressPeer {
                 ("domainNames", self.domain_names.is_some()),
             ],
         )?;
-        if self.nodes.is_some() {
-            return Err(FieldError::new(
-                format!("{path}.nodes"),
-                "node peers are not supported by ofnode (it does not know the nodes' labels); name the nodes' addresses with a networks peer",
-            ));
+        if let Some(nodes) = self.nodes {
+            return Ok(AdminPeer::Nodes(selector(nodes, &format!("{path}.nodes"))?));
         }
         if self.domain_names.is_some() {
             let reason = match tier {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Action, AdminPeer, AdminPolicy, AdminRule, Subject, Tier};
 use crate::sdn::labels::Selector;
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{Namespace, NodeInfo, PodInfo};
 use crate::sdn::policy::networkpolicy::ranges;
 use crate::value::{Cidr, PodKey};
 
@@ -15,6 +15,7 @@ pub struct View<'a> {
     pub namespaces: &'a BTreeMap<String, Namespace>,
     pub pods: &'a BTreeMap<PodKey, PodInfo>,
     pub policies: &'a BTreeMap<String, AdminPolicy>,
+    pub nodes: &'a BTreeMap<String, NodeInfo>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -200,7 +201,13 @@ impl View<'_> {
                 .iter()
                 .flat_map(by_pod)
                 .collect(),
-            AdminPeer::Networks { .. } if !named.is_empty() => Vec::new(),
+            AdminPeer::Networks { .. } | AdminPeer::Nodes(_) if !named.is_empty() => Vec::new(),
+            AdminPeer::Nodes(selector) => self
+                .nodes
+                .values()
+                .filter(|n| selector.matches(&n.labels))
+                .flat_map(|n| n.ips.iter().map(|ip| format!("ip, nw_dst={ip}")))
+                .collect(),
             AdminPeer::Networks { ipv4, .. } => ipv4.iter().map(|c| network(*c)).collect(),
         }
     }

@@ -119,8 +119,18 @@ fn bad_input_is_refused_naming_the_field() {
             "spec.egress[0].to[0].networks[0]",
         ),
         (
-            with("{networks: [0.0.0.0/0, '::/0']}", "{nodes: {}}"),
-            "spec.egress[0].to[0].nodes",
+            with(
+                "{networks: [0.0.0.0/0, '::/0']}]",
+                "{nodes: {}}], ports: [{namedPort: web}]",
+            ),
+            "spec.egress[0].ports",
+        ),
+        (
+            with(
+                "{networks: [0.0.0.0/0, '::/0']}",
+                "{nodes: {matchLabels: {'bad key!': x}}}",
+            ),
+            "spec.egress[0].to[0].nodes.matchLabels",
         ),
         (
             with(

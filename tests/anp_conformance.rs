@@ -6,9 +6,9 @@
 //! (each subtest's change stays for the later ones, as upstream's patches do), and deletes its
 //! objects; a subtest passes when every one of its probes saw what the suite expects.
 //!
-//! The node peers of the experimental channel (T13, T24) are refused by ofnode (it does not
-//! know nodes' labels): those tests check that the refusal names the field and changes
-//! nothing, and count as not passed.
+//! The node peers of the experimental channel (T13, T24) select the nodes the test registers
+//! (`ofnode node set`, label `kubernetes.io/os=linux`); the host-network server `centaur-1`
+//! answers on its node's address.
 
 mod anp_common;
 #[path = "anp_conformance/scenarios.rs"]
@@ -169,62 +169,14 @@ fn forget_sctp_associations(world: &World) {
     }
 }
 
-/// The tests whose objects ofnode refuses by design: node peers (experimental channel).
-fn uses_node_peers(test: &Test) -> bool {
-    test.manifest.contains("nodes:")
-}
-
-/// A refused object changes nothing: every node's flows are the same after.
-fn node_peers_are_refused_naming_the_field(world: &World, test: &Test) -> Result<(), String> {
-    let before: Vec<Vec<String>> = world
-        .cluster
-        .nodes()
-        .iter()
-        .map(|n| n.flows().unwrap())
-        .collect();
-    let object = documents(test.manifest)
-        .into_iter()
-        .find(|o| o["kind"] != "NetworkPolicy")
-        .expect("an admin object");
-    let error = match world.apply(&object) {
-        Ok(()) => return Err("a node peer was accepted".into()),
-        Err(e) => e,
-    };
-    if !error.contains(".nodes") || !error.contains("not supported") {
-        return Err(format!("the refusal does not name the field: {error}"));
-    }
-    let after: Vec<Vec<String>> = world
-        .cluster
-        .nodes()
-        .iter()
-        .map(|n| n.flows().unwrap())
-        .collect();
-    if before != after {
-        return Err("a refused object changed the flows".into());
-    }
-    Ok(())
-}
-
 #[test]
 fn the_upstream_v1alpha1_conformance_suite() {
     let world = World::start();
     assert!(PREFIX.ends_with('-'));
     let mut passed = Vec::new();
     let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut unsupported = Vec::new();
     for test in TESTS {
         println!("T{} {}", test.number, test.name);
-        if uses_node_peers(test) {
-            if let Err(e) = node_peers_are_refused_naming_the_field(&world, test) {
-                failed.insert(format!("T{} refusal", test.number), vec![e]);
-            }
-            unsupported.extend(
-                test.subtests
-                    .iter()
-                    .map(|s| format!("T{} {}", s.id, s.name)),
-            );
-            continue;
-        }
         for (id, failures) in run_test(&world, test) {
             if failures.is_empty() {
                 println!("  PASS {id}");
@@ -236,12 +188,7 @@ fn the_upstream_v1alpha1_conformance_suite() {
         }
     }
     let total: usize = TESTS.iter().map(|t| t.subtests.len()).sum();
-    println!(
-        "conformance: {} of {total} subtests passed; {} not supported (node peers): {}",
-        passed.len(),
-        unsupported.len(),
-        unsupported.join("; ")
-    );
+    println!("conformance: {} of {total} subtests passed", passed.len());
     assert_eq!(total, 92);
     assert!(
         failed.is_empty(),
@@ -254,5 +201,5 @@ fn the_upstream_v1alpha1_conformance_suite() {
             .join("\n"),
         world.cluster.diagnostics()
     );
-    assert_eq!(passed.len() + unsupported.len(), total);
+    assert_eq!(passed.len(), total);
 }

@@ -2,7 +2,10 @@
 //! a two-node cluster in networkpolicy mode — namespaces `network-policy-conformance-<house>`
 //! labelled `conformance-house=<house>`, two pods per house (`<name>-0` on node 0, `<name>-1`
 //! on node 1) labelled the same, each serving TCP 80 and 8080, UDP 53 and 5353, SCTP 9003 and
-//! 9005, with the named ports `web` (TCP 80) and `dns` (UDP 53) — and probes of one cell.
+//! 9005, with the named ports `web` (TCP 80) and `dns` (UDP 53); the host-network pods
+//! `forbidden-forrest/centaur-<i>` (servers in node `1 - i`'s own namespace, on its address,
+//! on the suite's host ports); each node known with its address and the label
+//! `kubernetes.io/os=linux` (what node peers select) — and probes of one cell.
 
 #![allow(dead_code)]
 
@@ -10,7 +13,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Mode};
+use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Mode, CLUSTER_NETWORK};
 use ofnode_harness::l4::{probe, PortServers, Ports, L4};
 use ofnode_harness::{Endpoint, Pod};
 use serde_json::Value;
@@ -26,10 +29,16 @@ pub const HOUSES: [(&str, &str, u32); 4] = [
 /// How long a probe waits (agnhost connect's is 3 s; a dropped probe costs this much).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The suite's host-network ports (v0.1.8's defaults): TCP HNP[0], HNP[1]; UDP HNP[2],
+/// HNP[4]; SCTP HNP[6], HNP[7].
+pub const HOST_PORTS: [u16; 8] = [34345, 34346, 34347, 34348, 34349, 34350, 34351, 34352];
+
 pub struct World {
     pub cluster: Cluster,
     /// By `house/pod` (`gryffindor/harry-potter-0`).
     pub pods: BTreeMap<String, Pod>,
+    /// Host-network pods by `forbidden-forrest/centaur-<i>`: their node's index.
+    pub hosts: BTreeMap<String, usize>,
     _servers: Vec<PortServers>,
 }
 
@@ -56,6 +65,7 @@ impl World {
                     .add_named_pod(index, (&namespace, &name), vnid, &house_label)
                     .unwrap();
                 let ports = Ports {
+                    address: None,
                     tcp: vec![80, 8080],
                     udp: vec![53, 5353],
                     sctp: vec![9003, 9005],
@@ -70,9 +80,49 @@ impl World {
                 .pod_ports(pod, &["web=80/TCP", "dns=53/UDP"])
                 .unwrap();
         }
+        let mut hosts = BTreeMap::new();
+        let linux = labels(&[("kubernetes.io/os", "linux")]);
+        for node in cluster.nodes() {
+            cluster
+                .cluster_node_set(&node.name(), node.underlay_ip, &linux)
+                .unwrap();
+            // The node asks ARP for a remote pod from tun0's address (br0 takes ARP from tun0
+            // only from it), not from the address a host-network server answers from: what
+            // arp_announce=2 does.
+            node.exec(&["sysctl", "-qw", "net.ipv4.conf.all.arp_announce=2"])
+                .unwrap();
+            // Pods' traffic to addresses outside the cluster network leaves masqueraded as
+            // the node's, as openshift-sdn's node does (its iptables MASQUERADE rule): the
+            // answer of another node's host-network server comes back to this node's host.
+            node.exec(&[
+                "iptables",
+                "-t",
+                "nat",
+                "-A",
+                "POSTROUTING",
+                "-s",
+                CLUSTER_NETWORK,
+                "!",
+                "-d",
+                CLUSTER_NETWORK,
+                "-j",
+                "MASQUERADE",
+            ])
+            .unwrap();
+            let id = format!("forbidden-forrest/centaur-{}", 1 - node.index);
+            let ports = Ports {
+                address: Some(node.underlay_ip),
+                tcp: vec![HOST_PORTS[0], HOST_PORTS[1]],
+                udp: vec![HOST_PORTS[2], HOST_PORTS[4]],
+                sctp: vec![HOST_PORTS[6], HOST_PORTS[7]],
+            };
+            servers.push(PortServers::start(node.netns(), host_key(&id), ports).unwrap());
+            hosts.insert(id, node.index);
+        }
         World {
             cluster,
             pods,
+            hosts,
             _servers: servers,
         }
     }
@@ -87,15 +137,24 @@ impl World {
         self.pod(id).ip
     }
 
+    /// The address and answer of server `id`: a pod, or a host-network pod (its node's).
+    fn server(&self, id: &str) -> (Ipv4Addr, String) {
+        match self.hosts.get(id) {
+            Some(node) => (self.cluster.node(*node).underlay_ip, host_key(id)),
+            None => (self.ip(id), self.pod(id).key()),
+        }
+    }
+
     /// One try of one cell: true when `from` reached `to` on `protocol`/`port`.
     pub fn reaches(&self, from: &str, to: &str, protocol: L4, port: u16) -> bool {
-        let (client, server) = (self.pod(from), self.pod(to));
+        let client = self.pod(from);
+        let (ip, name) = self.server(to);
         probe(
             &client.netns().path(),
-            server.ip,
+            ip,
             protocol,
             port,
-            &server.key(),
+            &name,
             PROBE_TIMEOUT,
         )
     }
@@ -139,6 +198,11 @@ impl World {
         };
         result.map_err(|e| e.to_string())
     }
+}
+
+/// What a host-network server answers: its pod's `namespace/name`.
+fn host_key(id: &str) -> String {
+    format!("{PREFIX}{id}")
 }
 
 /// A NetworkPolicy as the API server stores and kubectl prints it: a null podSelector is `{}`.

@@ -61,6 +61,9 @@ impl std::fmt::Display for L4 {
 /// The ports one pod serves, per protocol.
 #[derive(Debug, Clone, Default)]
 pub struct Ports {
+    /// The address the servers bind (None: every address). A host-network server binds its
+    /// node's address, so that its answers leave from it whatever the route back.
+    pub address: Option<Ipv4Addr>,
     pub tcp: Vec<u16>,
     pub udp: Vec<u16>,
     pub sctp: Vec<u16>,
@@ -127,6 +130,30 @@ fn raw_sctp_socket() -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Binds a raw socket to `address`: what it sends leaves from there.
+fn bind_raw(socket: &OwnedFd, address: Ipv4Addr) -> std::io::Result<()> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(address).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `addr` is live for the call and its length is given.
+    let rc = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn bind(netns_path: &str, ports: &Ports) -> std::io::Result<Sockets> {
     enter_netns(netns_path)?;
     let mut sockets = Sockets {
@@ -135,18 +162,23 @@ fn bind(netns_path: &str, ports: &Ports) -> std::io::Result<Sockets> {
         sctp: None,
         sctp_ports: ports.sctp.clone(),
     };
+    let address = ports.address.unwrap_or(Ipv4Addr::UNSPECIFIED);
     for port in &ports.tcp {
-        let tcp = TcpListener::bind((Ipv4Addr::UNSPECIFIED, *port))?;
+        let tcp = TcpListener::bind((address, *port))?;
         tcp.set_nonblocking(true)?;
         sockets.tcp.push(tcp);
     }
     for port in &ports.udp {
-        let udp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, *port))?;
+        let udp = UdpSocket::bind((address, *port))?;
         udp.set_nonblocking(true)?;
         sockets.udp.push(udp);
     }
     if !ports.sctp.is_empty() {
-        sockets.sctp = Some(raw_sctp_socket()?);
+        let raw = raw_sctp_socket()?;
+        if let Some(address) = ports.address {
+            bind_raw(&raw, address)?;
+        }
+        sockets.sctp = Some(raw);
     }
     Ok(sockets)
 }

@@ -125,6 +125,21 @@ impl Cluster {
         self.on_every_node(|node| node.cli(&args).map(drop))
     }
 
+    /// `ofnode node set --name N --ip IP --label k=v…` on every node: a node of the cluster
+    /// as admin policies' node peers see it.
+    pub fn cluster_node_set(
+        &self,
+        name: &str,
+        ip: std::net::Ipv4Addr,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
+        let ip = ip.to_string();
+        let mut args = vec!["node", "set", "--name", name, "--ip", &ip];
+        let labels = label_args(labels);
+        args.extend(labels.iter().map(String::as_str));
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
     /// `ofnode netpol del --namespace NS --name N` on every node.
     pub fn netpol_del(&self, namespace: &str, name: &str) -> Result<(), ClusterError> {
         self.on_every_node(|node| {

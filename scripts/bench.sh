@@ -38,9 +38,10 @@ run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # HA at 10,000 pods), the CNI plugin as a runtime runs it, cluster membership through a real
 # etcd, the VXLAN device over rtnetlink, a two-node cluster's ping through restarts, and the
 # CLI's pod add against the seed's way with where its time goes (docs/cli-profile.md), and
-# the networkpolicy mode at 1,000 pods / 500 policies against `ovs-ofctl bundle`, and how fast
+# the networkpolicy mode at 1,000 pods / 500 policies against `ovs-ofctl bundle`, the admin
+# tiers (100 ANPs at 10,000 pods, a priority change and the flows it touches), and how fast
 # drift is repaired and a standby takes over (faults).
-for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol faults; do
+for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol anp faults; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

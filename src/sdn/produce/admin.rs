@@ -22,7 +22,7 @@
 //! changing its priority rewrites its flows alone. The groups are the store's, shared with
 //! NetworkPolicy; a member that joins or leaves one recomputes the policies using it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use ofnode_proto::{
     Action as OfAction, Conjunction, Field, FlowMod, FlowModCommand, Instruction, Match,
@@ -65,27 +65,6 @@ pub fn rule_priority(tier: Tier, index: usize) -> u16 {
     match tier {
         Tier::Admin { priority } => ADMIN_TOP - (priority * MAX_RULES as u16 + index),
         Tier::Baseline => BASELINE_TOP - index,
-    }
-}
-
-/// The tier, and the rule index, an OpenFlow priority of an admin table belongs to (what
-/// `trace` names): ANP priority and rule index, or the baseline's rule index.
-pub fn rule_of_priority(table: u8, priority: u16) -> Option<(Tier, usize)> {
-    match table {
-        ADMIN_EGRESS | ADMIN_INGRESS if priority <= ADMIN_TOP && priority > BASELINE_TOP => {
-            let slot = ADMIN_TOP - priority;
-            let per = MAX_RULES as u16;
-            Some((
-                Tier::Admin {
-                    priority: slot / per,
-                },
-                usize::from(slot % per),
-            ))
-        }
-        BASELINE_EGRESS | BASELINE_INGRESS if priority <= BASELINE_TOP && priority > 0 => {
-            Some((Tier::Baseline, usize::from(BASELINE_TOP - priority)))
-        }
-        _ => None,
     }
 }
 
@@ -205,6 +184,15 @@ pub fn tier_flow_meaning(table: u8, priority: u16) -> &'static str {
         (BASELINE_EGRESS, 0) => "no baseline rule matched egress: allowed",
         (BASELINE_INGRESS, 0) => "no baseline rule matched ingress: allowed",
         _ => "admin tiers",
+    }
+}
+
+/// A flow's OpenFlow identity.
+fn key_of(fm: &FlowMod) -> FlowKey {
+    FlowKey {
+        table: fm.table_id,
+        priority: fm.priority,
+        match_: fm.match_.clone(),
     }
 }
 
@@ -334,14 +322,13 @@ impl Plan {
         parts
     }
 
-    /// Every group key it reads.
-    fn keys(&self) -> BTreeSet<KeyOrd> {
-        let mut keys = BTreeSet::new();
-        keys.insert(KeyOrd(self.subject.clone()));
+    /// Every group key it reads, once each.
+    fn keys(&self) -> HashSet<GroupKey> {
+        let mut keys = HashSet::from([self.subject.clone()]);
         for part in &self.parts {
             for peer in &part.peers {
                 if let PeerPlan::Group(key) = peer {
-                    keys.insert(KeyOrd(key.clone()));
+                    keys.insert(key.clone());
                 }
             }
         }
@@ -362,10 +349,10 @@ impl Plan {
         &self,
         members: impl Fn(&GroupKey) -> Vec<Member>,
         nodes: &BTreeMap<String, NodeInfo>,
-    ) -> BTreeMap<FlowOrd, FlowMod> {
+    ) -> HashMap<FlowKey, FlowMod> {
         let subject = members(&self.subject);
         let mut clauses: HashMap<FlowKey, BTreeSet<(u32, u8, u8)>> = HashMap::new();
-        let mut flows: BTreeMap<FlowOrd, FlowMod> = BTreeMap::new();
+        let mut flows: HashMap<FlowKey, FlowMod> = HashMap::new();
         for part in &self.parts {
             let (on_subject, on_peers): (&[String], &[String]) = match part.dir {
                 Dir::Ingress => (&part.named, &[]),
@@ -418,7 +405,7 @@ impl Plan {
                 part.priority,
                 matches::conjunction(part.id),
             );
-            flows.insert(FlowOrd::of(&fm), fm);
+            flows.insert(key_of(&fm), fm);
         }
         for (key, conj) in clauses {
             let actions = conj
@@ -434,11 +421,11 @@ impl Plan {
             let fm = FlowMod {
                 table_id: key.table,
                 priority: key.priority,
-                match_: key.match_,
+                match_: key.match_.clone(),
                 instructions: vec![Instruction::ApplyActions(actions)],
                 ..FlowMod::new(FlowModCommand::Add)
             };
-            flows.insert(FlowOrd::of(&fm), fm);
+            flows.insert(key, fm);
         }
         flows
     }
@@ -474,38 +461,12 @@ fn pod_matches(
     .collect()
 }
 
-/// A flow's identity, ordered (for deterministic maps).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct FlowOrd(u8, u16, String);
-
-impl FlowOrd {
-    fn of(fm: &FlowMod) -> FlowOrd {
-        FlowOrd(fm.table_id, fm.priority, format!("{:?}", fm.match_))
-    }
-}
-
-/// A group key, ordered by its debug text (keys are small).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KeyOrd(GroupKey);
-
-impl PartialOrd for KeyOrd {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for KeyOrd {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        format!("{:?}", self.0).cmp(&format!("{:?}", other.0))
-    }
-}
-
 #[derive(Debug)]
 struct Applied {
     policy: AdminPolicy,
     plan: Plan,
     groups: HashMap<GroupKey, GroupId>,
-    flows: BTreeMap<FlowOrd, FlowMod>,
+    flows: HashMap<FlowKey, FlowMod>,
 }
 
 /// The admin tiers' flows.
@@ -515,11 +476,11 @@ pub struct AdminEngine {
     /// Which policies read each group.
     uses: HashMap<GroupId, BTreeSet<String>>,
     /// The jumps and tier defaults in place.
-    tier: BTreeMap<FlowOrd, FlowMod>,
+    tier: HashMap<FlowKey, FlowMod>,
     /// Flows changed since the last [`AdminEngine::take_changes`]: as they were.
-    touched: BTreeMap<FlowOrd, Option<FlowMod>>,
-    /// Every flow it holds, by identity.
-    flows: BTreeMap<FlowOrd, FlowMod>,
+    touched: HashMap<FlowKey, Option<FlowMod>>,
+    /// Every flow it holds, by identity (no two policies share one: their priorities differ).
+    flows: HashMap<FlowKey, FlowMod>,
 }
 
 impl AdminEngine {
@@ -540,7 +501,7 @@ impl AdminEngine {
         self.flows.is_empty()
     }
 
-    fn set(&mut self, key: FlowOrd, fm: Option<FlowMod>) {
+    fn set(&mut self, key: FlowKey, fm: Option<FlowMod>) {
         let before = match &fm {
             Some(fm) => self.flows.insert(key.clone(), fm.clone()),
             None => self.flows.remove(&key),
@@ -560,11 +521,7 @@ impl AdminEngine {
     }
 
     /// Replaces a policy's flows by `new`.
-    fn replace_flows(
-        &mut self,
-        old: &BTreeMap<FlowOrd, FlowMod>,
-        new: &BTreeMap<FlowOrd, FlowMod>,
-    ) {
+    fn replace_flows(&mut self, old: &HashMap<FlowKey, FlowMod>, new: &HashMap<FlowKey, FlowMod>) {
         for key in old.keys() {
             if !new.contains_key(key) {
                 self.set(key.clone(), None);
@@ -588,11 +545,11 @@ impl AdminEngine {
     ) {
         let old = self.policies.remove(key);
         let old_flows = old.as_ref().map(|a| a.flows.clone()).unwrap_or_default();
-        let mut new_flows = BTreeMap::new();
+        let mut new_flows = HashMap::new();
         if let Some(policy) = policy {
             let plan = Plan::of(policy);
             let mut held = HashMap::new();
-            for KeyOrd(gk) in plan.keys() {
+            for gk in plan.keys() {
                 let id = groups.acquire(gk.clone(), world);
                 self.uses.entry(id).or_default().insert(key.to_string());
                 held.insert(gk, id);
@@ -646,9 +603,9 @@ impl AdminEngine {
             .policies
             .values()
             .any(|a| a.policy.tier == Tier::Baseline);
-        let new: BTreeMap<FlowOrd, FlowMod> = tier_flows(admin, baseline)
+        let new: HashMap<FlowKey, FlowMod> = tier_flows(admin, baseline)
             .into_iter()
-            .map(|fm| (FlowOrd::of(&fm), fm))
+            .map(|fm| (key_of(&fm), fm))
             .collect();
         let old = std::mem::take(&mut self.tier);
         self.replace_flows(&old, &new);

@@ -194,6 +194,7 @@ fn the_tiers_around_networkpolicy() {
     failures.extend(expect_from(&world, "NP isolates", RAVENCLAW, false));
     world.delete(&np).unwrap();
     world.delete(&banp_deny).unwrap();
+    failures.extend(bad_input_changes_nothing(&world));
 
     assert!(
         failures.is_empty(),
@@ -201,6 +202,93 @@ fn the_tiers_around_networkpolicy() {
         failures.join("\n"),
         world.cluster.diagnostics()
     );
+}
+
+/// Bad objects are refused, the message naming the field, and no node's flows change.
+fn bad_input_changes_nothing(world: &World) -> Vec<String> {
+    let flows = || -> Vec<Vec<String>> {
+        world
+            .cluster
+            .nodes()
+            .iter()
+            .map(|n| n.flows().unwrap())
+            .collect()
+    };
+    let holder = admin(
+        "AdminNetworkPolicy",
+        "holder",
+        Some(7),
+        json!([rule("x", "Deny", "slytherin")]),
+    );
+    world.apply(&holder).unwrap();
+    let before = flows();
+    let mut bad = Vec::new();
+    let mut unknown = admin(
+        "AdminNetworkPolicy",
+        "u",
+        Some(8),
+        json!([rule("x", "Deny", "slytherin")]),
+    );
+    unknown["spec"]["ingress"][0]["colour"] = json!("red");
+    bad.push((unknown, "spec.ingress[0]"));
+    bad.push((
+        admin(
+            "AdminNetworkPolicy",
+            "a",
+            Some(8),
+            json!([rule("x", "Reject", "slytherin")]),
+        ),
+        "spec.ingress[0].action",
+    ));
+    bad.push((
+        admin(
+            "AdminNetworkPolicy",
+            "p",
+            Some(1001),
+            json!([rule("x", "Deny", "slytherin")]),
+        ),
+        "spec.priority",
+    ));
+    bad.push((
+        admin(
+            "AdminNetworkPolicy",
+            "twin",
+            Some(7),
+            json!([rule("x", "Deny", "slytherin")]),
+        ),
+        "spec.priority",
+    ));
+    bad.push((
+        admin(
+            "BaselineAdminNetworkPolicy",
+            "other",
+            None,
+            json!([rule("x", "Deny", "slytherin")]),
+        ),
+        "metadata.name",
+    ));
+    bad.push((
+        admin(
+            "BaselineAdminNetworkPolicy",
+            "default",
+            None,
+            json!([rule("x", "Pass", "slytherin")]),
+        ),
+        "spec.ingress[0].action",
+    ));
+    let mut failures = Vec::new();
+    for (object, field) in bad {
+        match world.apply(&object) {
+            Ok(()) => failures.push(format!("accepted: {object}")),
+            Err(e) if !e.contains(field) => failures.push(format!("{field} not named: {e}")),
+            Err(_) => {}
+        }
+    }
+    if flows() != before {
+        failures.push("a refused object changed a node's flows".into());
+    }
+    world.delete(&holder).unwrap();
+    failures
 }
 
 /// One round of the loop: whether each client reached GRYFFINDOR on TCP/80 and UDP/53.

@@ -42,7 +42,7 @@ use crate::sdn::policy::admin::{
 };
 use crate::sdn::policy::networkpolicy::model::Port;
 use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
-use crate::value::Cidr;
+use crate::value::{Cidr, Vnid};
 
 /// OpenFlow priority of ANP priority 0's first rule; each ANP priority has [`MAX_RULES`]
 /// below it (ANP priority 1000's last rule: 65000 − 64063 = 937).
@@ -227,6 +227,9 @@ struct PartPlan {
 #[derive(Debug, Clone)]
 struct Plan {
     subject: GroupKey,
+    /// The subject is whole namespaces: matched by their VNID (`reg1` ingress, `reg0`
+    /// egress), one flow per namespace with pods here, except where ports are named on it.
+    by_namespace: bool,
     parts: Vec<PartPlan>,
 }
 
@@ -241,6 +244,11 @@ fn subject_key(subject: &Subject) -> GroupKey {
 
 fn peer_plan(dir: Dir, peer: &AdminPeer, named: bool) -> PeerPlan {
     match peer {
+        // Ingress: whole namespaces by their VNID (reg0: what the source carries, from the
+        // pod's flow or the tunnel id). Egress needs the addresses.
+        AdminPeer::Namespaces(ns) if dir == Dir::Ingress => {
+            PeerPlan::Group(GroupKey::namespaces(ns))
+        }
         AdminPeer::Namespaces(ns) => {
             PeerPlan::Group(GroupKey::pods(Scope::Selected(ns.clone()), None, false))
         }
@@ -291,6 +299,7 @@ impl Plan {
         }
         Plan {
             subject: subject_key(&policy.subject),
+            by_namespace: matches!(policy.subject, Subject::Namespaces(_)),
             parts,
         }
     }
@@ -358,10 +367,24 @@ impl Plan {
                 Dir::Ingress => (&part.named, &[]),
                 Dir::Egress => (&[], &part.named),
             };
-            let subjects: Vec<Match> = subject
-                .iter()
-                .flat_map(|m| pod_matches(m, on_subject, |ip, _| matches::target(part.dir, ip)))
-                .collect();
+            let subjects: Vec<Match> = if self.by_namespace && on_subject.is_empty() {
+                let vnids: BTreeSet<Vnid> = subject
+                    .iter()
+                    .filter_map(|m| match m {
+                        Member::Pod { vnid, .. } => Some(*vnid),
+                        Member::Namespace { .. } => None,
+                    })
+                    .collect();
+                vnids
+                    .into_iter()
+                    .map(|vnid| matches::target_namespace(part.dir, vnid))
+                    .collect()
+            } else {
+                subject
+                    .iter()
+                    .flat_map(|m| pod_matches(m, on_subject, |ip, _| matches::target(part.dir, ip)))
+                    .collect()
+            };
             let peers: Vec<Match> = part
                 .peers
                 .iter()
@@ -375,10 +398,13 @@ impl Plan {
                         .collect(),
                     PeerPlan::Group(key) => members(key)
                         .iter()
-                        .flat_map(|m| {
-                            pod_matches(m, on_peers, |ip, vnid| {
+                        .flat_map(|m| match m {
+                            Member::Namespace { vnid, .. } => {
+                                vec![matches::peer_namespace(*vnid)]
+                            }
+                            Member::Pod { .. } => pod_matches(m, on_peers, |ip, vnid| {
                                 matches::peer_pod(part.dir, ip, vnid)
-                            })
+                            }),
                         })
                         .collect(),
                 })

@@ -142,30 +142,65 @@ fn a_second_anp_at_one_priority_is_refused_and_changes_nothing() {
 #[test]
 fn a_rule_costs_its_subjects_peers_and_ports_plus_one() {
     let mut core = world(200, 200);
-    // Subject: the local pods of team t0's namespaces; peers: app=a1 pods anywhere; one port.
-    let yaml = "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
-                metadata: {name: one}\nspec:\n  priority: 5\n  subject: {namespaces: {matchLabels: {team: t0}}}\n  ingress:\n\
-                \x20 - {action: Deny, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: a1}}}}], ports: [{portNumber: {port: 80}}]}\n";
+    // Subject: team t0's namespaces (one flow per namespace with pods here, by VNID) or the
+    // app=a0 pods of them (one per pod); peers: app=a1 pods anywhere (one per pod) or team
+    // t1's namespaces (one per namespace, by VNID); one port.
+    let policy = |name: &str, priority: u16, subject: &str, from: &str| {
+        let yaml = format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
+             metadata: {{name: {name}}}\nspec:\n  priority: {priority}\n  subject: {subject}\n  ingress:\n\
+             \x20 - {{action: Deny, from: [{from}], ports: [{{portNumber: {{port: 80}}}}]}}\n"
+        );
+        parse_admin_policy(yaml.as_bytes()).unwrap()
+    };
+    let team_ns = "{namespaces: {matchLabels: {team: t0}}}";
+    let team_pods =
+        "{pods: {namespaceSelector: {matchLabels: {team: t0}}, podSelector: {matchLabels: {app: a0}}}}";
+    let app_peers = "{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: a1}}}}";
+    let team_peers = "{namespaces: {matchLabels: {team: t1}}}";
     run(&mut core, |c| {
-        c.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
+        c.admin_apply(policy("ns-pods", 5, team_ns, app_peers))
             .unwrap()
     });
+    run(&mut core, |c| {
+        c.admin_apply(policy("pods-ns", 6, team_pods, team_peers))
+            .unwrap()
+    });
+
     let state = core.state();
     let team = |ns: &str| state.namespaces[ns].labels.get("team").cloned();
-    let subjects = state
+    let app = |i: &crate::sdn::objects::PodInfo| i.labels.get("app").cloned();
+    let local_t0: Vec<_> = state
         .pod_infos
         .iter()
         .filter(|(k, i)| i.local && team(k.namespace()).as_deref() == Some("t0"))
+        .collect();
+    let namespaces_here: BTreeSet<&str> = local_t0.iter().map(|(k, _)| k.namespace()).collect();
+    let a0_here = local_t0
+        .iter()
+        .filter(|(_, i)| app(i).as_deref() == Some("a0"))
         .count();
-    let peers = state
+    let a1_pods = state
         .pod_infos
         .values()
-        .filter(|i| i.labels.get("app").map(String::as_str) == Some("a1"))
+        .filter(|i| app(i).as_deref() == Some("a1"))
         .count();
+    let t1_namespaces = state
+        .namespaces
+        .values()
+        .filter(|n| n.labels.get("team").map(String::as_str) == Some("t1"))
+        .count();
+    assert!(namespaces_here.len() > 1 && a1_pods > 10 && t1_namespaces > 1);
+
     let summaries = core.admin_summaries();
-    assert_eq!(summaries[0].selected_pods, subjects);
-    // P subjects + S peers + K ports + the conjunction's flow; table 82 also holds its
-    // default (back to NetworkPolicy).
-    assert_eq!(summaries[0].flows, subjects + peers + 1 + 1);
-    assert_eq!(flows_in(&core, &[82]).len(), subjects + peers + 1 + 1 + 1);
+    // P subjects + S peers + K ports + the conjunction's flow.
+    assert_eq!(summaries[0].selected_pods, local_t0.len());
+    assert_eq!(summaries[0].flows, namespaces_here.len() + a1_pods + 1 + 1);
+    assert_eq!(summaries[1].selected_pods, a0_here);
+    assert_eq!(summaries[1].flows, a0_here + t1_namespaces + 1 + 1);
+    // Table 82 holds both and its default (back to NetworkPolicy).
+    assert_eq!(
+        flows_in(&core, &[82]).len(),
+        summaries[0].flows + summaries[1].flows + 1
+    );
 }

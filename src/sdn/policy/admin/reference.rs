@@ -108,15 +108,28 @@ impl View<'_> {
                         let id = conj_id(policy.tier, index, part);
                         let on_subject: &[String] = if dir == Dir::Ingress { &named } else { &[] };
                         let on_peers: &[String] = if dir == Dir::Egress { &named } else { &[] };
-                        let subjects: Vec<String> = subject
-                            .iter()
-                            .flat_map(|p| {
-                                pod_texts(p, on_subject, |ip, _| match dir {
-                                    Dir::Ingress => format!("ip, nw_dst={ip}"),
-                                    Dir::Egress => format!("ip, nw_src={ip}"),
+                        let whole = matches!(policy.subject, Subject::Namespaces(_));
+                        let subjects: Vec<String> = if whole && on_subject.is_empty() {
+                            let vnids: BTreeSet<u32> =
+                                subject.iter().map(|p| p.ns.vnid.get()).collect();
+                            vnids
+                                .iter()
+                                .map(|v| match dir {
+                                    Dir::Ingress => format!("ip, reg1={v}"),
+                                    Dir::Egress => format!("ip, reg0={v}"),
                                 })
-                            })
-                            .collect();
+                                .collect()
+                        } else {
+                            subject
+                                .iter()
+                                .flat_map(|p| {
+                                    pod_texts(p, on_subject, |ip, _| match dir {
+                                        Dir::Ingress => format!("ip, nw_dst={ip}"),
+                                        Dir::Egress => format!("ip, nw_src={ip}"),
+                                    })
+                                })
+                                .collect()
+                        };
                         let peers: Vec<String> = rule
                             .peers
                             .iter()
@@ -191,6 +204,12 @@ impl View<'_> {
             })
         };
         match peer {
+            AdminPeer::Namespaces(ns) if dir == Dir::Ingress => self
+                .namespaces
+                .values()
+                .filter(|n| ns.matches_with(|k| n.label(k)))
+                .map(|n| format!("ip, reg0={}", n.vnid.get()))
+                .collect(),
             AdminPeer::Namespaces(ns) => self
                 .selected(ns, None, false)
                 .iter()

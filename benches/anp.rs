@@ -262,7 +262,7 @@ fn main() {
     })
     .expect("one node in networkpolicy mode (run as root)");
     let node = ours.node(0);
-    let client = Client::new(&node.daemon().map(|d| d.api.clone()).expect("the daemon"));
+    let client = Client::new(node.daemon().map(|d| d.api.clone()).expect("the daemon"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

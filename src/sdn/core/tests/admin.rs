@@ -57,7 +57,8 @@ fn an_admin_change_touches_no_networkpolicy_flow() {
         p.ingress.remove(1);
         p
     };
-    let steps: Vec<Box<dyn Fn(&mut Core)>> = vec![
+    type Step = Box<dyn Fn(&mut Core)>;
+    let steps: Vec<Step> = vec![
         Box::new(|c| c.admin_apply(anp("a", 10, 0)).unwrap()),
         Box::new(|c| c.admin_apply(anp("b", 20, 1)).unwrap()),
         Box::new(|c| c.admin_apply(anp("a", 30, 0)).unwrap()),

@@ -57,6 +57,11 @@ fn verdict(action: Action, dir: Dir) -> &'static str {
     }
 }
 
+/// A flow's table, priority and match text.
+type Identity = (u8, u32, String);
+/// A conjunction clause: (id, k, n).
+type Clause = (usize, usize, usize);
+
 /// A pod as selectors see it.
 struct PodRef<'a> {
     info: &'a PodInfo,
@@ -91,8 +96,7 @@ impl View<'_> {
 
     /// Every flow of the tiers, as text.
     pub fn flows(&self) -> Vec<String> {
-        let mut clauses: BTreeMap<(u8, u32, String), BTreeSet<(usize, usize, usize)>> =
-            BTreeMap::new();
+        let mut clauses: BTreeMap<Identity, BTreeSet<Clause>> = BTreeMap::new();
         let mut out = Vec::new();
         for policy in self.policies.values() {
             let (egress_table, ingress_table) = tables(policy.tier);

@@ -422,6 +422,7 @@ pub enum NodeCommand {
     },
     /// Forget a node.
     Del {
+        /// The node's name.
         #[arg(long, value_name = "NAME")]
         name: String,
     },

@@ -38,12 +38,13 @@ run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # HA at 10,000 pods), the CNI plugin as a runtime runs it, cluster membership through a real
 # etcd, the VXLAN device over rtnetlink, a two-node cluster's ping through restarts, and the
 # CLI's pod add against the seed's way with where its time goes (docs/cli-profile.md), and
-# the networkpolicy mode at 1,000 pods / 500 policies against `ovs-ofctl bundle`, and how fast
+# the networkpolicy mode at 1,000 pods / 500 policies against `ovs-ofctl bundle`, the admin
+# tiers (100 ANPs at 10,000 pods, a priority change and the flows it touches), how fast
 # drift is repaired and a standby takes over (faults), what one change costs the core (store)
 # and the daemon through its API (scale) at 1,000 to 50,000 pods, nodes following a real
 # kube-apiserver at scale: 3 real + 100 and 500 simulated (kube), and the Kubernetes
 # controller's allocation latency and failover against a real kube-apiserver (controller).
-for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol faults store scale kube controller; do
+for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol anp faults store scale kube controller; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

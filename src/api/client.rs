@@ -202,6 +202,38 @@ impl Client {
         self.act(Method::DELETE, route::NETPOLS, req).await
     }
 
+    /// Applies one AdminNetworkPolicy or BaselineAdminNetworkPolicy given as its JSON or YAML
+    /// text (the daemon parses it: its errors name the field).
+    pub async fn admin_policy_apply(&self, text: Vec<u8>) -> Result<(), ClientError> {
+        let bytes = self
+            .exchange(Method::POST, route::ADMIN_POLICIES, Some(text))
+            .await?;
+        let _: wire::Ok = decode(StatusCode::OK, &bytes)?;
+        Ok(())
+    }
+
+    pub async fn admin_policy_del(&self, req: &wire::AdminPolicyDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::ADMIN_POLICIES, req).await
+    }
+
+    pub async fn admin_policies(&self) -> Result<Vec<wire::AdminSummary>, ClientError> {
+        let reply: wire::AdminPolicies = self.get(route::ADMIN_POLICIES).await?;
+        Ok(reply.admin_policies)
+    }
+
+    pub async fn node_set(&self, req: &wire::ClusterNode) -> Result<(), ClientError> {
+        self.act(Method::POST, route::NODES, req).await
+    }
+
+    pub async fn node_del(&self, req: &wire::ClusterNodeDel) -> Result<(), ClientError> {
+        self.act(Method::DELETE, route::NODES, req).await
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<wire::ClusterNode>, ClientError> {
+        let reply: wire::ClusterNodes = self.get(route::NODES).await?;
+        Ok(reply.nodes)
+    }
+
     pub async fn netpols(&self) -> Result<Vec<wire::NetPolSummary>, ClientError> {
         let reply: wire::NetPols = self.get(route::NETPOLS).await?;
         Ok(reply.netpols)

@@ -14,10 +14,11 @@ pub use crate::cluster::ClusterStatus;
 use crate::sdn;
 pub use crate::sdn::counters::PodCounters;
 pub use crate::sdn::{
-    EgressNetworkPolicy, HostSubnet, Service, SetupOutcome, SetupRequest, Status,
+    AdminSummary, KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo,
+    PodKey, L4,
 };
 pub use crate::sdn::{
-    KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo, PodKey, L4,
+    EgressNetworkPolicy, HostSubnet, Service, SetupOutcome, SetupRequest, Status,
 };
 pub use crate::trace::{Trace, TraceQuery};
 use crate::value::{Cidr, IfName, MacAddr, SandboxId, Vnid};
@@ -67,6 +68,12 @@ pub mod route {
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
     /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
     pub const NETPOLS: &str = "/v1/netpols";
+    /// POST one `policy.networking.k8s.io/v1alpha1` AdminNetworkPolicy or
+    /// BaselineAdminNetworkPolicy, as JSON or YAML; DELETE [`super::AdminPolicyDel`];
+    /// GET → [`super::AdminPolicies`].
+    pub const ADMIN_POLICIES: &str = "/v1/admin-policies";
+    /// POST [`super::ClusterNode`]; DELETE [`super::ClusterNodeDel`]; GET → [`super::ClusterNodes`].
+    pub const NODES: &str = "/v1/nodes";
 }
 
 /// A pod to attach (the CNI plugin's ADD; the seed's SetUpPod arguments), named as Kubernetes
@@ -343,4 +350,55 @@ pub struct NetPolDel {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetPols {
     pub netpols: Vec<NetPolSummary>,
+}
+
+/// Which admin policy to delete: `kind` is `anp` or `banp`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminPolicyDel {
+    pub kind: AdminKind,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminKind {
+    Anp,
+    Banp,
+}
+
+impl AdminKind {
+    pub fn short(self) -> &'static str {
+        match self {
+            AdminKind::Anp => "anp",
+            AdminKind::Banp => "banp",
+        }
+    }
+}
+
+/// A node of the cluster as admin policies' node peers see it (its Node object's addresses
+/// and labels).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNode {
+    pub name: String,
+    pub ips: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub labels: Labels,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNodeDel {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterNodes {
+    pub nodes: Vec<ClusterNode>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdminPolicies {
+    pub admin_policies: Vec<AdminSummary>,
 }

@@ -94,6 +94,15 @@ pub enum Command {
     /// Kubernetes NetworkPolicies (networkpolicy mode).
     #[command(subcommand)]
     Netpol(NetpolCommand),
+    /// The cluster's nodes as AdminNetworkPolicy node peers see them (networkpolicy mode).
+    #[command(subcommand)]
+    Node(NodeCommand),
+    /// The cluster admin's AdminNetworkPolicies (networkpolicy mode): judged before NetworkPolicy.
+    #[command(subcommand)]
+    Anp(AdminCommand),
+    /// The BaselineAdminNetworkPolicy `default` (networkpolicy mode): judged after NetworkPolicy.
+    #[command(subcommand)]
+    Banp(AdminCommand),
     /// Trace a packet from a pod through br0 (ovs-vswitchd's ofproto/trace, each flow's owner).
     Trace {
         /// The pod it leaves: its NAMESPACE/NAME, IP, sandbox id (or a unique prefix), or host veth.
@@ -394,6 +403,56 @@ pub enum NamespaceCommand {
         name: String,
     },
     /// List the namespaces.
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Create or replace a node: its addresses and labels (as its Node object has them).
+    Set {
+        /// The node's name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// An address of the node (repeat for more).
+        #[arg(long = "ip", value_name = "IP", required = true)]
+        ips: Vec<Ipv4Addr>,
+        /// A label of the node, k=v (repeat for more).
+        #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+    },
+    /// Forget a node.
+    Del {
+        /// The node's name.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
+    /// List the nodes.
+    List {
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create or replace one from its YAML or JSON (as `kubectl apply -f` takes it).
+    Apply {
+        /// The YAML or JSON file (`-`: standard input).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Delete one.
+    Del {
+        /// Its name (a baseline's is `default`).
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        name: String,
+    },
+    /// List them (ANPs by priority) with the local pods they select and their flows.
     List {
         /// Print the API's JSON instead of text.
         #[arg(long)]

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    Cli, Command, EgressCommand, HostSubnetCommand, LabelChange, MulticastCommand,
-    NamespaceCommand, NetpolCommand, PodCommand, RemotePodCommand, ServiceCommand, VnidsCommand,
-    DEFAULT_API,
+    AdminCommand, Cli, Command, EgressCommand, HostSubnetCommand, LabelChange, MulticastCommand,
+    NamespaceCommand, NetpolCommand, NodeCommand, PodCommand, RemotePodCommand, ServiceCommand,
+    VnidsCommand, DEFAULT_API,
 };
 use crate::api::client::{Client, ClientError};
 use crate::api::wire;
@@ -140,6 +140,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Namespace(cmd) => run_namespace(client, cmd).await?,
         Command::Netpol(cmd) => run_netpol(client, cmd).await?,
+        Command::Node(cmd) => run_node(client, cmd).await?,
+        Command::Anp(cmd) => run_admin(client, wire::AdminKind::Anp, cmd).await?,
+        Command::Banp(cmd) => run_admin(client, wire::AdminKind::Banp, cmd).await?,
         Command::Vnids(VnidsCommand::Unused) => {
             for vnid in client.unused_vnids().await? {
                 println!("{vnid}");
@@ -383,6 +386,82 @@ async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), Cli
             } else {
                 for ns in namespaces {
                     println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_node(client: &Client, cmd: NodeCommand) -> Result<(), CliError> {
+    match cmd {
+        NodeCommand::Set {
+            name,
+            ips,
+            labels: pairs,
+        } => {
+            let req = wire::ClusterNode {
+                name,
+                ips,
+                labels: labels(pairs),
+            };
+            client.node_set(&req).await?;
+        }
+        NodeCommand::Del { name } => client.node_del(&wire::ClusterNodeDel { name }).await?,
+        NodeCommand::List { json } => {
+            let nodes = client.nodes().await?;
+            if json {
+                print_json(&wire::ClusterNodes { nodes });
+            } else {
+                for n in nodes {
+                    let ips: Vec<String> = n.ips.iter().map(ToString::to_string).collect();
+                    let labels: Vec<String> =
+                        n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    println!("{} {} {}", n.name, ips.join(","), labels.join(","));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_admin(
+    client: &Client,
+    kind: wire::AdminKind,
+    cmd: AdminCommand,
+) -> Result<(), CliError> {
+    match cmd {
+        AdminCommand::Apply { file } => client.admin_policy_apply(read_netpol(&file)?).await?,
+        AdminCommand::Del { name } => {
+            client
+                .admin_policy_del(&wire::AdminPolicyDel { kind, name })
+                .await?;
+        }
+        AdminCommand::List { json } => {
+            let admin_policies: Vec<_> = client
+                .admin_policies()
+                .await?
+                .into_iter()
+                .filter(|p| p.kind == kind.short())
+                .collect();
+            if json {
+                print_json(&wire::AdminPolicies { admin_policies });
+            } else {
+                for p in admin_policies {
+                    let priority = p
+                        .priority
+                        .map(|n| format!(" priority={n}"))
+                        .unwrap_or_default();
+                    println!(
+                        "{}/{}{} ingress_rules={} egress_rules={} selected_pods={} flows={}",
+                        p.kind,
+                        p.name,
+                        priority,
+                        p.ingress_rules,
+                        p.egress_rules,
+                        p.selected_pods,
+                        p.flows
+                    );
                 }
             }
         }

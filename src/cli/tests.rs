@@ -136,6 +136,27 @@ fn networkpolicy_commands_take_labels_and_namespaces() {
     .is_err());
     assert!(parse(&["ofnode", "netpol", "apply", "--file", "-"]).is_ok());
     assert!(parse(&["ofnode", "netpol", "del", "--namespace", "x", "--name", "p"]).is_ok());
+    assert!(parse(&["ofnode", "anp", "apply", "--file", "anp.yaml"]).is_ok());
+    assert!(parse(&["ofnode", "anp", "del", "--name", "deny-all"]).is_ok());
+    assert!(parse(&["ofnode", "banp", "del"]).is_ok());
+    assert!(parse(&["ofnode", "banp", "list", "--json"]).is_ok());
+    assert!(parse(&[
+        "ofnode",
+        "node",
+        "set",
+        "--name",
+        "n1",
+        "--ip",
+        "192.0.2.11",
+        "--label",
+        "kubernetes.io/os=linux"
+    ])
+    .is_ok());
+    assert!(
+        parse(&["ofnode", "node", "set", "--name", "n1"]).is_err(),
+        "a node needs an address"
+    );
+    assert!(parse(&["ofnode", "node", "set", "--name", "n1", "--ip", "fd00::1"]).is_err());
     let remote = |args: &[&str]| {
         let mut all = vec!["ofnode", "pod", "remote", "set", "--pod", "x/db-0"];
         all.extend_from_slice(args);

@@ -12,6 +12,12 @@ pub const VXLAN_INGRESS: u8 = 10;
 pub const FROM_POD: u8 = 20;
 /// Table 21: from a pod, before routing: left to the policy mode (networkpolicy's conntrack).
 pub const POLICY_CONNTRACK: u8 = 21;
+/// Table 22: a local pod's egress judged by the AdminNetworkPolicies (networkpolicy mode);
+/// table 21 jumps here first, Pass comes back to 21.
+pub const ADMIN_EGRESS: u8 = 22;
+/// Table 23: a local pod's egress judged by the BaselineAdminNetworkPolicy, for pods no
+/// NetworkPolicy isolates for egress (table 21's last resort).
+pub const BASELINE_EGRESS: u8 = 23;
 /// Table 25: IP from tun0 with a local pod's source address: the pod's traffic to a service,
 /// back from kube-proxy's DNAT in the host; its VNID is loaded again (networkpolicy mode).
 pub const FROM_SERVICE: u8 = 25;
@@ -29,6 +35,12 @@ pub const TO_LOCAL: u8 = 70;
 pub const POLICY: u8 = 80;
 /// Table 81: after ingress policy: commit and deliver (networkpolicy mode).
 pub const POLICY_COMMIT: u8 = 81;
+/// Table 82: a local pod's ingress judged by the AdminNetworkPolicies (table 80 jumps here
+/// first, Pass comes back to 80).
+pub const ADMIN_INGRESS: u8 = 82;
+/// Table 83: a local pod's ingress judged by the BaselineAdminNetworkPolicy, for pods no
+/// NetworkPolicy isolates for ingress.
+pub const BASELINE_INGRESS: u8 = 83;
 /// Table 90: IP to a remote pod, over VXLAN (host subnets).
 pub const TO_REMOTE: u8 = 90;
 /// Table 100: egress network policy (egress policies).
@@ -43,11 +55,13 @@ pub const MULTICAST_TO_LOCAL: u8 = 120;
 pub const VERSION_NOTE: u8 = 253;
 
 /// Every table with its name, in order.
-pub const TABLES: [(u8, &str); 18] = [
+pub const TABLES: [(u8, &str); 22] = [
     (CLASSIFY, "classify"),
     (VXLAN_INGRESS, "VXLAN ingress"),
     (FROM_POD, "from pod"),
     (POLICY_CONNTRACK, "policy conntrack"),
+    (ADMIN_EGRESS, "admin policy egress"),
+    (BASELINE_EGRESS, "baseline policy egress"),
     (FROM_SERVICE, "from service"),
     (ROUTING, "routing"),
     (ARP_TO_LOCAL, "ARP to local pod"),
@@ -56,6 +70,8 @@ pub const TABLES: [(u8, &str); 18] = [
     (TO_LOCAL, "to local pod"),
     (POLICY, "policy"),
     (POLICY_COMMIT, "policy commit"),
+    (ADMIN_INGRESS, "admin policy ingress"),
+    (BASELINE_INGRESS, "baseline policy ingress"),
     (TO_REMOTE, "to remote pod"),
     (EGRESS_POLICY, "egress policy"),
     (MULTICAST_OUT, "multicast out"),
@@ -88,6 +104,18 @@ pub const REG_SOURCE_VNID: Field = Field::Reg(0);
 pub const REG_DESTINATION_VNID: Field = Field::Reg(1);
 /// reg2: the OpenFlow port a packet leaves by (table 80's `output:NXM_NX_REG2[]`).
 pub const REG_OUTPUT_PORT: Field = Field::Reg(2);
+/// reg3 bit 0: the AdminNetworkPolicies have judged this packet's egress (passed it on to
+/// NetworkPolicy); bit 1: its ingress. Set only on the way back from tables 22 and 82.
+pub const ADMIN_EGRESS_DONE: FieldRange = FieldRange {
+    field: Field::Reg(3),
+    ofs: 0,
+    n_bits: 1,
+};
+pub const ADMIN_INGRESS_DONE: FieldRange = FieldRange {
+    field: Field::Reg(3),
+    ofs: 1,
+    n_bits: 1,
+};
 /// NXM_NX_TUN_ID[0..31]: the VNID a VXLAN packet carries, in the tunnel id's low 32 bits.
 pub const TUNNEL_VNID: FieldRange = FieldRange {
     field: Field::TunId,

@@ -53,7 +53,7 @@ pub mod table;
 pub mod types;
 mod writer;
 
-pub use self::core::{CoreError, LabelEdit, NetPolSummary, SetupOutcome};
+pub use self::core::{AdminSummary, CoreError, LabelEdit, NetPolSummary, SetupOutcome};
 pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
 pub use config::{detect_datapath_type, NodeConfig};
 pub use dns::DnsConfig;
@@ -64,7 +64,7 @@ pub use labels::{FieldError, Labels};
 pub(crate) use metrics::{counter, gauge};
 pub use metrics::{Histogram, Metrics};
 pub use node::Node;
-pub use objects::{KnownPod, NamedPort, Namespace, PodInfo, L4};
+pub use objects::{KnownPod, NamedPort, Namespace, NodeInfo, PodInfo, L4};
 pub use ovs_bugs::StaleMegaflows;
 pub use report::PodStatus;
 pub use report::{Detection, DriftReport, DriftStatus, StaleMegaflowStatus, Status};

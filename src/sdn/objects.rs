@@ -109,6 +109,16 @@ impl L4 {
 }
 
 /// What the node knows of a pod, on this node or another: what selectors and policies see.
+/// What admin policies' `nodes` peers see of a node of the cluster (its Node object): its
+/// addresses (`status.addresses`) and labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeInfo {
+    pub ips: Vec<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+}
+
 /// A local pod's data-plane side (veth, MAC, OpenFlow port) is its attachment, apart.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

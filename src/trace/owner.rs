@@ -57,6 +57,23 @@ pub enum Owner {
     },
     /// Multicast to the other nodes.
     VxlanMulticast,
+    /// A rule of an AdminNetworkPolicy (`anp`) or of the BaselineAdminNetworkPolicy (`banp`):
+    /// the flow its satisfied conjunction runs, i.e. the rule that decided.
+    AdminRule {
+        /// `anp` or `banp`.
+        tier: String,
+        policy: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<u16>,
+        direction: String,
+        rule: usize,
+        name: String,
+        action: String,
+    },
+    /// The admin tiers' jumps and defaults.
+    AdminTier {
+        what: String,
+    },
 }
 
 impl std::fmt::Display for Owner {
@@ -78,6 +95,22 @@ impl std::fmt::Display for Owner {
             Owner::NetworkPolicy { vnid } => write!(f, "network policy of VNID {vnid}"),
             Owner::Multicast { vnid } => write!(f, "multicast of VNID {vnid}"),
             Owner::VxlanMulticast => write!(f, "multicast to other nodes"),
+            Owner::AdminRule {
+                tier,
+                policy,
+                priority,
+                direction,
+                rule,
+                name,
+                action,
+            } => {
+                write!(f, "{tier} {policy}")?;
+                if let Some(p) = priority {
+                    write!(f, " (priority {p})")?;
+                }
+                write!(f, " {direction} rule {rule} {name:?}: {action}")
+            }
+            Owner::AdminTier { what } => write!(f, "admin tiers: {what}"),
         }
     }
 }
@@ -263,7 +296,51 @@ impl OwnerIndex {
                 index.add_owner(FlowKey::of_flow_mod(flow), flow_owner);
             }
         }
+        index.add_admin_tiers(state);
         Ok(index)
+    }
+
+    /// The admin tiers' flows: each rule's verdict flow, and the jumps and defaults.
+    fn add_admin_tiers(&mut self, state: &NodeState) {
+        use crate::sdn::policy::admin::Tier;
+        use crate::sdn::produce::admin::{tier_flow_meaning, tier_flows, verdict_flows};
+        use crate::sdn::produce::netpol::Dir;
+        for policy in state.admin_policies.values() {
+            for (fm, dir, index) in verdict_flows(policy) {
+                let (direction, rules) = match dir {
+                    Dir::Ingress => ("ingress", &policy.ingress),
+                    Dir::Egress => ("egress", &policy.egress),
+                };
+                let Some(rule) = rules.get(index) else {
+                    continue;
+                };
+                let owner = Owner::AdminRule {
+                    tier: policy.tier.short().to_string(),
+                    policy: policy.name.clone(),
+                    priority: match policy.tier {
+                        Tier::Admin { priority } => Some(priority),
+                        Tier::Baseline => None,
+                    },
+                    direction: direction.to_string(),
+                    rule: index,
+                    name: rule.name.clone(),
+                    action: format!("{:?}", rule.action),
+                };
+                self.add_owner(FlowKey::of_flow_mod(&fm), &owner);
+            }
+        }
+        let admin = state
+            .admin_policies
+            .values()
+            .any(|p| matches!(p.tier, Tier::Admin { .. }));
+        let baseline = state
+            .admin_policies
+            .values()
+            .any(|p| p.tier == Tier::Baseline);
+        for fm in tier_flows(admin, baseline) {
+            let what = tier_flow_meaning(fm.table_id, fm.priority).to_string();
+            self.add_owner(FlowKey::of_flow_mod(&fm), &Owner::AdminTier { what });
+        }
     }
 }
 

@@ -188,6 +188,13 @@ fn router(node: Node, sources: Sources, options: &ApiOptions) -> Router {
             route::NETPOLS,
             get(netpols).post(netpol_apply).delete(netpol_del),
         )
+        .route(route::NODES, get(nodes).post(node_set).delete(node_del))
+        .route(
+            route::ADMIN_POLICIES,
+            get(admin_policies)
+                .post(admin_policy_apply)
+                .delete(admin_policy_del),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(options.max_body))
         .with_state(state)
@@ -498,6 +505,54 @@ async fn netpol_del(State(s): Shared, Body(req): Body<wire::NetPolDel>) -> ApiRe
     s.owned_by_the_api("change NetworkPolicies with kubectl")?;
     s.node.netpol_del(&req.namespace, &req.name).await?;
     done()
+}
+
+async fn admin_policy_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wire::Ok> {
+    let policy = sdn::policy::admin::parse_admin_policy(&body).map_err(sdn::Error::from)?;
+    s.node.admin_apply(policy).await?;
+    done()
+}
+
+async fn admin_policy_del(
+    State(s): Shared,
+    Body(req): Body<wire::AdminPolicyDel>,
+) -> ApiResult<wire::Ok> {
+    s.node.admin_del(req.kind.short(), &req.name).await?;
+    done()
+}
+
+async fn node_set(State(s): Shared, Body(req): Body<wire::ClusterNode>) -> ApiResult<wire::Ok> {
+    let node = sdn::NodeInfo {
+        ips: req.ips,
+        labels: req.labels,
+    };
+    s.node.node_set(req.name, node).await?;
+    done()
+}
+
+async fn node_del(State(s): Shared, Body(req): Body<wire::ClusterNodeDel>) -> ApiResult<wire::Ok> {
+    s.node.node_del(&req.name).await?;
+    done()
+}
+
+async fn nodes(State(s): Shared) -> ApiResult<wire::ClusterNodes> {
+    let nodes = s
+        .node
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|(name, info)| wire::ClusterNode {
+            name,
+            ips: info.ips,
+            labels: info.labels,
+        })
+        .collect();
+    Ok(Json(wire::ClusterNodes { nodes }))
+}
+
+async fn admin_policies(State(s): Shared) -> ApiResult<wire::AdminPolicies> {
+    let admin_policies = s.node.admin_policies().await?;
+    Ok(Json(wire::AdminPolicies { admin_policies }))
 }
 
 async fn netpols(State(s): Shared) -> ApiResult<wire::NetPols> {

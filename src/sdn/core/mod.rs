@@ -12,6 +12,7 @@
 //! takes the batch's [`Effects`] (the net change of all of them), and then either commits the
 //! batch (the switch and the journal took it) or rolls it back (one of them failed).
 
+mod admin;
 mod desired;
 mod error;
 mod netpol;
@@ -28,6 +29,7 @@ use std::collections::HashSet;
 use ofnode_proto::FlowMod;
 
 pub use self::ports::{PortStep, TakeBack};
+pub use admin::AdminSummary;
 pub use desired::{all_entities, enforcing_setup, entity_flows};
 pub use error::CoreError;
 pub use netpol::{LabelEdit, NetPolSummary};
@@ -36,6 +38,7 @@ pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_mu
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
+use super::produce::admin::AdminEngine;
 use super::produce::netpol::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
 use super::store::{Delta, Store};
@@ -55,6 +58,9 @@ pub struct Core {
     /// The NetworkPolicy mode's flows (its part of `table`, kept from the store's groups);
     /// None in the other modes.
     netpol: Option<Engine>,
+    /// The cluster admin tiers' flows (AdminNetworkPolicy, BaselineAdminNetworkPolicy), in the
+    /// NetworkPolicy mode only.
+    admin: Option<AdminEngine>,
 }
 
 /// What the open batch did so far.
@@ -131,6 +137,25 @@ fn build_netpol(store: &mut Store) -> Option<Engine> {
     Some(engine)
 }
 
+/// The admin tiers' engine of `store`, every admin policy applied (None outside the
+/// NetworkPolicy mode).
+fn build_admin(store: &mut Store) -> Option<AdminEngine> {
+    enforcing_setup(store.state())?;
+    let mut engine = AdminEngine::new();
+    let policies: Vec<_> = store
+        .state()
+        .admin_policies
+        .iter()
+        .map(|(k, p)| (k.clone(), p.clone()))
+        .collect();
+    for (key, policy) in policies {
+        let (groups, world) = store.groups_and_world();
+        engine.apply_policy(&key, Some(&policy), groups, world);
+    }
+    engine.take_changes();
+    Some(engine)
+}
+
 /// The flows `entity` contributes in `state`, as the desired table holds them.
 fn held_flows_of(state: &NodeState, entity: &Entity) -> Result<Vec<Flow>, Error> {
     entity_flows(state, entity).iter().map(held_flow).collect()
@@ -138,13 +163,20 @@ fn held_flows_of(state: &NodeState, entity: &Entity) -> Result<Vec<Flow>, Error>
 
 /// The desired table of `store`, built entity by entity (never all flow texts at once), the
 /// NetworkPolicy mode's from its engine.
-fn build_table(store: &Store, netpol: Option<&Engine>) -> Result<FlowTable, Error> {
+fn build_table(
+    store: &Store,
+    netpol: Option<&Engine>,
+    admin: Option<&AdminEngine>,
+) -> Result<FlowTable, Error> {
     let mut flows = Vec::new();
     for entity in all_entities(store.state()) {
         flows.extend(held_flows_of(store.state(), &entity)?);
     }
     for fm in netpol.into_iter().flat_map(Engine::flow_mods) {
         flows.push(held_flow(&fm)?);
+    }
+    for fm in admin.into_iter().flat_map(AdminEngine::flow_mods) {
+        flows.push(held_flow(fm)?);
     }
     Ok(FlowTable::from_flows(flows))
 }
@@ -154,12 +186,14 @@ impl Core {
     pub fn new(state: NodeState) -> Result<Core, Error> {
         let mut store = Store::new(state);
         let netpol = build_netpol(&mut store);
-        let table = build_table(&store, netpol.as_ref())?;
+        let admin = build_admin(&mut store);
+        let table = build_table(&store, netpol.as_ref(), admin.as_ref())?;
         Ok(Core {
             store,
             table,
             batch: Batch::default(),
             netpol,
+            admin,
         })
     }
 
@@ -266,15 +300,54 @@ impl Core {
                 failed.get_or_insert(e);
             }
         }
-        let changes = engine.take_changes();
+        let mut changes = engine.take_changes();
         if let Some(e) = failed {
             return Err(e.into());
         }
+        changes.extend(self.follow_admin(change, undo, deltas));
         let held = |fm: Option<FlowMod>| fm.as_ref().map(held_flow).transpose();
         changes
             .into_iter()
             .map(|FlowChange { before, after }| Ok((held(before)?, held(after)?)))
             .collect()
+    }
+
+    /// What `change` did to the admin tiers' flows: the policy applied or deleted, the
+    /// policies reading groups whose members changed, every policy when a namespace's VNID
+    /// changed (ingress peers carry it).
+    fn follow_admin(
+        &mut self,
+        change: &Change,
+        undo: &Change,
+        deltas: &[Delta],
+    ) -> Vec<FlowChange> {
+        let Some(engine) = self.admin.as_mut() else {
+            return Vec::new();
+        };
+        let (groups, world) = self.store.groups_and_world();
+        engine.on_deltas(deltas, groups, world);
+        match (change, undo) {
+            (Change::AdminPolicy { key, .. }, _) => {
+                let policy = self.store.state().admin_policies.get(key).cloned();
+                let (groups, world) = self.store.groups_and_world();
+                engine.apply_policy(key, policy.as_ref(), groups, world);
+            }
+            (
+                Change::Namespace { namespace, .. },
+                Change::Namespace {
+                    namespace: before, ..
+                },
+            ) if namespace.as_ref().map(|n| n.vnid) != before.as_ref().map(|n| n.vnid) => {
+                let (groups, world) = self.store.groups_and_world();
+                engine.recompute_all(groups, world);
+            }
+            (Change::Node { .. }, _) => {
+                let (groups, world) = self.store.groups_and_world();
+                engine.on_nodes(groups, world);
+            }
+            _ => {}
+        }
+        engine.take_changes()
     }
 
     /// Applies an operation's changes to the open batch: all of them, or (on error) none.

@@ -66,7 +66,7 @@ impl LabelEdit {
 
 impl Core {
     /// The node's setup, when its mode takes `what` (one of the NetworkPolicy inputs).
-    fn require_enforcing(&self, what: &str) -> Result<SetupRequest, Error> {
+    pub(super) fn require_enforcing(&self, what: &str) -> Result<SetupRequest, Error> {
         let setup = self.state().setup.ok_or(Error::NotSetUp)?;
         require_network_policy(setup.mode, what)?;
         Ok(setup)

@@ -3,9 +3,11 @@
 //! refuses bad input naming the field (`core/netpol.rs`).
 
 use super::Node;
-use crate::sdn::core::{LabelEdit, NetPolSummary};
+use crate::sdn::core::{AdminSummary, LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
+use crate::sdn::objects::NodeInfo;
 use crate::sdn::objects::{KnownPod, NamedPort, Namespace, PodInfo};
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::value::PodKey;
 
@@ -93,6 +95,53 @@ impl Node {
         let (namespace, name) = (namespace.to_string(), name.to_string());
         self.edit(move |core| core.netpol_del(&namespace, &name))
             .await
+    }
+
+    /// Creates or replaces an AdminNetworkPolicy or the BaselineAdminNetworkPolicy.
+    pub async fn admin_apply(&self, policy: AdminPolicy) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        self.edit(move |core| core.admin_apply(policy)).await
+    }
+
+    /// Deletes one: `short` is `anp` or `banp`.
+    pub async fn admin_del(&self, short: &str, name: &str) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let (short, name) = (short.to_string(), name.to_string());
+        self.edit(move |core| core.admin_del(&short, &name)).await
+    }
+
+    /// Creates or replaces a node of the cluster (for admin policies' node peers).
+    pub async fn node_set(&self, name: String, node: NodeInfo) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        self.edit(move |core| core.node_set(&name, node)).await
+    }
+
+    pub async fn node_del(&self, name: &str) -> Result<(), Error> {
+        let _shared = self.inner.gate.read().await;
+        self.require_setup()?;
+        let name = name.to_string();
+        self.edit(move |core| core.node_del(&name)).await
+    }
+
+    /// The nodes of the cluster the node knows, by name.
+    pub async fn nodes(&self) -> Result<Vec<(String, NodeInfo)>, Error> {
+        self.read(|core| {
+            Ok(core
+                .state()
+                .nodes
+                .iter()
+                .map(|(n, i)| (n.clone(), i.clone()))
+                .collect())
+        })
+        .await
+    }
+
+    /// Each admin policy with the local pods it selects and its flows on this node.
+    pub async fn admin_policies(&self) -> Result<Vec<AdminSummary>, Error> {
+        self.read(|core| Ok(core.admin_summaries())).await
     }
 
     /// Each policy with the local pods it selects and its flows on this node.

@@ -3,6 +3,7 @@
 //! VNID needs while pods or services use it. Adding a mode is adding a file here, a [`Mode`]
 //! variant (`types.rs`) and its arm in [`of`].
 
+pub mod admin;
 mod multitenant;
 pub mod networkpolicy;
 mod subnet;

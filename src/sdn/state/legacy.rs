@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Change, EgressState, LocalMulticast, NodeState, PortIntent};
 use crate::sdn::labels::Labels;
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{Namespace, NodeInfo, PodInfo};
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::StoredNetPol;
 use crate::sdn::types::{HostSubnet, Pod, Service, SetupRequest};
 use crate::value::PodKey;
@@ -70,6 +71,10 @@ pub struct RecordedState {
     #[serde(default)]
     netpols: BTreeMap<String, StoredNetPol>,
     #[serde(default)]
+    admin_policies: BTreeMap<String, AdminPolicy>,
+    #[serde(default)]
+    nodes: BTreeMap<String, NodeInfo>,
+    #[serde(default)]
     port_intents: BTreeMap<IfName, PortIntent>,
 }
 
@@ -97,6 +102,8 @@ impl TryFrom<RecordedState> for NodeState {
             namespaces: recorded.namespaces,
             pod_infos: recorded.pod_infos,
             netpols: recorded.netpols,
+            admin_policies: recorded.admin_policies,
+            nodes: recorded.nodes,
             port_intents: recorded.port_intents,
         };
         let mut meta = recorded.pod_meta;

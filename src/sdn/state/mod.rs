@@ -11,7 +11,8 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sdn::objects::{Namespace, PodInfo};
+use crate::sdn::objects::{Namespace, NodeInfo, PodInfo};
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::policy::networkpolicy::StoredNetPol;
 use crate::sdn::types::{
     Cidr, EgressNetworkPolicy, HostSubnet, IfName, Pod, Service, SetupRequest, Vnid,
@@ -83,6 +84,13 @@ pub struct NodeState {
     /// NetworkPolicies by `namespace/name`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub netpols: BTreeMap<String, StoredNetPol>,
+    /// The cluster admin's policies (AdminNetworkPolicy, BaselineAdminNetworkPolicy) by
+    /// `anp/NAME` or `banp/default`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub admin_policies: BTreeMap<String, AdminPolicy>,
+    /// The cluster's nodes by name, as admin policies' node peers see them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, NodeInfo>,
     /// What OVSDB must hold for pods' ports beyond their existence: the bandwidth limits
     /// acknowledged, and the ports of deleted pods whose removal OVSDB has not confirmed yet.
     /// Reconciled at every OVSDB (re)connect (`core/ports.rs`); journals written before it
@@ -150,6 +158,16 @@ pub enum Change {
         key: String,
         netpol: Option<Box<StoredNetPol>>,
     },
+    /// A node of the cluster, as node peers see it.
+    Node {
+        name: String,
+        node: Option<NodeInfo>,
+    },
+    /// An AdminNetworkPolicy or the BaselineAdminNetworkPolicy.
+    AdminPolicy {
+        key: String,
+        policy: Option<Box<AdminPolicy>>,
+    },
     /// What OVSDB must do with a pod's port (None: nothing beyond the pod's presence).
     PortIntent {
         veth: IfName,
@@ -189,9 +207,11 @@ impl Change {
             Change::Multicast { vnid, .. } => Entity::Multicast(*vnid),
             Change::VxlanMulticast { .. } => Entity::VxlanMulticast,
             Change::Egress { vnid, .. } => Entity::Egress(*vnid),
-            Change::Namespace { .. } | Change::PodInfo { .. } | Change::NetPol { .. } => {
-                Entity::NetPol
-            }
+            Change::Namespace { .. }
+            | Change::PodInfo { .. }
+            | Change::NetPol { .. }
+            | Change::AdminPolicy { .. }
+            | Change::Node { .. } => Entity::NetPol,
             Change::PortIntent { .. } => Entity::Ovsdb,
             Change::Replace { .. } => Entity::Everything,
         }
@@ -245,6 +265,15 @@ impl NodeState {
             },
             Change::NetPol { key, netpol } => Change::NetPol {
                 netpol: put(&mut self.netpols, key.clone(), netpol.map(|b| *b)).map(Box::new),
+                key,
+            },
+            Change::Node { name, node } => Change::Node {
+                node: put(&mut self.nodes, name.clone(), node),
+                name,
+            },
+            Change::AdminPolicy { key, policy } => Change::AdminPolicy {
+                policy: put(&mut self.admin_policies, key.clone(), policy.map(|b| *b))
+                    .map(Box::new),
                 key,
             },
             Change::PortIntent { veth, intent } => Change::PortIntent {

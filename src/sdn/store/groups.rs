@@ -18,7 +18,7 @@ use slab::Slab;
 
 use super::index::Index;
 use crate::sdn::labels::Selector;
-use crate::sdn::objects::{NamedPort, Namespace, PodInfo};
+use crate::sdn::objects::{NamedPort, Namespace, NodeInfo, PodInfo};
 use crate::value::PodKey;
 use crate::value::Vnid;
 
@@ -99,6 +99,8 @@ pub struct World<'a> {
     pub pods: &'a BTreeMap<PodKey, PodInfo>,
     pub namespaces: &'a BTreeMap<String, Namespace>,
     pub index: &'a Index,
+    /// The cluster's nodes (what admin policies' node peers read; no group holds nodes).
+    pub nodes: &'a BTreeMap<String, NodeInfo>,
 }
 
 #[derive(Debug)]

@@ -73,6 +73,7 @@ impl Store {
             pods: &self.state.pod_infos,
             namespaces: &self.state.namespaces,
             index: &self.index,
+            nodes: &self.state.nodes,
         }
     }
 
@@ -86,6 +87,7 @@ impl Store {
             pods: &self.state.pod_infos,
             namespaces: &self.state.namespaces,
             index: &self.index,
+            nodes: &self.state.nodes,
         };
         (&mut self.groups, world)
     }
@@ -147,6 +149,7 @@ impl Store {
                     pods: &self.state.pod_infos,
                     namespaces: &self.state.namespaces,
                     index: &self.index,
+                    nodes: &self.state.nodes,
                 };
                 let new = self.state.pod_infos.get(&key);
                 self.groups
@@ -164,6 +167,7 @@ impl Store {
                     pods: &self.state.pod_infos,
                     namespaces: &self.state.namespaces,
                     index: &self.index,
+                    nodes: &self.state.nodes,
                 };
                 let new = self.state.namespaces.get(&name);
                 self.groups

@@ -12,6 +12,7 @@ mod daemon;
 mod etcd;
 pub mod ha;
 pub mod kube;
+pub mod l4;
 mod netns;
 pub mod ofproxy;
 mod ovs;

@@ -321,6 +321,67 @@ spec:
         .as_array()
         .is_some_and(|items| items.len() == 1));
 
+    // The cluster admin tiers (issue 29): an ANP with every peer and port kind, the baseline.
+    admin
+        .apply(
+            r#"
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: gress-rules}
+spec:
+  priority: 16
+  subject: {namespaces: {matchLabels: {kubernetes.io/metadata.name: gryffindor}}}
+  ingress:
+  - {name: pass-slytherin, action: Pass, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {house: slytherin}}}}], ports: [{portNumber: {protocol: UDP, port: 53}}, {portRange: {start: 8000, end: 8080}}, {namedPort: web}]}
+  egress:
+  - {name: nodes, action: Allow, to: [{nodes: {matchLabels: {kubernetes.io/os: linux}}}], ports: [{portNumber: {port: 34345}}]}
+  - {name: deny-internet, action: Deny, to: [{networks: [0.0.0.0/0, '::/0']}]}
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: BaselineAdminNetworkPolicy
+metadata: {name: default}
+spec:
+  subject: {namespaces: {}}
+  ingress:
+  - {action: Deny, from: [{namespaces: {matchLabels: {house: slytherin}}}]}
+"#,
+        )
+        .unwrap();
+    let anp = admin.get_json(&["anp", "gress-rules"]).unwrap();
+    assert_eq!(field(&anp, "spec.priority"), 16);
+    assert_eq!(
+        anp["spec"]["ingress"][0]["ports"][1]["portRange"]["protocol"],
+        "TCP"
+    );
+    let table = admin.run(&["get", "anp"]).unwrap();
+    assert!(
+        table.contains("PRIORITY") && table.contains("16"),
+        "{table}"
+    );
+    assert_eq!(
+        admin.get_json(&["banp", "default"]).unwrap()["spec"]["ingress"][0]["action"],
+        "Deny"
+    );
+    let banp = |name: &str, action: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\n\
+             metadata: {{name: {name}}}\nspec:\n  subject: {{namespaces: {{}}}}\n  ingress:\n\
+             \x20 - {{action: {action}, from: [{{namespaces: {{}}}}]}}\n"
+        )
+    };
+    refused(&banp("other", "Deny"), "metadata.name=\"default\"");
+    refused(&banp("default", "Pass"), "Unsupported value: \"Pass\"");
+    refused(
+        "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata: {name: high}\n\
+         spec:\n  priority: 1001\n  subject: {namespaces: {}}\n",
+        "spec.priority",
+    );
+    refused(
+        "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata: {name: two}\n\
+         spec:\n  priority: 1\n  subject: {namespaces: {}, pods: {namespaceSelector: {}, podSelector: {}}}\n",
+        "spec.subject",
+    );
+
     // A crash and a restart of the API server: clients are refused meanwhile, and every object
     // is still there after (etcd kept them).
     let mut api = api;

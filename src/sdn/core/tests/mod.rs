@@ -6,6 +6,7 @@
 //! a test fails when `flows.rs` drifts from the seed. Both sides are compared as ovs-ofctl
 //! prints them.
 
+mod admin;
 mod egress;
 mod flow_limits;
 mod netpol;

@@ -93,7 +93,7 @@ fn held(core: &Core) -> BTreeSet<String> {
 
 /// A core in the networkpolicy mode with `locals` local pods, `remotes` remote pods and the
 /// bench's 10 policies in each of the 50 namespaces.
-fn world(locals: usize, remotes: usize) -> Core {
+pub(super) fn world(locals: usize, remotes: usize) -> Core {
     let mut core = set_up(Mode::NetworkPolicy);
     for ns in 0..NAMESPACES {
         run(&mut core, |c| c.namespace_set(namespace(ns)).unwrap());
@@ -331,6 +331,8 @@ mod random_sequences {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::sdn::policy::admin::parse_admin_policy;
+    use crate::sdn::policy::admin::reference::View as AdminView;
     use crate::sdn::policy::networkpolicy::tests::reference::View;
 
     const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
@@ -436,8 +438,49 @@ mod random_sequences {
             ns: usize,
             name: usize,
         },
+        /// An AdminNetworkPolicy `anp{name}` of spec `spec` at priority `priority`.
+        AnpApply {
+            name: usize,
+            spec: usize,
+            priority: u16,
+        },
+        AnpDel {
+            name: usize,
+        },
+        /// The BaselineAdminNetworkPolicy of spec `spec`.
+        BanpApply {
+            spec: usize,
+        },
+        BanpDel,
+        /// Node `n` (an address of 192.0.2.0/24) with the label `os=linux` or none, or gone.
+        NodeSet {
+            n: u8,
+            linux: bool,
+        },
+        NodeDel {
+            n: u8,
+        },
         /// The next ops in one batch that is then rolled back.
         RolledBack(Vec<Op>),
+    }
+
+    /// Admin policies' specs (YAML, after `spec:`), over the same labels; `{action}` is Pass
+    /// for an ANP and Deny for the baseline.
+    const ADMIN_SPECS: [&str; 3] = [
+        "  subject: {namespaces: {matchLabels: {team: a}}}\n  ingress:\n  - {name: web-80, action: Deny, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: web}}}}], ports: [{portNumber: {port: 80}}]}\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: b}}}]}\n  egress:\n  - {action: Allow, to: [{networks: [192.0.2.0/24, 10.128.2.0/24, 'fd00::/8']}], ports: [{portNumber: {protocol: UDP, port: 53}}]}\n",
+        "  subject: {pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: db}}}}\n  egress:\n  - {action: Deny, to: [{namespaces: {}}], ports: [{namedPort: http}]}\n  - {action: {action}, to: [{pods: {namespaceSelector: {matchLabels: {team: a}}, podSelector: {matchExpressions: [{key: tier, operator: Exists}]}}}]}\n  ingress:\n  - {action: Allow, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {app: web}}}}], ports: [{portRange: {protocol: TCP, start: 1000, end: 1031}}, {namedPort: dns}]}\n",
+        "  subject: {namespaces: {}}\n  ingress:\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: a}}}]}\n  egress:\n  - {action: Allow, to: [{nodes: {matchLabels: {os: linux}}}], ports: [{portRange: {protocol: TCP, start: 34345, end: 34346}}]}\n  - {action: Deny, to: [{networks: [0.0.0.0/0]}, {nodes: {}}]}\n",
+    ];
+
+    fn admin_yaml(kind: &str, name: &str, priority: Option<u16>, spec: usize) -> String {
+        let action = if priority.is_some() { "Pass" } else { "Deny" };
+        let priority = priority
+            .map(|p| format!("  priority: {p}\n"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n{priority}{}",
+            ADMIN_SPECS[spec].replace("{action}", action)
+        )
     }
 
     fn leaf() -> impl Strategy<Value = Op> {
@@ -460,6 +503,13 @@ mod random_sequences {
                 .prop_map(|(ns, pod, remote, ports)| Op::PodPorts { ns, pod, remote, ports }),
             4 => (ns.clone(), 0..3usize, 0..SPECS.len()).prop_map(|(ns, name, spec)| Op::Apply { ns, name, spec }),
             2 => (ns, 0..3usize).prop_map(|(ns, name)| Op::Delete { ns, name }),
+            3 => (0..3usize, 0..ADMIN_SPECS.len(), 1u16..4)
+                .prop_map(|(name, spec, priority)| Op::AnpApply { name, spec, priority }),
+            1 => (0..3usize).prop_map(|name| Op::AnpDel { name }),
+            2 => (0..ADMIN_SPECS.len()).prop_map(|spec| Op::BanpApply { spec }),
+            1 => Just(Op::BanpDel),
+            2 => (0u8..3, any::<bool>()).prop_map(|(n, linux)| Op::NodeSet { n, linux }),
+            1 => (0u8..3).prop_map(|n| Op::NodeDel { n }),
         ]
     }
 
@@ -516,7 +566,15 @@ mod random_sequences {
                 name: 2,
                 spec: 10 + ns,
             });
+            ops.push(Op::AnpApply {
+                name: ns,
+                spec: ns,
+                priority: 1 + ns as u16,
+            });
         }
+        ops.push(Op::BanpApply { spec: 0 });
+        ops.push(Op::NodeSet { n: 0, linux: true });
+        ops.push(Op::NodeSet { n: 1, linux: false });
         for op in &ops {
             step(&mut core, op);
             let _ = core.take_effects();
@@ -658,6 +716,38 @@ mod random_sequences {
                 core.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
             }
             Op::Delete { ns, name } => core.netpol_del(NAMESPACES[ns], &format!("p{name}")),
+            Op::AnpApply {
+                name,
+                spec,
+                priority,
+            } => {
+                let yaml = admin_yaml(
+                    "AdminNetworkPolicy",
+                    &format!("anp{name}"),
+                    Some(priority),
+                    spec,
+                );
+                core.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
+            }
+            Op::AnpDel { name } => core.admin_del("anp", &format!("anp{name}")),
+            Op::BanpApply { spec } => {
+                let yaml = admin_yaml("BaselineAdminNetworkPolicy", "default", None, spec);
+                core.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
+            }
+            Op::BanpDel => core.admin_del("banp", "default"),
+            Op::NodeSet { n, linux } => {
+                let labels = if linux {
+                    Labels::from([("os".to_string(), "linux".to_string())])
+                } else {
+                    Labels::new()
+                };
+                let node = crate::sdn::objects::NodeInfo {
+                    ips: vec![Ipv4Addr::new(192, 0, 2, 10 + n)],
+                    labels,
+                };
+                core.node_set(&format!("node-{n}"), node)
+            }
+            Op::NodeDel { n } => core.node_del(&format!("node-{n}")),
             Op::RolledBack(ops) => {
                 for op in &ops {
                     step(core, op);
@@ -676,6 +766,39 @@ mod random_sequences {
                 let prio = |p: u16| f.contains(&format!("priority={p},"));
                 (f.starts_with("table=21,") || f.starts_with("table=80,"))
                     && (prio(100) || prio(210) || (111..=200).any(prio))
+            })
+            .collect()
+    }
+
+    /// The admin tiers' flows the core holds: their tables, and their jumps in 21 and 80.
+    fn admin_flows(flows: impl Iterator<Item = String>) -> BTreeSet<String> {
+        flows
+            .filter(|f| {
+                ["table=22,", "table=23,", "table=82,", "table=83,"]
+                    .iter()
+                    .any(|t| f.starts_with(t))
+                    || (f.starts_with("table=21,")
+                        && (f.contains("priority=250,") || f.contains("priority=1,")))
+                    || (f.starts_with("table=80,")
+                        && (f.contains("priority=305,") || f.contains("priority=60,")))
+            })
+            .collect()
+    }
+
+    fn admin_reference(core: &Core) -> BTreeSet<String> {
+        let state = core.state();
+        let view = AdminView {
+            namespaces: &state.namespaces,
+            pods: &state.pod_infos,
+            policies: &state.admin_policies,
+            nodes: &state.nodes,
+        };
+        view.flows()
+            .iter()
+            .map(|text| {
+                parse_flow(text)
+                    .unwrap_or_else(|e| panic!("{text}: {e}"))
+                    .describe()
             })
             .collect()
     }
@@ -709,6 +832,9 @@ mod random_sequences {
             let mut core = populated();
             let start = policy_flows(held(&core).into_iter());
             prop_assert!(start.len() > 20, "the world has policy flows");
+            let admin = admin_flows(held(&core).into_iter());
+            prop_assert!(admin.len() > 20, "the world has admin flows");
+            prop_assert_eq!(&admin, &admin_reference(&core), "the populated world");
             for named in ["tcp,nw_dst=10.128.0.14,tp_dst=8080", "udp,nw_dst=10.128.2.11,tp_dst=53", "tcp,nw_dst=10.128.0.12,tp_dst=80 actions=goto"] {
                 prop_assert!(start.iter().any(|f| f.contains(named)), "a named port resolves to {}", named);
             }
@@ -719,6 +845,8 @@ mod random_sequences {
                 let held_all = held(&core);
                 let held = policy_flows(held_all.iter().cloned());
                 prop_assert_eq!(&held, &reference(&core), "step {}: {:?}", i, op);
+                let admin = admin_flows(held_all.iter().cloned());
+                prop_assert_eq!(&admin, &admin_reference(&core), "step {}: {:?} (admin tiers)", i, op);
                 prop_assert_eq!(&held_all, &rebuilt(&core), "step {}: {:?} (rebuilt)", i, op);
             }
         }

@@ -20,7 +20,7 @@
 mod ids;
 pub mod limits;
 pub mod model;
-mod parse;
+pub(crate) mod parse;
 pub(crate) mod ranges;
 #[cfg(test)]
 pub(crate) mod tests;

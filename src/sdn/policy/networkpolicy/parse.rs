@@ -108,7 +108,7 @@ enum IntOrString {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawSelector {
+pub(crate) struct RawSelector {
     #[serde(default)]
     match_labels: Option<Labels>,
     #[serde(default)]
@@ -401,7 +401,7 @@ impl RawPort {
 }
 
 impl RawSelector {
-    fn validated(self, path: &str) -> Checked<Selector> {
+    pub(crate) fn validated(self, path: &str) -> Checked<Selector> {
         let match_labels = self.match_labels.unwrap_or_default();
         check_labels(&format!("{path}.matchLabels"), &match_labels)?;
         let match_expressions = enumerate(self.match_expressions.unwrap_or_default())

@@ -23,7 +23,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use ofnode_proto::{Action, Conjunction, FlowMod, FlowModCommand, Instruction, Match};
 use slab::Slab;
 
-mod matches;
+pub(crate) mod matches;
 
 pub use matches::Dir;
 

@@ -105,6 +105,41 @@ impl Cluster {
         self.on_every_node(|node| node.netpol_apply(policy).map(drop))
     }
 
+    /// `ofnode anp apply --file F` (or `banp`, by the object's kind) of one
+    /// AdminNetworkPolicy or BaselineAdminNetworkPolicy (YAML or JSON text) on every node.
+    pub fn admin_apply(&self, text: &str) -> Result<(), ClusterError> {
+        self.on_every_node(|node| node.admin_apply(text).map(drop))
+    }
+
+    /// `ofnode anp|banp del --name N` on every node (`kind`: `anp` or `banp`).
+    pub fn admin_del(&self, kind: &str, name: &str) -> Result<(), ClusterError> {
+        self.on_every_node(|node| node.cli(&[kind, "del", "--name", name]).map(drop))
+    }
+
+    /// `ofnode pod ports --pod NS/NAME NAME=PORT/PROTO…` on every node (where the pod lives
+    /// and where it is known).
+    pub fn pod_ports(&self, pod: &Pod, ports: &[&str]) -> Result<(), ClusterError> {
+        let key = pod.key();
+        let mut args = vec!["pod", "ports", "--pod", &key];
+        args.extend(ports);
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
+    /// `ofnode node set --name N --ip IP --label k=v…` on every node: a node of the cluster
+    /// as admin policies' node peers see it.
+    pub fn cluster_node_set(
+        &self,
+        name: &str,
+        ip: std::net::Ipv4Addr,
+        labels: &[(String, String)],
+    ) -> Result<(), ClusterError> {
+        let ip = ip.to_string();
+        let mut args = vec!["node", "set", "--name", name, "--ip", &ip];
+        let labels = label_args(labels);
+        args.extend(labels.iter().map(String::as_str));
+        self.on_every_node(|node| node.cli(&args).map(drop))
+    }
+
     /// `ofnode netpol del --namespace NS --name N` on every node.
     pub fn netpol_del(&self, namespace: &str, name: &str) -> Result<(), ClusterError> {
         self.on_every_node(|node| {
@@ -124,6 +159,15 @@ impl Cluster {
 }
 
 impl Node {
+    /// `ofnode anp apply --file F` of one admin policy's text (the kind inside decides the
+    /// tier; `banp apply` posts to the same place).
+    pub fn admin_apply(&self, text: &str) -> Result<String, ClusterError> {
+        let path = self.ovs().dir().join("admin-apply.yaml");
+        std::fs::write(&path, text)
+            .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
+        self.cli(&["anp", "apply", "--file", &path.display().to_string()])
+    }
+
     /// Whether `ofnode status` carries the stale-megaflow warning (`src/sdn/ovs_bugs.rs`).
     pub fn warns_of_stale_megaflows(&self) -> Result<bool, ClusterError> {
         let status = self.status()?;

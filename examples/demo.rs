@@ -279,6 +279,15 @@ fn kube_steps(
         );
         print!("{}", node.cli(&["netpol", "list"])?);
     }
+    println!("$ ofnode status   (node 1, its kubernetes part)");
+    let text = cluster.node(1).cli(&["status"])?;
+    for line in text
+        .lines()
+        .skip_while(|line| !line.starts_with("kubernetes:"))
+        .take_while(|line| line.starts_with("kubernetes:") || line.starts_with("  "))
+    {
+        println!("{line}");
+    }
     let refused = cluster.node(0).cli(&[
         "netpol",
         "del",

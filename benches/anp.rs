@@ -18,7 +18,6 @@
 //!
 //! Run: `cargo bench --bench anp` (as root).
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,9 @@ use ofnode::api::client::Client;
 use ofnode::api::wire;
 use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
 use ofnode_harness::reachability::{probe_once, Probe, Servers};
+use ofnode_harness::seed_way::{
+    median, ms, replace_flows, rss_mb, seed_bundle, side_by_side, FlowDiff,
+};
 use serde_json::{json, Value};
 
 const NAMESPACES: usize = 50;
@@ -105,43 +107,6 @@ fn probe_anp(name: &str, action: &str, priority: usize) -> Value {
     })
 }
 
-struct Diff {
-    add: Vec<String>,
-    delete: Vec<String>,
-}
-
-fn flow_key(line: &str) -> &str {
-    let line = line.split(" actions=").next().unwrap_or(line);
-    match line.strip_prefix("cookie=") {
-        Some(rest) => rest.split_once(", ").map_or(line, |(_, rest)| rest),
-        None => line,
-    }
-}
-
-fn diff(before: &[String], after: &[String]) -> Diff {
-    let before_lines: HashSet<&str> = before.iter().map(String::as_str).collect();
-    let after_keys: HashSet<&str> = after.iter().map(|f| flow_key(f)).collect();
-    Diff {
-        add: after
-            .iter()
-            .filter(|f| !before_lines.contains(f.as_str()))
-            .cloned()
-            .collect(),
-        delete: before
-            .iter()
-            .map(|f| flow_key(f))
-            .filter(|key| !after_keys.contains(key))
-            .map(|key| {
-                if key.starts_with("table=") {
-                    key.to_string()
-                } else {
-                    format!("table=0, {key}")
-                }
-            })
-            .collect(),
-    }
-}
-
 /// The value of `name` (`table=`, `priority=`) in a dump-flows line or flow key.
 fn field<T: std::str::FromStr>(line: &str, name: &str) -> Option<T> {
     line.split([',', ' '])
@@ -162,55 +127,6 @@ fn of_priority(line: &str, p: usize) -> bool {
     let (table, prio) = table_priority(line);
     let top = 65_000 - 64 * p as u32;
     matches!(table, 22 | 82) && (top - 63..=top).contains(&u32::from(prio))
-}
-
-fn side_by_side(
-    ours: &Cluster,
-    seed: &Cluster,
-    change: impl FnOnce(),
-) -> (Duration, Duration, Diff) {
-    let before = ours.node(0).flows().expect("dump-flows");
-    let started = Instant::now();
-    change();
-    let ours_took = started.elapsed();
-    let after = ours.node(0).flows().expect("dump-flows");
-    let diff = diff(&before, &after);
-    let seed_took = seed_bundle(seed, &diff);
-    (ours_took, seed_took, diff)
-}
-
-fn seed_bundle(seed: &Cluster, diff: &Diff) -> Duration {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("change.txt");
-    let started = Instant::now();
-    let text: String = diff
-        .delete
-        .iter()
-        .map(|f| format!("flow delete_strict {f}\n"))
-        .chain(diff.add.iter().map(|f| format!("flow add {f}\n")))
-        .collect();
-    std::fs::write(&path, text).expect("write change");
-    ovs.ofctl("bundle", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl bundle");
-    started.elapsed()
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 struct ProbePair {
@@ -392,7 +308,7 @@ fn main() {
             let (o, s, diff) = side_by_side(&ours, &seed, || apply(&anp(k, to)));
             ours_ms.push(ms(o));
             seed_ms.push(ms(s));
-            touched.push((diff.add.len() + diff.delete.len()) as f64);
+            touched.push(diff.len() as f64);
             foreign += diff
                 .add
                 .iter()
@@ -431,10 +347,10 @@ fn main() {
         apply(&probe_anp("probe-allow", "Allow", 950));
         samples[1].push(ms(first_probe_seeing(&ours_pair, false, started)));
         let started = Instant::now();
-        seed_bundle(&seed, &diff(&denied, &allowed));
+        seed_bundle(&seed, &FlowDiff::between(&denied, &allowed).bundle_lines());
         samples[2].push(ms(first_probe_seeing(&seed_pair, true, started)));
         let started = Instant::now();
-        seed_bundle(&seed, &diff(&allowed, &denied));
+        seed_bundle(&seed, &FlowDiff::between(&allowed, &denied).bundle_lines());
         samples[3].push(ms(first_probe_seeing(&seed_pair, false, started)));
     }
     let [allow_ours, deny_ours, allow_seed, deny_seed] = samples.map(median);
@@ -505,12 +421,4 @@ fn add_remote_pods(cluster: &Cluster, client: &Client, runtime: &tokio::runtime:
                 .expect("POST /v1/remote-pods");
         }
     }
-}
-
-fn replace_flows(seed: &Cluster, flows: &[String]) {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("all-flows.txt");
-    std::fs::write(&path, flows.join("\n") + "\n").expect("write flows");
-    ovs.ofctl("replace-flows", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl replace-flows");
 }

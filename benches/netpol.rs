@@ -28,13 +28,15 @@
 //!
 //! Run: `cargo bench --bench netpol` (as root).
 
-use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
 use ofnode_harness::probe::{UdpEcho, UdpStream};
 use ofnode_harness::reachability::{probe_once, Probe, Servers};
+use ofnode_harness::seed_way::{
+    median, ms, replace_flows, rss_mb, seed_bundle, side_by_side, FlowDiff,
+};
 use ofnode_harness::{OperationTotals, PurgeTotals};
 use serde_json::json;
 
@@ -82,86 +84,10 @@ fn bench_policy(ns: usize, k: usize, variant: usize) -> serde_json::Value {
     })
 }
 
-/// The flows a change made on br0: lines to add (new or changed) and flows (table, priority,
-/// match) that are gone.
-struct Diff {
-    add: Vec<String>,
-    delete: Vec<String>,
-}
-
-/// `table=…, priority=…,match` of a dump-flows line: what identifies an OpenFlow flow.
-fn flow_key(line: &str) -> &str {
-    let line = line.split(" actions=").next().unwrap_or(line);
-    match line.strip_prefix("cookie=") {
-        Some(rest) => rest.split_once(", ").map_or(line, |(_, rest)| rest),
-        None => line,
-    }
-}
-
-fn diff(before: &[String], after: &[String]) -> Diff {
-    let before_lines: HashSet<&str> = before.iter().map(String::as_str).collect();
-    let after_keys: HashSet<&str> = after.iter().map(|f| flow_key(f)).collect();
-    Diff {
-        add: after
-            .iter()
-            .filter(|f| !before_lines.contains(f.as_str()))
-            .cloned()
-            .collect(),
-        delete: before
-            .iter()
-            .map(|f| flow_key(f))
-            .filter(|key| !after_keys.contains(key))
-            // dump-flows leaves out table 0; a delete without a table means every table.
-            .map(|key| {
-                if key.starts_with("table=") {
-                    key.to_string()
-                } else {
-                    format!("table=0, {key}")
-                }
-            })
-            .collect(),
-    }
-}
-
 /// The daemon's running totals (`/metrics`).
 async fn daemon_totals(client: &ofnode::api::client::Client) -> OperationTotals {
     let metrics = client.metrics().await.expect("GET /metrics");
     OperationTotals::from_metrics(&metrics).expect("the daemon's totals")
-}
-
-/// One change through ofnode (`change`, timed) and the same flows through the seed's way
-/// (timed): returns both durations and what changed.
-fn side_by_side(
-    ours: &Cluster,
-    seed: &Cluster,
-    change: impl FnOnce(&Cluster),
-) -> (Duration, Duration, Diff) {
-    let before = ours.node(0).flows().expect("dump-flows");
-    let started = Instant::now();
-    change(ours);
-    let ours_took = started.elapsed();
-    let after = ours.node(0).flows().expect("dump-flows");
-    let diff = diff(&before, &after);
-    let seed_took = seed_bundle(seed, &diff);
-    (ours_took, seed_took, diff)
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// The probe pair of one node: a client and a TCP server, not selected by any bench policy.
@@ -248,8 +174,8 @@ fn main() {
     let (mut install_ours, mut install_seed) = (Duration::ZERO, Duration::ZERO);
     for ns in 0..NAMESPACES {
         for k in 0..POLICIES_PER_NAMESPACE {
-            let (o, s, _) = side_by_side(&ours, &seed, |c| {
-                c.netpol_apply(&bench_policy(ns, k, 0))
+            let (o, s, _) = side_by_side(&ours, &seed, || {
+                ours.netpol_apply(&bench_policy(ns, k, 0))
                     .expect("netpol apply")
             });
             install_ours += o;
@@ -281,12 +207,12 @@ fn main() {
     let (mut ours_ms, mut seed_ms, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     for change in 0..CHANGES {
         let policy = bench_policy(change % NAMESPACES, 0, change + 1);
-        let (o, s, diff) = side_by_side(&ours, &seed, |c| {
-            c.netpol_apply(&policy).expect("netpol apply")
+        let (o, s, diff) = side_by_side(&ours, &seed, || {
+            ours.netpol_apply(&policy).expect("netpol apply")
         });
         ours_ms.push(ms(o));
         seed_ms.push(ms(s));
-        changed.push((diff.add.len() + diff.delete.len()) as f64);
+        changed.push(diff.len() as f64);
     }
     let (o, s) = (median(ours_ms), median(seed_ms));
     println!(
@@ -312,7 +238,7 @@ fn main() {
         let policy = bench_policy(change % NAMESPACES, 0, CHANGES + change + 1);
         let body = serde_json::to_vec(&policy).expect("policy JSON");
         let before = totals();
-        let (o, s, _) = side_by_side(&ours, &seed, |_| {
+        let (o, s, _) = side_by_side(&ours, &seed, || {
             runtime
                 .block_on(client.netpol_apply(body))
                 .expect("POST /v1/netpols")
@@ -482,10 +408,10 @@ fn enforced_latency(
         samples[1].push(ms(first_probe_seeing(ours_pair, true, started)));
         // The seed's way: the same flows, bundled, and the same probes on its node.
         let started = Instant::now();
-        seed_bundle(seed, &diff(&before, &denied));
+        seed_bundle(seed, &FlowDiff::between(&before, &denied).bundle_lines());
         samples[2].push(ms(first_probe_seeing(seed_pair, false, started)));
         let started = Instant::now();
-        seed_bundle(seed, &diff(&denied, &before));
+        seed_bundle(seed, &FlowDiff::between(&denied, &before).bundle_lines());
         samples[3].push(ms(first_probe_seeing(seed_pair, true, started)));
     }
     let [deny_ours, allow_ours, deny_seed, allow_seed] = samples.map(median);
@@ -597,30 +523,4 @@ fn add_remote_pods(cluster: &Cluster) {
         ])
         .expect("pod remote set");
     }
-}
-
-/// The seed's node takes ofnode's whole table (`ovs-ofctl replace-flows`).
-fn replace_flows(seed: &Cluster, flows: &[String]) {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("all-flows.txt");
-    std::fs::write(&path, flows.join("\n") + "\n").expect("write flows");
-    ovs.ofctl("replace-flows", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl replace-flows");
-}
-
-/// The seed's way of one change: write the flows to a file and exec `ovs-ofctl bundle`.
-fn seed_bundle(seed: &Cluster, diff: &Diff) -> Duration {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("change.txt");
-    let started = Instant::now();
-    let text: String = diff
-        .delete
-        .iter()
-        .map(|f| format!("flow delete_strict {f}\n"))
-        .chain(diff.add.iter().map(|f| format!("flow add {f}\n")))
-        .collect();
-    std::fs::write(&path, text).expect("write change");
-    ovs.ofctl("bundle", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl bundle");
-    started.elapsed()
 }

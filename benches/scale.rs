@@ -23,7 +23,6 @@
 //! runs the worlds given (comma-separated `PODSxPOLICIES`); `SCALE_BENCH_ONLY=relabel` only the
 //! changes so named, `SCALE_BENCH_SAMPLES=200` more samples of each (for a profiler).
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +31,7 @@ use ofnode::api::client::Client;
 use ofnode::api::wire;
 use ofnode::sdn::{LabelEdit, Labels, PodInfo, PodKey};
 use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Mode};
+use ofnode_harness::seed_way::{median, ms, replace_flows, rss_mb, seed_bundle, FlowDiff};
 use ofnode_harness::{OperationTotals, PurgeTotals};
 
 const PODS_PER_NAMESPACE: usize = 100;
@@ -131,64 +131,6 @@ fn cpu_time(pid: u32) -> Duration {
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
     Duration::from_nanos(nanos)
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// `table=…, priority=…,match` of a dump-flows line: what identifies an OpenFlow flow.
-fn flow_key(line: &str) -> &str {
-    let line = line.split(" actions=").next().unwrap_or(line);
-    match line.strip_prefix("cookie=") {
-        Some(rest) => rest.split_once(", ").map_or(line, |(_, rest)| rest),
-        None => line,
-    }
-}
-
-/// The `ovs-ofctl bundle` lines that turn table `before` into `after`.
-fn bundle_lines(before: &[String], after: &[String]) -> Vec<String> {
-    let before_lines: HashSet<&str> = before.iter().map(String::as_str).collect();
-    let after_keys: HashSet<&str> = after.iter().map(|f| flow_key(f)).collect();
-    let deletes = before
-        .iter()
-        .map(|f| flow_key(f))
-        .filter(|key| !after_keys.contains(key))
-        .map(|key| match key.starts_with("table=") {
-            true => format!("flow delete_strict {key}"),
-            // dump-flows leaves out table 0; a delete without a table means every table.
-            false => format!("flow delete_strict table=0, {key}"),
-        });
-    let adds = after
-        .iter()
-        .filter(|f| !before_lines.contains(f.as_str()))
-        .map(|f| format!("flow add {f}"));
-    deletes.chain(adds).collect()
-}
-
-/// The seed's way of one change: its flows written to a file, `ovs-ofctl bundle` exec'd.
-fn seed_bundle(seed: &Cluster, lines: &[String]) -> Duration {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("change.txt");
-    let started = Instant::now();
-    std::fs::write(&path, lines.join("\n") + "\n").expect("write change");
-    ovs.ofctl("bundle", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl bundle");
-    started.elapsed()
 }
 
 /// Runs `requests` through the API, `IN_FLIGHT` at a time; panics on the first refusal.
@@ -331,7 +273,7 @@ impl Bench {
         // The seed's node starts from ofnode's table without the policies, then takes their
         // flows as one bundle exec per policy (the flows split evenly between them).
         replace_flows(&self.seed, &before);
-        let lines = bundle_lines(&before, &after);
+        let lines = FlowDiff::between(&before, &after).bundle_lines();
         let per_policy = lines.len().div_ceil(world.policies).max(1);
         let started = Instant::now();
         for chunk in lines.chunks(per_policy) {
@@ -392,7 +334,7 @@ impl Bench {
             let api = started.elapsed();
             let cpu = cpu_time(self.pid).saturating_sub(cpu);
             let (totals_after, purges_after) = self.totals();
-            let lines = bundle_lines(&before, &self.flows());
+            let lines = FlowDiff::between(&before, &self.flows()).bundle_lines();
             row.api.push(ms(api));
             row.flow_mods.push(lines.len() as f64);
             row.seed.push(ms(seed_bundle(&self.seed, &lines)));
@@ -577,15 +519,6 @@ impl Row {
 fn sorted(mut flows: Vec<String>) -> Vec<String> {
     flows.sort();
     flows
-}
-
-/// The seed's node takes `flows` as its whole table (`ovs-ofctl replace-flows`).
-fn replace_flows(seed: &Cluster, flows: &[String]) {
-    let ovs = seed.node(0).ovs();
-    let path = ovs.dir().join("all-flows.txt");
-    std::fs::write(&path, flows.join("\n") + "\n").expect("write flows");
-    ovs.ofctl("replace-flows", "br0", &[&path.display().to_string()])
-        .expect("ovs-ofctl replace-flows");
 }
 
 fn worlds() -> Vec<World> {

@@ -20,6 +20,7 @@ mod pki;
 pub mod probe;
 mod process;
 pub mod reachability;
+pub mod seed_way;
 mod tmpfs;
 
 pub use apifault::ApiFault;

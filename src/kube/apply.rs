@@ -224,6 +224,7 @@ fn isolation_only(policy: &NetPol) -> NetPol {
     }
 }
 
+/// `anp` or `banp`: how the core names the tier of `kind`.
 fn admin_short(kind: Kind) -> &'static str {
     match kind {
         Kind::BaselineAdminNetworkPolicy => Tier::Baseline.short(),

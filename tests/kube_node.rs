@@ -540,6 +540,36 @@ fn the_crd_types_agree_with_the_manifests_the_server_serves() {
             "{kind}: the schema and the type disagree"
         );
     }
+    // The admin tiers' types: the group, version, kind, plural and scope the node watches
+    // are the served CRDs' (their spec is the admin parser's, checked by its own tests).
+    let admin = [
+        (
+            <crd::AdminNetworkPolicy as k8s_openapi::Resource>::KIND,
+            <crd::AdminNetworkPolicy as k8s_openapi::Resource>::URL_PATH_SEGMENT,
+        ),
+        (
+            <crd::BaselineAdminNetworkPolicy as k8s_openapi::Resource>::KIND,
+            <crd::BaselineAdminNetworkPolicy as k8s_openapi::Resource>::URL_PATH_SEGMENT,
+        ),
+    ];
+    for (kind, plural) in admin {
+        let name = format!("{plural}.{}", crd::ADMIN_GROUP);
+        let served = api.admin().get_json(&["crd", &name]).unwrap();
+        let spec = &served["spec"];
+        assert_eq!(spec["group"], crd::ADMIN_GROUP);
+        assert_eq!(spec["names"]["kind"], kind);
+        assert_eq!(spec["scope"], "Cluster");
+        let served_version = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["name"] == crd::ADMIN_VERSION && v["served"] == true);
+        assert!(
+            served_version,
+            "{kind}: {} is not served",
+            crd::ADMIN_VERSION
+        );
+    }
 }
 
 /// Every property path of a structural schema (`a`, `a.b`; arrays see through to their items).

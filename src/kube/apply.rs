@@ -5,13 +5,14 @@
 
 use crate::sdn::core::{check_egress, Core, CoreError};
 use crate::sdn::objects::check_named_ports;
+use crate::sdn::policy::admin::{AdminPolicy, Tier};
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::sdn::types::{Mode, Service};
 use crate::sdn::{Error, LabelEdit, PodInfo};
 use crate::value::PodKey;
 
 use super::convert::PolicyFacts;
-use super::input::{Expected, Input, ObjectRef, PodWant};
+use super::input::{Expected, Input, Kind, ObjectRef, PodWant};
 
 /// What became of one input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +100,18 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
         Input::NetPol {
             want: Some(facts), ..
         } => netpol(core, facts),
+        // The admin tiers are the NetworkPolicy mode's, as NetworkPolicies are.
+        Input::Admin { .. } if !networkpolicy => Outcome::Applied,
+        Input::Admin {
+            kind,
+            name,
+            want: None,
+        } => admin_del(core, *kind, name),
+        Input::Admin {
+            kind,
+            name,
+            want: Some(policy),
+        } => admin(core, *kind, name, policy),
         Input::HostSubnet { old, want, .. } => host_subnet(core, old.as_ref(), want.as_ref()),
         Input::Service { old_ip, want, .. } => service(core, *old_ip, want.as_ref()),
         Input::Sweep(expected) => sweep(core, expected),
@@ -211,6 +224,37 @@ fn isolation_only(policy: &NetPol) -> NetPol {
     }
 }
 
+/// `anp` or `banp`: how the core names the tier of `kind`.
+fn admin_short(kind: Kind) -> &'static str {
+    match kind {
+        Kind::BaselineAdminNetworkPolicy => Tier::Baseline.short(),
+        _ => Tier::Admin { priority: 0 }.short(),
+    }
+}
+
+fn admin_del(core: &mut Core, kind: Kind, name: &str) -> Outcome {
+    match core.admin_del(admin_short(kind), name) {
+        Err(CoreError::NotFound { .. }) => Outcome::Applied,
+        result => Outcome::of(result),
+    }
+}
+
+/// An admin policy: applied whole, or refused with nothing of it enforced (a version applied
+/// before goes too). Unlike a NetworkPolicy's, an admin policy's stand-in could not be
+/// narrower than what it meant: its Deny and Pass rules override what namespace owners allow.
+fn admin(core: &mut Core, kind: Kind, name: &str, policy: &AdminPolicy) -> Outcome {
+    match core.admin_apply(policy.clone()) {
+        Ok(()) => Outcome::Applied,
+        Err(e @ (CoreError::Field(_) | CoreError::Invalid(_) | CoreError::Flow { .. })) => {
+            match admin_del(core, kind, name) {
+                Outcome::Applied => Outcome::Refused(format!("{e}: nothing of it is enforced")),
+                other => other,
+            }
+        }
+        Err(e) => Outcome::failed(e),
+    }
+}
+
 /// Another node's subnet: the old routes go when the subnet moved; one that overlaps this
 /// node's own subnet is refused (it would route this node's pods away).
 fn host_subnet(
@@ -309,6 +353,18 @@ fn sweep(core: &mut Core, expected: &Expected) -> Outcome {
         gone.push(Input::Egress {
             vnid: *vnid,
             objects: Vec::new(),
+            want: None,
+        });
+    }
+    for policy in state
+        .admin_policies
+        .iter()
+        .filter(|(k, _)| !expected.admin.contains(*k))
+        .map(|(_, p)| p)
+    {
+        gone.push(Input::Admin {
+            kind: Kind::of_admin(policy.tier),
+            name: policy.name.clone(),
             want: None,
         });
     }

@@ -15,6 +15,7 @@ use serde_json::json;
 use super::crd;
 use crate::sdn::labels::{FieldError, Labels};
 use crate::sdn::objects::{NamedPort, L4};
+use crate::sdn::policy::admin::{parse_admin_policy, AdminPolicy};
 use crate::sdn::policy::networkpolicy::model::NetPol;
 use crate::sdn::policy::networkpolicy::parse_netpol;
 use crate::sdn::types::{
@@ -269,6 +270,23 @@ pub fn host_subnet(hs: &crd::HostSubnet) -> Result<HostSubnet, Refused> {
     })
 }
 
+/// An AdminNetworkPolicy or the BaselineAdminNetworkPolicy (`kind`, its name and spec as the
+/// API serves them), checked by the same parser as `ofnode anp|banp apply`: a refusal names
+/// the field, and the node then enforces nothing of the object.
+pub fn admin_policy(
+    kind: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: &serde_json::Value,
+) -> Result<AdminPolicy, Refused> {
+    let object = json!({
+        "apiVersion": crd::ADMIN_API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name_of(meta)},
+        "spec": spec,
+    });
+    parse_admin_policy(object.to_string().as_bytes())
+}
+
 /// An EgressNetworkPolicy as the seed's.
 pub fn egress_policy(enp: &crd::EgressNetworkPolicy) -> Result<EgressNetworkPolicy, Refused> {
     let meta = &enp.metadata;
@@ -395,6 +413,31 @@ mod tests {
         let mut done = pod;
         done.status.as_mut().unwrap().phase = Some("Succeeded".into());
         assert_eq!(pod_facts(&done), Ok(None));
+    }
+
+    #[test]
+    fn admin_policies_parse_as_the_cli_would_and_bad_ones_are_refused_by_field() {
+        let meta = |name: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            resource_version: Some("9".into()),
+            ..Default::default()
+        };
+        let spec = json!({"priority": 5, "subject": {"namespaces": {}},
+            "ingress": [{"action": "Deny", "from": [{"namespaces": {}}]}]});
+        let anp = admin_policy("AdminNetworkPolicy", &meta("deny-all"), &spec).expect("valid");
+        assert_eq!(anp.key(), "anp/deny-all");
+        assert_eq!(anp.ingress.len(), 1);
+        let mut bad = spec.clone();
+        bad["ingress"][0]["action"] = json!("Drop");
+        let why = admin_policy("AdminNetworkPolicy", &meta("deny-all"), &bad).unwrap_err();
+        assert_eq!(why.path, "spec.ingress[0].action", "{why}");
+        let why = admin_policy(
+            "BaselineAdminNetworkPolicy",
+            &meta("other"),
+            &json!({"subject": {"namespaces": {}}}),
+        )
+        .unwrap_err();
+        assert_eq!(why.path, "metadata.name", "{why}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The seed's own objects of `network.openshift.io/v1` as the API serves them, typed: HostSubnet
 //! (a node's pod subnet), NetNamespace (a namespace's VNID), EgressNetworkPolicy (a namespace's
-//! egress rules). Their CustomResourceDefinitions are `dist/kubernetes/crds/` — the truth;
+//! egress rules); and the cluster admin tiers of `policy.networking.k8s.io/v1alpha1`
+//! (AdminNetworkPolicy, BaselineAdminNetworkPolicy), whose spec stays JSON for the admin
+//! parser to judge field by field. Their CustomResourceDefinitions are `dist/kubernetes/crds/` — the truth;
 //! `tests/kube_node.rs` checks that these types name the same group, version, plural, scope
 //! and fields as the definitions the API server serves.
 //!
@@ -14,15 +16,22 @@ pub const GROUP: &str = "network.openshift.io";
 pub const VERSION: &str = "v1";
 pub const API_VERSION: &str = "network.openshift.io/v1";
 
+pub const ADMIN_GROUP: &str = "policy.networking.k8s.io";
+pub const ADMIN_VERSION: &str = "v1alpha1";
+pub const ADMIN_API_VERSION: &str = "policy.networking.k8s.io/v1alpha1";
+
 /// Implements what kube's `Api` needs of a resource type (through k8s-openapi's traits, so
 /// `kube::Resource` follows).
 macro_rules! resource {
     ($ty:ident, $kind:literal, $plural:literal, $scope:ty) => {
+        resource!($ty, $kind, $plural, $scope, GROUP, VERSION, API_VERSION);
+    };
+    ($ty:ident, $kind:literal, $plural:literal, $scope:ty, $group:ident, $version:ident, $api_version:ident) => {
         impl k8s_openapi::Resource for $ty {
-            const API_VERSION: &'static str = API_VERSION;
-            const GROUP: &'static str = GROUP;
+            const API_VERSION: &'static str = $api_version;
+            const GROUP: &'static str = $group;
             const KIND: &'static str = $kind;
-            const VERSION: &'static str = VERSION;
+            const VERSION: &'static str = $version;
             const URL_PATH_SEGMENT: &'static str = $plural;
             type Scope = $scope;
         }
@@ -136,7 +145,44 @@ pub struct EgressPeer {
     pub dns_name: Option<String>,
 }
 
-/// Every field name the types above read, by kind, as `a.b.c` paths below the object: what
+/// An AdminNetworkPolicy: its spec is read by `sdn/policy/admin/parse.rs`, which refuses
+/// what ofnode cannot enforce by field name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdminNetworkPolicy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: serde_json::Value,
+}
+resource!(
+    AdminNetworkPolicy,
+    "AdminNetworkPolicy",
+    "adminnetworkpolicies",
+    k8s_openapi::ClusterResourceScope,
+    ADMIN_GROUP,
+    ADMIN_VERSION,
+    ADMIN_API_VERSION
+);
+
+/// The BaselineAdminNetworkPolicy (the one named `default`), read as the above.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineAdminNetworkPolicy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: serde_json::Value,
+}
+resource!(
+    BaselineAdminNetworkPolicy,
+    "BaselineAdminNetworkPolicy",
+    "baselineadminnetworkpolicies",
+    k8s_openapi::ClusterResourceScope,
+    ADMIN_GROUP,
+    ADMIN_VERSION,
+    ADMIN_API_VERSION
+);
+
+/// Every field name the seed's types above read, by kind, as `a.b.c` paths below the object: what
 /// the test compares with the CRDs' schemas.
 pub const FIELDS: &[(&str, &[&str])] = &[
     (

@@ -351,6 +351,13 @@ impl<S: Sink> Follower<S> {
                     (mirror.set_egress(key, Some(policy)), false)
                 }
                 (Kind::EgressNetworkPolicy, _) => (mirror.set_egress(key, None), false),
+                (kind @ (Kind::AdminNetworkPolicy | Kind::BaselineAdminNetworkPolicy), fact) => {
+                    let policy = match fact {
+                        Some(Fact::Admin(policy)) => Some(policy),
+                        _ => None,
+                    };
+                    (mirror.set_admin(kind, key, policy), false)
+                }
                 (Kind::HostSubnet, Some(Fact::HostSubnet(hs))) => {
                     mirror.set_host_subnet(key, Some(hs))
                 }

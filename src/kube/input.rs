@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::convert::PolicyFacts;
 use crate::sdn::labels::Labels;
 use crate::sdn::objects::{NamedPort, Namespace};
+use crate::sdn::policy::admin::{AdminPolicy, Tier};
 use crate::sdn::state::EgressState;
 use crate::sdn::types::{HostSubnet, Service};
 use crate::value::{Cidr, PodKey, Vnid};
@@ -25,10 +26,12 @@ pub enum Kind {
     Service,
     HostSubnet,
     EgressNetworkPolicy,
+    AdminNetworkPolicy,
+    BaselineAdminNetworkPolicy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::HostSubnet,
         Kind::Namespace,
         Kind::NetNamespace,
@@ -36,7 +39,17 @@ impl Kind {
         Kind::NetworkPolicy,
         Kind::Service,
         Kind::EgressNetworkPolicy,
+        Kind::AdminNetworkPolicy,
+        Kind::BaselineAdminNetworkPolicy,
     ];
+
+    /// The kind of an admin policy of `tier`.
+    pub fn of_admin(tier: Tier) -> Kind {
+        match tier {
+            Tier::Admin { .. } => Kind::AdminNetworkPolicy,
+            Tier::Baseline => Kind::BaselineAdminNetworkPolicy,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -47,6 +60,8 @@ impl Kind {
             Kind::Service => "Service",
             Kind::HostSubnet => "HostSubnet",
             Kind::EgressNetworkPolicy => "EgressNetworkPolicy",
+            Kind::AdminNetworkPolicy => "AdminNetworkPolicy",
+            Kind::BaselineAdminNetworkPolicy => "BaselineAdminNetworkPolicy",
         }
     }
 }
@@ -127,6 +142,13 @@ pub enum Input {
         objects: Vec<String>,
         want: Option<EgressState>,
     },
+    /// An AdminNetworkPolicy or the BaselineAdminNetworkPolicy (cluster-scoped: `name`);
+    /// None: absent, also when the object is refused.
+    Admin {
+        kind: Kind,
+        name: String,
+        want: Option<AdminPolicy>,
+    },
     /// Everything the store holds from the API beyond `Expected` goes: a node that restarts
     /// with its journaled state, once the API was listed, drops what was deleted meanwhile.
     Sweep(Expected),
@@ -143,4 +165,6 @@ pub struct Expected {
     pub subnets: BTreeSet<Cidr>,
     /// VNIDs with egress policies.
     pub egress: BTreeSet<Vnid>,
+    /// Admin policies by their store key (`anp/NAME`, `banp/default`).
+    pub admin: BTreeSet<String>,
 }

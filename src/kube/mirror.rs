@@ -8,7 +8,10 @@
 //! - a pod is local when its `spec.nodeName` is this node;
 //! - a VNID's egress input is every EgressNetworkPolicy of every known namespace with that VNID
 //!   (the seed's UpdateEgressNetworkPolicyRules takes them together);
-//! - a service carries its namespace's VNID (the seed's AddServiceRules).
+//! - a service carries its namespace's VNID (the seed's AddServiceRules);
+//! - admin policies are cluster-scoped and wait for nothing; an AdminNetworkPolicy that leaves
+//!   a priority (deleted, moved, refused) lets the others at that priority be applied again
+//!   (the core refuses a second one at a priority while the first holds it).
 //!
 //! Each setter compares the new facts with the old: an object that did not change (a relist,
 //! a status write that changed nothing the data plane sees) makes no input.
@@ -20,6 +23,7 @@ use super::convert::{PodFacts, PolicyFacts, ServiceFacts};
 use super::input::{Expected, Input, Kind, ObjectRef, PodWant};
 use crate::sdn::labels::Labels;
 use crate::sdn::objects::Namespace;
+use crate::sdn::policy::admin::{AdminPolicy, Tier};
 use crate::sdn::state::EgressState;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet, Service};
 use crate::value::{PodKey, Vnid};
@@ -39,6 +43,8 @@ pub struct Mirror {
     /// Other nodes' subnets by HostSubnet name; this node's own apart.
     host_subnets: BTreeMap<String, HostSubnet>,
     own_subnet: Option<HostSubnet>,
+    /// AdminNetworkPolicies and the BaselineAdminNetworkPolicy, by kind and name.
+    admin: BTreeMap<Kind, BTreeMap<String, AdminPolicy>>,
 }
 
 /// Keys of `map` in namespace `ns` (`ns/…`).
@@ -100,6 +106,9 @@ impl Mirror {
             Kind::NetworkPolicy => keys(&self.policies),
             Kind::Service => keys(&self.services),
             Kind::EgressNetworkPolicy => keys(&self.egress),
+            Kind::AdminNetworkPolicy | Kind::BaselineAdminNetworkPolicy => {
+                self.admin.get(&kind).map(keys).unwrap_or_default()
+            }
             Kind::HostSubnet => {
                 let mut all = keys(&self.host_subnets);
                 all.extend(self.own_subnet.as_ref().map(|_| self.node.clone()));
@@ -117,6 +126,9 @@ impl Mirror {
             Kind::NetworkPolicy => self.policies.len(),
             Kind::Service => self.services.len(),
             Kind::EgressNetworkPolicy => self.egress.len(),
+            Kind::AdminNetworkPolicy | Kind::BaselineAdminNetworkPolicy => {
+                self.admin.get(&kind).map_or(0, BTreeMap::len)
+            }
             Kind::HostSubnet => self.host_subnets.len() + usize::from(self.own_subnet.is_some()),
         }
     }
@@ -146,6 +158,9 @@ impl Mirror {
                 }],
                 None => Vec::new(),
             },
+            Kind::AdminNetworkPolicy | Kind::BaselineAdminNetworkPolicy => {
+                vec![self.admin_input(object.kind, key)]
+            }
             _ => Vec::new(),
         }
     }
@@ -458,6 +473,47 @@ impl Mirror {
     }
 }
 
+impl Mirror {
+    // ----- admin policies -----
+
+    /// An AdminNetworkPolicy or the BaselineAdminNetworkPolicy (`kind`) created, changed or
+    /// deleted (None; also one refused), by name.
+    pub fn set_admin(&mut self, kind: Kind, name: &str, policy: Option<AdminPolicy>) -> Vec<Input> {
+        let policies = self.admin.entry(kind).or_default();
+        if policies.get(name) == policy.as_ref() {
+            return Vec::new();
+        }
+        let new_tier = policy.as_ref().map(|p| p.tier);
+        let old = match policy {
+            Some(policy) => policies.insert(name.to_string(), policy),
+            None => policies.remove(name),
+        };
+        let mut inputs = vec![self.admin_input(kind, name)];
+        // The priority it left: the others there may hold it now, in name order.
+        if let Some(left @ Tier::Admin { .. }) =
+            old.map(|p| p.tier).filter(|t| Some(*t) != new_tier)
+        {
+            inputs.extend(
+                self.admin
+                    .get(&kind)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(other, p)| other.as_str() != name && p.tier == left)
+                    .map(|(other, _)| self.admin_input(kind, other)),
+            );
+        }
+        inputs
+    }
+
+    fn admin_input(&self, kind: Kind, name: &str) -> Input {
+        Input::Admin {
+            kind,
+            name: name.to_string(),
+            want: self.admin.get(&kind).and_then(|p| p.get(name)).cloned(),
+        }
+    }
+}
+
 impl Input {
     /// The API objects whose state this input carries (to whom its outcome belongs).
     pub fn objects(&self) -> Vec<ObjectRef> {
@@ -471,6 +527,7 @@ impl Input {
                 .iter()
                 .map(|key| ObjectRef::new(Kind::EgressNetworkPolicy, key))
                 .collect(),
+            Input::Admin { kind, name, .. } => vec![ObjectRef::new(*kind, name)],
             Input::Sweep(_) => Vec::new(),
         }
     }
@@ -518,6 +575,12 @@ impl Expected {
                     )
                 })
                 .copied()
+                .collect(),
+            admin: mirror
+                .admin
+                .values()
+                .flatten()
+                .map(|(_, p)| p.key())
                 .collect(),
         }
     }
@@ -572,6 +635,7 @@ mod tests {
                         ("egress", vnid.to_string(), want.is_some())
                     }
                     Input::HostSubnet { name, want, .. } => ("hs", name.clone(), want.is_some()),
+                    Input::Admin { name, want, .. } => ("admin", name.clone(), want.is_some()),
                     Input::Sweep(_) => ("sweep", String::new(), true),
                 };
                 format!("{what}{}{key}", if set { "+" } else { "-" })
@@ -681,5 +745,35 @@ mod tests {
         };
         assert_eq!(old.subnet.to_string(), "10.128.2.0/23");
         assert_eq!(m.keys(Kind::HostSubnet), ["node-1", "node-0"]);
+    }
+
+    #[test]
+    fn an_admin_policy_leaving_a_priority_lets_the_others_there_be_applied_again() {
+        let anp = |name: &str, priority: u16| {
+            let yaml = format!(
+                "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
+                 metadata: {{name: {name}}}\nspec: {{priority: {priority}, subject: {{namespaces: {{}}}}}}\n"
+            );
+            crate::sdn::policy::admin::parse_admin_policy(yaml.as_bytes()).unwrap()
+        };
+        let mut m = Mirror::new("node-0");
+        let kind = Kind::AdminNetworkPolicy;
+        assert_eq!(
+            names(&m.set_admin(kind, "a", Some(anp("a", 10)))),
+            ["admin+a"]
+        );
+        assert_eq!(
+            names(&m.set_admin(kind, "b", Some(anp("b", 10)))),
+            ["admin+b"]
+        );
+        assert!(m.set_admin(kind, "b", Some(anp("b", 10))).is_empty());
+        // a moves away from 10: b, refused while a held it, is sent again.
+        assert_eq!(
+            names(&m.set_admin(kind, "a", Some(anp("a", 20)))),
+            ["admin+a", "admin+b"]
+        );
+        assert_eq!(names(&m.set_admin(kind, "b", None)), ["admin-b"]);
+        assert_eq!(m.keys(kind), ["a"]);
+        assert_eq!(Expected::of(&m).admin, ["anp/a".to_string()].into());
     }
 }

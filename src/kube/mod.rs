@@ -1,7 +1,8 @@
 //! Following a Kubernetes cluster: the node learns its subnet, the other nodes' subnets, every
-//! pod, namespace (with its VNID), NetworkPolicy, Service and EgressNetworkPolicy from the API
-//! server, and programs its switch from them through the same core operations the control
-//! socket uses. Design and guarantees: docs/kubernetes.md.
+//! pod, namespace (with its VNID), NetworkPolicy, Service, EgressNetworkPolicy and the cluster
+//! admin tiers (AdminNetworkPolicy, BaselineAdminNetworkPolicy) from the API server, and
+//! programs its switch from them through the same core operations the control socket uses.
+//! Design and guarantees: docs/kubernetes.md.
 //!
 //! - `config.rs`: the `[kubernetes]` section; `client.rs`: the API client (the controller's
 //!   too); `crd.rs`: the seed's own objects, typed (the controller writes two of them);

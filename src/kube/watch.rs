@@ -14,6 +14,7 @@ use super::convert::{self, PodFacts, PolicyFacts, Refused, ServiceFacts};
 use super::crd;
 use super::input::{Kind, ObjectRef};
 use crate::sdn::labels::Labels;
+use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet};
 use crate::value::Vnid;
 
@@ -27,6 +28,7 @@ pub enum Fact {
     Service(ServiceFacts),
     HostSubnet(HostSubnet),
     Egress(EgressNetworkPolicy),
+    Admin(AdminPolicy),
 }
 
 /// One object as it arrived: its name, resourceVersion and what it is to the node (None:
@@ -134,6 +136,28 @@ impl Watched for crd::EgressNetworkPolicy {
     }
 }
 
+impl Watched for crd::AdminNetworkPolicy {
+    const KIND: Kind = Kind::AdminNetworkPolicy;
+    fn key(&self) -> String {
+        name(&self.metadata)
+    }
+    fn fact(&self) -> Result<Option<Fact>, Refused> {
+        convert::admin_policy(Self::KIND.name(), &self.metadata, &self.spec)
+            .map(|p| Some(Fact::Admin(p)))
+    }
+}
+
+impl Watched for crd::BaselineAdminNetworkPolicy {
+    const KIND: Kind = Kind::BaselineAdminNetworkPolicy;
+    fn key(&self) -> String {
+        name(&self.metadata)
+    }
+    fn fact(&self) -> Result<Option<Fact>, Refused> {
+        convert::admin_policy(Self::KIND.name(), &self.metadata, &self.spec)
+            .map(|p| Some(Fact::Admin(p)))
+    }
+}
+
 fn object_of<K: Watched>(object: K) -> Object {
     Object {
         object: ObjectRef::new(K::KIND, object.key()),
@@ -194,5 +218,7 @@ pub fn watch(client: &Client, kind: Kind) -> BoxStream<'static, Update> {
         Kind::Service => updates::<Service>(client),
         Kind::HostSubnet => updates::<crd::HostSubnet>(client),
         Kind::EgressNetworkPolicy => updates::<crd::EgressNetworkPolicy>(client),
+        Kind::AdminNetworkPolicy => updates::<crd::AdminNetworkPolicy>(client),
+        Kind::BaselineAdminNetworkPolicy => updates::<crd::BaselineAdminNetworkPolicy>(client),
     }
 }

@@ -507,7 +507,11 @@ async fn netpol_del(State(s): Shared, Body(req): Body<wire::NetPolDel>) -> ApiRe
     done()
 }
 
+const ADMIN_POLICIES_WITH_KUBECTL: &str =
+    "change AdminNetworkPolicies and the BaselineAdminNetworkPolicy with kubectl";
+
 async fn admin_policy_apply(State(s): Shared, body: axum::body::Bytes) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api(ADMIN_POLICIES_WITH_KUBECTL)?;
     let policy = sdn::policy::admin::parse_admin_policy(&body).map_err(sdn::Error::from)?;
     s.node.admin_apply(policy).await?;
     done()
@@ -517,6 +521,7 @@ async fn admin_policy_del(
     State(s): Shared,
     Body(req): Body<wire::AdminPolicyDel>,
 ) -> ApiResult<wire::Ok> {
+    s.owned_by_the_api(ADMIN_POLICIES_WITH_KUBECTL)?;
     s.node.admin_del(req.kind.short(), &req.name).await?;
     done()
 }

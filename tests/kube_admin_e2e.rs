@@ -104,14 +104,8 @@ fn bad_objects(cluster: &Cluster, index: usize, kind: &str) -> Vec<String> {
 
 #[test]
 fn admin_tiers_from_the_api_server_decide_over_and_under_networkpolicy_on_real_packets() {
-    let (cluster, model) = start();
-    let check = |what: &str, expected: Reachability| {
-        model
-            .check(&[(Probe::TCP80, &expected), (Probe::UDP80, &expected)])
-            .unwrap_or_else(|report| {
-                panic!("{what}:\n{report}\n{}", cluster.diagnostics());
-            })
-    };
+    let (mut cluster, model) = start();
+    let check = |what: &str, expected: Reachability| check_tables(&cluster, &model, what, expected);
 
     // A NetworkPolicy lets namespace y (and only y) reach x/a.
     let allow_from_y = json!({
@@ -230,7 +224,68 @@ fn admin_tiers_from_the_api_server_decide_over_and_under_networkpolicy_on_real_p
     );
 
     kube_delete(&cluster, "baselineadminnetworkpolicy", "banp", "default");
-    check("the baseline deleted", networkpolicy_only);
+    check("the baseline deleted", networkpolicy_only.clone());
+
+    // A cluster without network-policy-api's CRDs (most do not install them): nodes started
+    // there are synced without the admin kinds and enforce their NetworkPolicies; once the
+    // CRDs are installed, a node's next look starts their watchers and an ANP is enforced.
+    for node in 0..2 {
+        cluster.node_mut(node).daemon_mut().unwrap().stop();
+    }
+    let crds = [
+        "adminnetworkpolicies.policy.networking.k8s.io",
+        "baselineadminnetworkpolicies.policy.networking.k8s.io",
+    ];
+    let admin = cluster.kube_admin().unwrap();
+    admin
+        .run(&["delete", "crd", crds[0], crds[1], "--wait=true"])
+        .unwrap();
+    for node in 0..2 {
+        cluster
+            .node_mut(node)
+            .daemon_mut()
+            .unwrap()
+            .spawn()
+            .unwrap();
+    }
+    cluster
+        .wait_kube_synced(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("without the admin CRDs: {e}\n{}", cluster.diagnostics()));
+    check_tables(
+        &cluster,
+        &model,
+        "no admin CRDs: the NetworkPolicy alone",
+        networkpolicy_only,
+    );
+    cluster.kube_api().unwrap().install_crds().unwrap();
+    cluster
+        .kube_apply("AdminNetworkPolicy", &anp_deny("deny-y", 10, "x", "a", "y"))
+        .unwrap();
+    for node in 0..2 {
+        cluster
+            .node(node)
+            .wait_for(
+                Duration::from_secs(90),
+                "the CRDs installed later, an ANP enforced",
+                |_| Ok((admin_policies(&cluster, node) == ["anp/deny-y"]).then_some(())),
+            )
+            .unwrap();
+    }
+    check_tables(
+        &cluster,
+        &model,
+        "the CRDs installed later: ANP Deny over the NetworkPolicy's Allow",
+        model.expect(|_, to| to.id() != "x/a"),
+    );
+}
+
+/// Probes every pair on TCP and UDP port 80; panics with the tables when they are not `expected`.
+fn check_tables(cluster: &Cluster, model: &Model, what: &str, expected: Reachability) {
+    model
+        .check(&[(Probe::TCP80, &expected), (Probe::UDP80, &expected)])
+        .unwrap_or_else(|report| {
+            panic!("{what}:\n{report}\n{}", cluster.diagnostics());
+        })
 }
 
 /// Waits up to 30 s on node `index` for `ready`.

@@ -3,9 +3,12 @@
 //! object converted to its [`Fact`] as it arrives. No periodic resync: after the list, only
 //! changes travel.
 
+use std::time::Duration;
+
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
@@ -208,6 +211,45 @@ where
         .boxed()
 }
 
+/// How often a node asks again whether the API server serves an optional kind it did not.
+const OPTIONAL_RECHECK: Duration = Duration::from_secs(30);
+
+/// The updates of an optional kind `K` (the admin tiers: many clusters do not install
+/// network-policy-api's CRDs). While the API server does not serve it (404), it is listed as
+/// empty, once, so the node is synced without it (and sweeps what it held of it), and asked
+/// again every [`OPTIONAL_RECHECK`]; once served, its watcher takes over (a list, then changes).
+/// An error other than 404 is passed on, as a watcher's would be, and asked again.
+fn optional_updates<K: Watched>(client: &Client) -> BoxStream<'static, Update>
+where
+    K::Scope: 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    // (asked before, listed as empty)
+    let absent = futures::stream::unfold((false, false), move |(asked, listed)| {
+        let api = api.clone();
+        async move {
+            if asked {
+                tokio::time::sleep(OPTIONAL_RECHECK).await;
+            }
+            let (events, listed) = match api.list_metadata(&ListParams::default().limit(1)).await {
+                Ok(_) => return None,
+                // A CRD not installed: 404 with a plain-text body (no Status, so no reason to read).
+                Err(kube::Error::Api(status)) if status.code == 404 => match listed {
+                    false => (vec![Ok(Event::Init), Ok(Event::InitDone)], true),
+                    true => (Vec::new(), true),
+                },
+                Err(e) => (vec![Err(error_chain(&e))], listed),
+            };
+            let updates = events.into_iter().map(|event| Update {
+                kind: K::KIND,
+                event,
+            });
+            Some((futures::stream::iter(updates), (true, listed)))
+        }
+    });
+    absent.flatten().chain(updates::<K>(client)).boxed()
+}
+
 /// The updates of `kind`.
 pub fn watch(client: &Client, kind: Kind) -> BoxStream<'static, Update> {
     match kind {
@@ -218,7 +260,9 @@ pub fn watch(client: &Client, kind: Kind) -> BoxStream<'static, Update> {
         Kind::Service => updates::<Service>(client),
         Kind::HostSubnet => updates::<crd::HostSubnet>(client),
         Kind::EgressNetworkPolicy => updates::<crd::EgressNetworkPolicy>(client),
-        Kind::AdminNetworkPolicy => updates::<crd::AdminNetworkPolicy>(client),
-        Kind::BaselineAdminNetworkPolicy => updates::<crd::BaselineAdminNetworkPolicy>(client),
+        Kind::AdminNetworkPolicy => optional_updates::<crd::AdminNetworkPolicy>(client),
+        Kind::BaselineAdminNetworkPolicy => {
+            optional_updates::<crd::BaselineAdminNetworkPolicy>(client)
+        }
     }
 }

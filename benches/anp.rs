@@ -18,53 +18,27 @@
 //!
 //! Run: `cargo bench --bench anp` (as root).
 
+#[path = "common/netpol_world.rs"]
+mod netpol_world;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use netpol_world::*;
 use ofnode::api::client::Client;
 use ofnode::api::wire;
-use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
-use ofnode_harness::reachability::{probe_once, Probe, Servers};
+use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode};
+use ofnode_harness::reachability::Servers;
 use ofnode_harness::seed_way::{
     median, ms, replace_flows, rss_mb, seed_bundle, side_by_side, FlowDiff,
 };
 use serde_json::{json, Value};
 
-const NAMESPACES: usize = 50;
-const POLICIES_PER_NAMESPACE: usize = 10;
-const LOCAL_PORTS: usize = 198;
 const REMOTE_SUBNETS: usize = 20;
 const REMOTE_PER_SUBNET: usize = 490;
-const APPS: usize = 10;
-const LOCAL_APPS: usize = 4;
-const TEAMS: usize = 5;
 const ANPS: usize = 100;
 const CHANGES: usize = 20;
 const ROUNDS: usize = 10;
-const PROBE_MS: u64 = 50;
-
-fn namespace(i: usize) -> String {
-    format!("ns{i}")
-}
-
-/// The NetworkPolicy bench's policy (benches/netpol.rs).
-fn netpol(ns: usize, k: usize) -> Value {
-    json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": format!("p{k}"), "namespace": namespace(ns)},
-        "spec": {
-            "podSelector": {"matchLabels": {"app": format!("a{}", k % LOCAL_APPS)}},
-            "ingress": [{
-                "from": [{
-                    "namespaceSelector": {"matchLabels": {"team": format!("t{}", k % TEAMS)}},
-                    "podSelector": {"matchLabels": {"app": format!("a{}", (k + 1) % APPS)}}
-                }],
-                "ports": [{"protocol": "TCP", "port": 8000, "endPort": 8080}, {"protocol": "UDP", "port": 53}]
-            }]
-        }
-    })
-}
 
 /// ANP `k`: the namespaces of team t{k%5}; ingress Deny from app a{k%10} pods on TCP 80, Pass
 /// from team t{(k+1)%5}; egress Allow to 192.0.2.0/24 on UDP 53.
@@ -129,40 +103,6 @@ fn of_priority(line: &str, p: usize) -> bool {
     matches!(table, 22 | 82) && (top - 63..=top).contains(&u32::from(prio))
 }
 
-struct ProbePair {
-    client: Pod,
-    server: Pod,
-    _servers: Servers,
-}
-
-/// Probes until a probe connects (`connected`) or does not; when that probe started.
-fn first_probe_seeing(pair: &ProbePair, connected: bool, since: Instant) -> Duration {
-    let path = pair.client.netns().path();
-    let server = pair.server.ip;
-    loop {
-        let began = since.elapsed();
-        let path = path.clone();
-        let seen = std::thread::spawn(move || {
-            probe_once(
-                &path,
-                server,
-                "probe",
-                Probe::TCP80,
-                Duration::from_millis(PROBE_MS),
-            )
-        })
-        .join()
-        .unwrap_or(!connected);
-        assert!(
-            began < Duration::from_secs(10),
-            "the probe never saw the change"
-        );
-        if seen == connected {
-            return began;
-        }
-    }
-}
-
 fn main() {
     if std::env::args()
         .skip(1)
@@ -213,7 +153,7 @@ fn main() {
     add_remote_pods(&ours, &client, &runtime);
     for ns in 0..NAMESPACES {
         for k in 0..POLICIES_PER_NAMESPACE {
-            let body = serde_json::to_vec(&netpol(ns, k)).expect("JSON");
+            let body = serde_json::to_vec(&bench_policy(ns, k, 0)).expect("JSON");
             runtime
                 .block_on(client.netpol_apply(body))
                 .expect("POST /v1/netpols");
@@ -359,40 +299,6 @@ fn main() {
         allow_seed / allow_ours.max(f64::MIN_POSITIVE),
         deny_seed / deny_ours.max(f64::MIN_POSITIVE),
     );
-}
-
-fn add_local_ports(cluster: &Cluster) {
-    let node = cluster.node(0);
-    node.netns()
-        .add_veth_pairs("bp", 0..LOCAL_PORTS)
-        .expect("creating veths");
-    for i in 0..LOCAL_PORTS {
-        let ip = Ipv4Addr::from(u32::from(node.subnet) + 100 + i as u32).to_string();
-        let ns = i % NAMESPACES;
-        let (vnid, app) = (
-            (100 + ns).to_string(),
-            format!("app=a{}", (i / NAMESPACES) % LOCAL_APPS),
-        );
-        node.cli(&[
-            "pod",
-            "add",
-            "--pod",
-            &format!("{}/local-{i}", namespace(ns)),
-            "--veth",
-            &format!("bp{i}"),
-            "--ip",
-            &ip,
-            "--mac",
-            &format!("0a:58:00:00:{:02x}:{:02x}", i >> 8, i & 0xff),
-            "--sandbox",
-            &format!("{:064x}", 0xb000 + i),
-            "--vnid",
-            &vnid,
-            "--label",
-            &app,
-        ])
-        .expect("pod add");
-    }
 }
 
 /// 9,800 pods of 20 other nodes (10.128.2.0/23, 10.128.4.0/23, …), through the API.

@@ -28,30 +28,26 @@
 //!
 //! Run: `cargo bench --bench netpol` (as root).
 
+#[path = "common/netpol_world.rs"]
+mod netpol_world;
+
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode, Pod};
+use netpol_world::*;
+use ofnode_harness::cluster::{labels, Cluster, ClusterOptions, Control, Endpoint, Mode};
 use ofnode_harness::probe::{UdpEcho, UdpStream};
-use ofnode_harness::reachability::{probe_once, Probe, Servers};
+use ofnode_harness::reachability::Servers;
 use ofnode_harness::seed_way::{
     median, ms, replace_flows, rss_mb, seed_bundle, side_by_side, FlowDiff,
 };
 use ofnode_harness::{OperationTotals, PurgeTotals};
 use serde_json::json;
 
-const NAMESPACES: usize = 50;
-const POLICIES_PER_NAMESPACE: usize = 10;
-const LOCAL_PORTS: usize = 198;
 const REMOTE_PODS: usize = 800;
-/// App labels: remote pods have 10, the ~4 local pods of a namespace 4 (each a policy target).
-const APPS: usize = 10;
-const LOCAL_APPS: usize = 4;
-const TEAMS: usize = 5;
 const CHANGES: usize = 20;
-/// Rounds of the apply -> enforced measurement, and each probe's timeout.
+/// Rounds of the apply -> enforced measurement.
 const ROUNDS: usize = 10;
-const PROBE_MS: u64 = 50;
 /// The busy pod's flow: its UDP port, one datagram every BUSY_INTERVAL, across BUSY_CHANGES
 /// changes (a deny applied and deleted); and how long a busy flow is watched after one purge.
 const BUSY_PORT: u16 = 5353;
@@ -59,42 +55,10 @@ const BUSY_INTERVAL: Duration = Duration::from_millis(2);
 const BUSY_CHANGES: usize = 10;
 const SLOW_PATH_WATCH: Duration = Duration::from_secs(2);
 
-fn namespace(i: usize) -> String {
-    format!("ns{i}")
-}
-
-fn bench_policy(ns: usize, k: usize, variant: usize) -> serde_json::Value {
-    json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": format!("p{k}"), "namespace": namespace(ns)},
-        "spec": {
-            "podSelector": {"matchLabels": {"app": format!("a{}", k % LOCAL_APPS)}},
-            "ingress": [{
-                "from": [{
-                    "namespaceSelector": {"matchLabels": {"team": format!("t{}", (k + variant) % TEAMS)}},
-                    "podSelector": {"matchLabels": {"app": format!("a{}", (k + 1) % APPS)}}
-                }],
-                "ports": [
-                    {"protocol": "TCP", "port": 8000, "endPort": 8080 + variant},
-                    {"protocol": "UDP", "port": 53}
-                ]
-            }]
-        }
-    })
-}
-
 /// The daemon's running totals (`/metrics`).
 async fn daemon_totals(client: &ofnode::api::client::Client) -> OperationTotals {
     let metrics = client.metrics().await.expect("GET /metrics");
     OperationTotals::from_metrics(&metrics).expect("the daemon's totals")
-}
-
-/// The probe pair of one node: a client and a TCP server, not selected by any bench policy.
-struct ProbePair {
-    client: Pod,
-    server: Pod,
-    _servers: Servers,
 }
 
 fn main() {
@@ -423,73 +387,9 @@ fn enforced_latency(
     }
 }
 
-/// Probes the pair's server over and over until a probe connects (`connected`) or does not;
-/// returns when that probe started, from `since`.
-fn first_probe_seeing(pair: &ProbePair, connected: bool, since: Instant) -> Duration {
-    let path = pair.client.netns().path();
-    let server = pair.server.ip;
-    loop {
-        let began = since.elapsed();
-        let path = path.clone();
-        let seen = std::thread::spawn(move || {
-            probe_once(
-                &path,
-                server,
-                "probe",
-                Probe::TCP80,
-                Duration::from_millis(PROBE_MS),
-            )
-        })
-        .join()
-        .unwrap_or(!connected);
-        assert!(
-            began < Duration::from_secs(10),
-            "the probe never saw the change"
-        );
-        if seen == connected {
-            return began;
-        }
-    }
-}
-
 fn sorted(mut flows: Vec<String>) -> Vec<String> {
     flows.sort();
     flows
-}
-
-/// 198 veths in the node's namespace, each a pod of its namespace (`ofnode pod add`).
-fn add_local_ports(cluster: &Cluster) {
-    let node = cluster.node(0);
-    node.netns()
-        .add_veth_pairs("bp", 0..LOCAL_PORTS)
-        .expect("creating veths");
-    for i in 0..LOCAL_PORTS {
-        let ip = Ipv4Addr::from(u32::from(node.subnet) + 100 + i as u32).to_string();
-        let ns = i % NAMESPACES;
-        let (vnid, app) = (
-            (100 + ns).to_string(),
-            format!("app=a{}", (i / NAMESPACES) % LOCAL_APPS),
-        );
-        node.cli(&[
-            "pod",
-            "add",
-            "--pod",
-            &format!("{}/local-{i}", namespace(ns)),
-            "--veth",
-            &format!("bp{i}"),
-            "--ip",
-            &ip,
-            "--mac",
-            &format!("0a:58:00:00:{:02x}:{:02x}", i >> 8, i & 0xff),
-            "--sandbox",
-            &format!("{:064x}", 0xb000 + i),
-            "--vnid",
-            &vnid,
-            "--label",
-            &app,
-        ])
-        .expect("pod add");
-    }
 }
 
 /// 800 pods of two other nodes (10.128.2.0/23 and 10.128.4.0/23), `pod remote set`.

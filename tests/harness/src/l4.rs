@@ -11,8 +11,8 @@
 //! ports, tag and chunk type. That is the first exchange of every association, which is all a
 //! policy's verdict can depend on. Both sides write correct CRC32c checksums.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::ClusterError;
 use crate::netns::Netns;
-use crate::reachability::enter_netns;
+use crate::reachability::{enter_netns, tcp_probe, udp_probe};
 
 const IPPROTO_SCTP: libc::c_int = 132;
 const CHUNK_INIT: u8 = 1;
@@ -379,46 +379,13 @@ pub fn probe(
         }
         let addr = SocketAddr::V4(SocketAddrV4::new(to, port));
         match protocol {
-            L4::Tcp => tcp(addr, timeout).is_ok_and(|name| name == expect),
-            L4::Udp => udp(addr, timeout).is_ok_and(|name| name == expect),
+            L4::Tcp => tcp_probe(addr, timeout).is_ok_and(|name| name == expect),
+            L4::Udp => udp_probe(addr, timeout).is_ok_and(|name| name == expect),
             L4::Sctp => sctp(to, port, timeout).unwrap_or(false),
         }
     })
     .join()
     .unwrap_or(false)
-}
-
-fn tcp(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
-    let started = Instant::now();
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
-    let left = timeout
-        .saturating_sub(started.elapsed())
-        .max(Duration::from_millis(1));
-    stream.set_read_timeout(Some(left))?;
-    let mut name = String::new();
-    stream.read_to_string(&mut name)?;
-    Ok(name)
-}
-
-fn udp(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
-    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-    socket.connect(addr)?;
-    let deadline = Instant::now() + timeout;
-    let mut buf = [0u8; 64];
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(ErrorKind::TimedOut.into());
-        }
-        let _ = socket.send(b"probe");
-        socket.set_read_timeout(Some(RESEND.min(deadline - now)))?;
-        match socket.recv(&mut buf) {
-            Ok(n) => return Ok(String::from_utf8_lossy(&buf[..n]).into_owned()),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Sends INITs from a fresh port until an INIT-ACK for them comes back or `timeout` passes.

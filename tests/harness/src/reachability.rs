@@ -496,7 +496,8 @@ pub fn probe_once(
     answer.is_ok_and(|name| name == expect)
 }
 
-fn tcp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
+/// A TCP probe: the name the server sends back over the connection.
+pub(crate) fn tcp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
     let started = Instant::now();
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     let left = timeout
@@ -508,7 +509,8 @@ fn tcp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
     Ok(name)
 }
 
-fn udp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
+/// A UDP probe, resent until its echo (the server's name) comes back or `timeout` passes.
+pub(crate) fn udp_probe(addr: SocketAddr, timeout: Duration) -> std::io::Result<String> {
     let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     socket.connect(addr)?;
     let deadline = Instant::now() + timeout;

@@ -23,84 +23,26 @@
 //! runs the worlds given (comma-separated `PODSxPOLICIES`); `SCALE_BENCH_ONLY=relabel` only the
 //! changes so named, `SCALE_BENCH_SAMPLES=200` more samples of each (for a profiler).
 
-use std::net::{IpAddr, Ipv4Addr};
+#[path = "common/store_world.rs"]
+mod store_world;
+
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ofnode::api::client::Client;
 use ofnode::api::wire;
-use ofnode::sdn::{LabelEdit, Labels, PodInfo, PodKey};
+use ofnode::sdn::LabelEdit;
 use ofnode_harness::cluster::{Cluster, ClusterOptions, Control, Mode};
 use ofnode_harness::seed_way::{median, ms, replace_flows, rss_mb, seed_bundle, FlowDiff};
 use ofnode_harness::{OperationTotals, PurgeTotals};
+use store_world::*;
 
-const PODS_PER_NAMESPACE: usize = 100;
-const LOCAL_PODS: usize = 200;
-const POLICIES_PER_NAMESPACE: usize = 10;
-const APPS: usize = 10;
-const NAMESPACES_PER_TEAM: usize = 10;
 const SAMPLES: usize = 20;
 /// Requests in flight while the world is built (the build is not what is measured).
 const IN_FLIGHT: usize = 64;
 
-#[derive(Debug, Clone, Copy)]
-struct World {
-    pods: usize,
-    policies: usize,
-}
-
 impl World {
-    fn namespaces(&self) -> usize {
-        self.pods
-            .div_ceil(PODS_PER_NAMESPACE)
-            .max(self.policies.div_ceil(POLICIES_PER_NAMESPACE))
-    }
-
-    fn teams(&self) -> usize {
-        self.namespaces().div_ceil(NAMESPACES_PER_TEAM)
-    }
-
-    fn pod_key(&self, i: usize) -> PodKey {
-        PodKey::new(&format!("ns{}", i % self.namespaces()), &format!("pod-{i}"))
-            .expect("a bench pod key")
-    }
-
-    fn pod_labels(&self, i: usize, variant: usize) -> Labels {
-        labels(
-            "app",
-            format!("a{}", (i / self.namespaces() + variant) % APPS),
-        )
-    }
-
-    fn team_of(&self, ns: usize) -> String {
-        format!("t{}", ns / NAMESPACES_PER_TEAM)
-    }
-
-    /// Policy `name` of namespace `ns` for the pods of app `k`: peers of its own team's
-    /// namespaces (variant 0) or a neighbour team's.
-    fn policy(&self, ns: usize, name: usize, k: usize, variant: usize) -> serde_json::Value {
-        serde_json::json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {"name": format!("p{name}"), "namespace": format!("ns{ns}")},
-            "spec": {
-                "podSelector": {"matchLabels": {"app": format!("a{}", k % APPS)}},
-                "ingress": [{
-                    "from": [{
-                        "namespaceSelector": {"matchLabels": {
-                            "team": format!("t{}", (ns / NAMESPACES_PER_TEAM + variant) % self.teams())
-                        }},
-                        "podSelector": {"matchLabels": {"app": format!("a{}", (k + 1 + variant) % APPS)}}
-                    }],
-                    "ports": [
-                        {"protocol": "TCP", "port": 8000, "endPort": 8080 + variant},
-                        {"protocol": "UDP", "port": 53}
-                    ]
-                }]
-            }
-        })
-    }
-
     /// The namespace and app of the `i`th local pod a change picks: a policy for them has
     /// flows on this node (most of a big world's policies select no pod here).
     fn local_app(&self, i: usize) -> (usize, usize) {
@@ -112,14 +54,6 @@ impl World {
     fn remote(&self, i: usize) -> usize {
         LOCAL_PODS + (i * 7919) % (self.pods - LOCAL_PODS)
     }
-}
-
-fn labels(key: &str, value: String) -> Labels {
-    [(key.to_string(), value)].into_iter().collect()
-}
-
-fn remote_ip(i: usize) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 129, 0, 0)) + i as u32)
 }
 
 /// The daemon's CPU time so far (every thread), from the scheduler's own accounting.
@@ -205,7 +139,7 @@ impl Bench {
         let client = &self.client;
         let namespaces = (0..world.namespaces())
             .map(|ns| {
-                let (client, namespace) = (client.clone(), world_namespace(&world, ns));
+                let (client, namespace) = (client.clone(), namespace(ns));
                 async move { client.namespace_set(&namespace).await }
             })
             .collect();
@@ -218,7 +152,7 @@ impl Bench {
             .map(|i| {
                 let client = client.clone();
                 let add = wire::PodAdd {
-                    pod: world.pod_key(i),
+                    pod: pod_key(i, world.namespaces()),
                     veth: format!("sp{i}").parse().expect("a veth name"),
                     ip: Ipv4Addr::from(u32::from(node.subnet) + 10 + i as u32),
                     mac: format!("0a:58:00:00:{:02x}:{:02x}", i >> 8, i & 0xff)
@@ -226,7 +160,7 @@ impl Bench {
                         .expect("a MAC"),
                     sandbox: format!("{:064x}", 0xc000 + i).parse().expect("a sandbox"),
                     vnid: Default::default(),
-                    labels: world.pod_labels(i, 0),
+                    labels: pod_labels(i, world.namespaces(), 0),
                 };
                 async move { client.pod_add(&add).await.map(|_| ()) }
             })
@@ -248,7 +182,7 @@ impl Bench {
         let before = self.flows();
         let body = |p: usize| {
             let (ns, k) = (p / POLICIES_PER_NAMESPACE, p % POLICIES_PER_NAMESPACE);
-            serde_json::to_vec(&world.policy(ns, k, k, 0)).expect("policy JSON")
+            policy_json(ns, world.namespaces(), k, k, 0).into_bytes()
         };
         // The first half one request at a time (as a script would), the second as a burst (as
         // a Kubernetes watch delivers a relist, `IN_FLIGHT` at a time).
@@ -362,14 +296,14 @@ impl Bench {
                 "policy replaced",
                 Box::new(move |i| {
                     let (ns, k) = world.local_app(i);
-                    Request::NetPol(world.policy(ns, k, k, 1 + i % 3))
+                    Request::NetPol(policy_json(ns, world.namespaces(), k, k, 1 + i % 3))
                 }),
             ),
             (
                 "policy added",
                 Box::new(move |i| {
                     let (ns, k) = world.local_app(i);
-                    Request::NetPol(world.policy(ns, 100 + i, k, 0))
+                    Request::NetPol(policy_json(ns, world.namespaces(), 100 + i, k, 0))
                 }),
             ),
             (
@@ -385,9 +319,9 @@ impl Bench {
                 "remote pod relabelled",
                 Box::new(move |i| {
                     Request::PodLabels(wire::PodLabels {
-                        pod: world.pod_key(world.remote(i)),
+                        pod: pod_key(world.remote(i), world.namespaces()),
                         edit: LabelEdit {
-                            set: world.pod_labels(world.remote(i), 1 + i % 5),
+                            set: pod_labels(world.remote(i), world.namespaces(), 1 + i % 5),
                             remove: Vec::new(),
                         },
                     })
@@ -397,9 +331,9 @@ impl Bench {
                 "local pod relabelled",
                 Box::new(move |i| {
                     Request::PodLabels(wire::PodLabels {
-                        pod: world.pod_key(i),
+                        pod: pod_key(i, world.namespaces()),
                         edit: LabelEdit {
-                            set: world.pod_labels(i, 1 + i % 5),
+                            set: pod_labels(i, world.namespaces(), 1 + i % 5),
                             remove: Vec::new(),
                         },
                     })
@@ -409,7 +343,7 @@ impl Bench {
                 "remote pod deleted",
                 Box::new(move |i| {
                     Request::RemoteDel(wire::RemotePodDel {
-                        pod: world.pod_key(world.remote(i)),
+                        pod: pod_key(world.remote(i), world.namespaces()),
                     })
                 }),
             ),
@@ -423,10 +357,10 @@ impl Bench {
                     Request::NamespaceLabels(wire::NamespaceLabels {
                         name: format!("ns{i}"),
                         edit: LabelEdit {
-                            set: labels(
+                            set: labels(&[(
                                 "team",
                                 format!("t{}", (i / NAMESPACES_PER_TEAM + 1 + i) % teams),
-                            ),
+                            )]),
                             remove: Vec::new(),
                         },
                     })
@@ -443,23 +377,11 @@ impl Bench {
     }
 }
 
-fn world_namespace(world: &World, ns: usize) -> wire::Namespace {
-    wire::Namespace {
-        name: format!("ns{ns}"),
-        vnid: ofnode::sdn::Vnid::new(100 + ns as u32).expect("a VNID"),
-        labels: labels("team", world.team_of(ns)),
-    }
-}
-
+/// Pod `i` of `world`, known on this node as another node's.
 fn remote_pod(world: &World, i: usize, variant: usize) -> wire::KnownPod {
     wire::KnownPod {
-        pod: world.pod_key(i),
-        info: PodInfo {
-            labels: world.pod_labels(i, variant),
-            ips: vec![IpAddr::V4(remote_ip(i))],
-            local: false,
-            ports: Vec::new(),
-        },
+        pod: pod_key(i, world.namespaces()),
+        info: remote_info(i, world.namespaces(), variant),
     }
 }
 
@@ -468,7 +390,7 @@ type Kind = Box<dyn Fn(usize) -> Request>;
 
 /// One change as the API takes it.
 enum Request {
-    NetPol(serde_json::Value),
+    NetPol(String),
     NetPolDel(wire::NetPolDel),
     PodLabels(wire::PodLabels),
     Remote(wire::KnownPod),
@@ -479,11 +401,7 @@ enum Request {
 impl Request {
     async fn send(self, client: &Client) -> Result<(), ofnode::api::client::ClientError> {
         match self {
-            Request::NetPol(json) => {
-                client
-                    .netpol_apply(serde_json::to_vec(&json).expect("policy JSON"))
-                    .await
-            }
+            Request::NetPol(json) => client.netpol_apply(json.into_bytes()).await,
             Request::NetPolDel(del) => client.netpol_del(&del).await,
             Request::PodLabels(edit) => client.pod_labels(&edit).await,
             Request::Remote(pod) => client.remote_pod_set(&pod).await,

@@ -24,12 +24,10 @@ use ofnode::sdn::core::{Core, LabelEdit};
 use ofnode::sdn::policy::networkpolicy::parse_netpol;
 use ofnode::sdn::{Labels, Mode, Namespace, NodeState, Pod, PodInfo, PodKey, SetupRequest, Vnid};
 
-const PODS_PER_NAMESPACE: usize = 100;
-const LOCAL_PODS: usize = 200;
-const POLICIES_PER_NAMESPACE: usize = 10;
-const APPS: usize = 10;
-/// Namespaces per team (per value of the `team` label).
-const NAMESPACES_PER_TEAM: usize = 10;
+#[path = "common/store_world.rs"]
+mod store_world;
+use store_world::*;
+
 /// Changes of each kind measured per world, unless `STORE_BENCH_SAMPLES` says otherwise.
 const SAMPLES: usize = 200;
 
@@ -43,37 +41,8 @@ fn setup() -> SetupRequest {
     }
 }
 
-fn labels(pairs: &[(&str, String)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
-fn namespace(n: usize) -> Namespace {
-    Namespace {
-        name: format!("ns{n}"),
-        vnid: Vnid::new(100 + n as u32).unwrap(),
-        labels: labels(&[("team", format!("t{}", n / NAMESPACES_PER_TEAM))]),
-    }
-}
-
-/// Pod `i` of a world of `namespaces`: local for the first `LOCAL_PODS`.
-fn pod_key(i: usize, namespaces: usize) -> PodKey {
-    PodKey::new(&format!("ns{}", i % namespaces), &format!("pod-{i}")).unwrap()
-}
-
-/// Pod `i`'s labels in a world of `namespaces`: the pods of one namespace have several apps.
-fn pod_labels(i: usize, namespaces: usize, variant: usize) -> Labels {
-    labels(&[("app", format!("a{}", (i / namespaces + variant) % APPS))])
-}
-
 fn local_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 10)) + i as u32)
-}
-
-fn remote_ip(i: usize) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 129, 0, 0)) + i as u32)
 }
 
 fn attachment(i: usize) -> Pod {
@@ -89,34 +58,6 @@ fn attachment(i: usize) -> Pod {
     }
 }
 
-fn remote_info(i: usize, namespaces: usize, variant: usize) -> PodInfo {
-    PodInfo {
-        labels: pod_labels(i, namespaces, variant),
-        ips: vec![IpAddr::V4(remote_ip(i))],
-        local: false,
-        ports: Vec::new(),
-    }
-}
-
-/// Policy `name` of namespace `ns` (of `namespaces`), for the pods of app `k`: peers of its
-/// own team's namespaces (variant 0) or a neighbour team's.
-fn policy_json(ns: usize, namespaces: usize, name: usize, k: usize, variant: usize) -> String {
-    let teams = namespaces.div_ceil(NAMESPACES_PER_TEAM);
-    let app = k % APPS;
-    format!(
-        r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
-            "metadata":{{"name":"p{name}","namespace":"ns{ns}"}},
-            "spec":{{"podSelector":{{"matchLabels":{{"app":"a{app}"}}}},
-              "ingress":[{{"from":[{{"namespaceSelector":{{"matchLabels":{{"team":"t{team}"}}}},
-                                     "podSelector":{{"matchLabels":{{"app":"a{peer}"}}}}}}],
-                           "ports":[{{"protocol":"TCP","port":8000,"endPort":{end}}},
-                                    {{"protocol":"UDP","port":53}}]}}]}}}}"#,
-        team = (ns / NAMESPACES_PER_TEAM + variant) % teams,
-        peer = (k + 1 + variant) % APPS,
-        end = 8080 + variant,
-    )
-}
-
 /// Runs one operation as a batch of its own; the flow mods it made.
 fn step(core: &mut Core, op: impl FnOnce(&mut Core)) -> usize {
     op(core);
@@ -125,18 +66,7 @@ fn step(core: &mut Core, op: impl FnOnce(&mut Core)) -> usize {
     effects.flows.len()
 }
 
-struct World {
-    pods: usize,
-    policies: usize,
-}
-
 impl World {
-    fn namespaces(&self) -> usize {
-        self.pods
-            .div_ceil(PODS_PER_NAMESPACE)
-            .max(self.policies.div_ceil(POLICIES_PER_NAMESPACE))
-    }
-
     /// The core holding the world, and how long installing its policies took.
     fn build(&self) -> (Core, Duration) {
         let mut core = Core::new(NodeState {
@@ -214,7 +144,7 @@ fn run_world(world: &World) {
         ms(install) / world.policies as f64,
     );
     let namespaces = world.namespaces();
-    let teams = namespaces.div_ceil(NAMESPACES_PER_TEAM);
+    let teams = world.teams();
     let remote = |i: usize| LOCAL_PODS + (i * 7919) % (world.pods - LOCAL_PODS);
     let mut changes: Vec<(&str, Change)> = Vec::new();
     changes.push((

@@ -18,6 +18,10 @@ pub const ADMIN_EGRESS: u8 = 22;
 /// Table 23: a local pod's egress judged by the BaselineAdminNetworkPolicy, for pods no
 /// NetworkPolicy isolates for egress (table 21's last resort).
 pub const BASELINE_EGRESS: u8 = 23;
+/// Table 24: the policy audit: a verdict flow of an audited rule loads the rule's key into
+/// reg4 and resubmits here; a new connection's first packet is sent to ofnode through the
+/// rule's meter (`sdn/audit.rs`), and the verdict flow goes on as before.
+pub const POLICY_AUDIT: u8 = 24;
 /// Table 25: IP from tun0 with a local pod's source address: the pod's traffic to a service,
 /// back from kube-proxy's DNAT in the host; its VNID is loaded again (networkpolicy mode).
 pub const FROM_SERVICE: u8 = 25;
@@ -55,13 +59,14 @@ pub const MULTICAST_TO_LOCAL: u8 = 120;
 pub const VERSION_NOTE: u8 = 253;
 
 /// Every table with its name, in order.
-pub const TABLES: [(u8, &str); 22] = [
+pub const TABLES: [(u8, &str); 23] = [
     (CLASSIFY, "classify"),
     (VXLAN_INGRESS, "VXLAN ingress"),
     (FROM_POD, "from pod"),
     (POLICY_CONNTRACK, "policy conntrack"),
     (ADMIN_EGRESS, "admin policy egress"),
     (BASELINE_EGRESS, "baseline policy egress"),
+    (POLICY_AUDIT, "policy audit"),
     (FROM_SERVICE, "from service"),
     (ROUTING, "routing"),
     (ARP_TO_LOCAL, "ARP to local pod"),
@@ -104,6 +109,8 @@ pub const REG_SOURCE_VNID: Field = Field::Reg(0);
 pub const REG_DESTINATION_VNID: Field = Field::Reg(1);
 /// reg2: the OpenFlow port a packet leaves by (table 80's `output:NXM_NX_REG2[]`).
 pub const REG_OUTPUT_PORT: Field = Field::Reg(2);
+/// reg4: an audited rule's key (`sdn/audit.rs`), loaded by its verdict flow for table 24.
+pub const REG_AUDIT_KEY: Field = Field::Reg(4);
 /// reg3 bit 0: the AdminNetworkPolicies have judged this packet's egress (passed it on to
 /// NetworkPolicy); bit 1: its ingress. Set only on the way back from tables 22 and 82.
 pub const ADMIN_EGRESS_DONE: FieldRange = FieldRange {

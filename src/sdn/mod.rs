@@ -17,6 +17,7 @@
 //!   bugs the operator is told about; `megaflows`: the purge of the datapath's cached flows
 //!   on a switch with the stale-megaflow bug.
 
+pub mod audit;
 mod bridge;
 mod config;
 pub mod core;

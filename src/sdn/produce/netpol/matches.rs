@@ -14,12 +14,7 @@ use crate::value::{Cidr, Vnid};
 
 const ETH_TYPE_IPV4: u64 = 0x0800;
 
-/// Which side of a pod a rule judges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dir {
-    Ingress,
-    Egress,
-}
+pub use crate::sdn::audit::Dir;
 
 fn ip() -> Match {
     Match::new().with(Field::EthType, ETH_TYPE_IPV4)

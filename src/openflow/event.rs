@@ -3,8 +3,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ofnode_proto::{ErrorMsg, FlowChange, PacketIn, PortStatus};
+use bytes::Bytes;
+use ofnode_proto::{ErrorMsg, FlowChange, Message, PacketIn, PacketIn2, PacketInView, PortStatus};
 use tokio::sync::mpsc;
+
+use super::config::PacketInTap;
 
 #[derive(Debug, Clone)]
 pub enum SwitchEvent {
@@ -18,7 +21,7 @@ pub enum SwitchEvent {
         reason: String,
     },
     PortStatus(PortStatus),
-    PacketIn(PacketIn),
+    PacketIn(PacketInEvent),
     /// An error for a message nobody waits on (a fire-and-forget `Switch::send`).
     AsyncError(ErrorMsg),
     /// A flow monitor (`Switch::monitor_flows`) saw flows change. Changes made by this
@@ -46,6 +49,82 @@ impl SwitchEvent {
     }
 }
 
+/// A packet-in, in whichever message the switch sent it (the connection's `packet_in_format`
+/// asks for one): read it through [`PacketInEvent::view`].
+#[derive(Debug, Clone)]
+pub enum PacketInEvent {
+    /// OpenFlow 1.3 PACKET_IN.
+    Standard(PacketIn),
+    /// NXT_PACKET_IN2 (the only one carrying a `controller(userdata=...)` action's userdata).
+    Nx2(PacketIn2),
+}
+
+impl PacketInEvent {
+    /// The message if it is a packet-in of either kind.
+    pub fn of_message(msg: Message) -> Option<PacketInEvent> {
+        match msg {
+            Message::PacketIn(packet_in) => Some(PacketInEvent::Standard(packet_in)),
+            Message::PacketIn2(packet_in) => Some(PacketInEvent::Nx2(packet_in)),
+            _ => None,
+        }
+    }
+
+    pub fn view(&self) -> PacketInView<'_> {
+        match self {
+            PacketInEvent::Standard(packet_in) => packet_in.view(),
+            PacketInEvent::Nx2(packet_in) => packet_in.view(),
+        }
+    }
+}
+
+/// The packet-ins a [`PacketInTap`] set apart (`Switch::take_packet_in_tap`), and how many
+/// did not fit in its channel.
+#[derive(Debug)]
+pub struct TappedPacketIns {
+    pub packet_ins: mpsc::Receiver<PacketInEvent>,
+    pub dropped: Arc<AtomicU64>,
+}
+
+/// The sending side of a [`PacketInTap`].
+#[derive(Debug, Clone)]
+pub(crate) struct TapSink {
+    prefix: Bytes,
+    tx: mpsc::Sender<PacketInEvent>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl TapSink {
+    pub(crate) fn new(tap: &PacketInTap) -> (TapSink, TappedPacketIns) {
+        let (tx, rx) = mpsc::channel(tap.capacity.max(1));
+        let dropped = Arc::<AtomicU64>::default();
+        let sink = TapSink {
+            prefix: tap.userdata_prefix.clone(),
+            tx,
+            dropped: dropped.clone(),
+        };
+        let tapped = TappedPacketIns {
+            packet_ins: rx,
+            dropped,
+        };
+        (sink, tapped)
+    }
+
+    /// Takes the packet-in when its userdata has the tap's prefix (dropping and counting it
+    /// when the channel is full); gives it back otherwise.
+    fn take(&self, event: PacketInEvent) -> Option<PacketInEvent> {
+        if !event.view().userdata.starts_with(&self.prefix) {
+            return Some(event);
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(event) {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                tracing::warn!(dropped, "packet-in tap full: dropping packet-ins");
+            }
+        }
+        None
+    }
+}
+
 /// The sending side of the event channel. Data events are dropped (and counted) when the owner
 /// does not keep up, so a packet-in storm cannot stall the connection; connection events are
 /// always delivered.
@@ -53,13 +132,26 @@ impl SwitchEvent {
 pub(crate) struct EventSink {
     tx: mpsc::Sender<SwitchEvent>,
     dropped: Arc<AtomicU64>,
+    tap: Option<TapSink>,
 }
 
 impl EventSink {
-    pub(crate) fn new(tx: mpsc::Sender<SwitchEvent>) -> EventSink {
+    pub(crate) fn new(tx: mpsc::Sender<SwitchEvent>, tap: Option<TapSink>) -> EventSink {
         EventSink {
             tx,
             dropped: Arc::default(),
+            tap,
+        }
+    }
+
+    /// A packet-in: to the tap when it is the tap's, else to the event channel.
+    pub(crate) fn offer_packet_in(&self, event: PacketInEvent) {
+        let event = match &self.tap {
+            Some(tap) => tap.take(event),
+            None => Some(event),
+        };
+        if let Some(event) = event {
+            self.offer(SwitchEvent::PacketIn(event));
         }
     }
 

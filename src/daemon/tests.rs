@@ -244,7 +244,10 @@ fn audit_log_keys_are_read_shown_and_bad_values_refused() {
     })
     .unwrap();
     let audit = &settings.node.audit_log;
-    assert_eq!(audit.path.as_deref(), Some(Path::new("/var/log/ofnode/audit.log")));
+    assert_eq!(
+        audit.path.as_deref(),
+        Some(Path::new("/var/log/ofnode/audit.log"))
+    );
     assert_eq!((audit.max_bytes, audit.keep), (1_048_576, 3));
     assert_eq!(audit.format, crate::sdn::audit_log::LineFormat::Text);
     let shown = check(good).unwrap();
@@ -255,12 +258,24 @@ fn audit_log_keys_are_read_shown_and_bad_values_refused() {
         "{shown}"
     );
     let defaults = check("").unwrap();
-    assert!(defaults.contains("audit_log: no file (set audit_log)"), "{defaults}");
+    assert!(
+        defaults.contains("audit_log: no file (set audit_log)"),
+        "{defaults}"
+    );
     for (bad, says) in [
         ("audit_log_format = \"xml\"\n", "audit_log_format \"xml\""),
-        ("audit_syslog = \"tcp:127.0.0.1:514\"\n", "expected unix:PATH or udp:IP:PORT"),
-        ("audit_log_max_bytes = 10\n", "audit_log_max_bytes 10 is below 4096"),
-        ("audit_log_keep = 1000\n", "audit_log_keep 1000 is above 100"),
+        (
+            "audit_syslog = \"tcp:127.0.0.1:514\"\n",
+            "expected unix:PATH or udp:IP:PORT",
+        ),
+        (
+            "audit_log_max_bytes = 10\n",
+            "audit_log_max_bytes 10 is below 4096",
+        ),
+        (
+            "audit_log_keep = 1000\n",
+            "audit_log_keep 1000 is above 100",
+        ),
         ("audit_log = \"audit.log\"\n", "absolute"),
     ] {
         let err = check(bad).unwrap_err().to_string();

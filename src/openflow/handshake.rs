@@ -6,9 +6,8 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ofnode_proto::{
     ErrorKind, ErrorMsg, FlowUpdate, Header, Hello, Message, MultipartReply, MultipartReplyBody,
-    PacketInFormat,
-    SwitchConfig as ConfigBody, OFPC_FRAG_MASK, OFPT_HELLO, OFP_VERSION, ONFT_FLOW_MONITOR_PAUSED,
-    ONFT_FLOW_MONITOR_RESUMED, ONF_EXPERIMENTER_ID,
+    PacketInFormat, SwitchConfig as ConfigBody, OFPC_FRAG_MASK, OFPT_HELLO, OFP_VERSION,
+    ONFT_FLOW_MONITOR_PAUSED, ONFT_FLOW_MONITOR_RESUMED, ONF_EXPERIMENTER_ID,
 };
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;

@@ -129,10 +129,7 @@ impl AuditLogConfig {
             ));
         }
         if self.keep > MAX_KEEP {
-            return Err(format!(
-                "audit_log_keep {} is above {MAX_KEEP}",
-                self.keep
-            ));
+            return Err(format!("audit_log_keep {} is above {MAX_KEEP}", self.keep));
         }
         if self.path.as_ref().is_some_and(|p| !p.is_absolute()) {
             return Err(format!(

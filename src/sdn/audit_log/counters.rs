@@ -104,7 +104,10 @@ impl AuditCounters {
             DropPlace::File => &self.file_drops,
             DropPlace::Syslog => &self.syslog_drops,
             DropPlace::SwitchChannel => {
-                let tap = self.switch_channel.lock().unwrap_or_else(|e| e.into_inner());
+                let tap = self
+                    .switch_channel
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 return tap.as_ref().map_or(0, |c| c.load(Ordering::Relaxed));
             }
         };
@@ -113,7 +116,10 @@ impl AuditCounters {
 
     /// Follows the connection's count of packet-ins its tap dropped.
     pub fn follow_switch_channel(&self, dropped: Arc<AtomicU64>) {
-        *self.switch_channel.lock().unwrap_or_else(|e| e.into_inner()) = Some(dropped);
+        *self
+            .switch_channel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(dropped);
     }
 
     /// The status section (`where` is where the log goes).

@@ -114,8 +114,14 @@ mod tests {
             file.write_line(&format!("line-{i:04}")).unwrap();
         }
         assert_eq!(read(&path), "line-0009\n");
-        assert_eq!(read(&dir.path().join("audit.log.1")), "line-0006\nline-0007\nline-0008\n");
-        assert_eq!(read(&dir.path().join("audit.log.2")), "line-0003\nline-0004\nline-0005\n");
+        assert_eq!(
+            read(&dir.path().join("audit.log.1")),
+            "line-0006\nline-0007\nline-0008\n"
+        );
+        assert_eq!(
+            read(&dir.path().join("audit.log.2")),
+            "line-0003\nline-0004\nline-0005\n"
+        );
         assert!(!dir.path().join("audit.log.3").exists(), "only 2 kept");
         for f in [path.clone(), dir.path().join("audit.log.1")] {
             assert!(std::fs::metadata(f).unwrap().len() <= 30);

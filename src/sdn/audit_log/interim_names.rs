@@ -64,10 +64,7 @@ fn netpol_rule(state: &NodeState, dir: Dir, id: u32) -> Option<RuleNames> {
 }
 
 fn isolation(state: &NodeState, dir: Dir, vnid: u32) -> Option<RuleNames> {
-    let namespace = state
-        .namespaces
-        .values()
-        .find(|ns| ns.vnid.get() == vnid)?;
+    let namespace = state.namespaces.values().find(|ns| ns.vnid.get() == vnid)?;
     let isolated_by = state
         .netpols
         .values()

@@ -131,7 +131,9 @@ impl<'a> Line<'a> {
         let policy = match names {
             Some(n) if n.namespace.is_some() || n.policy.is_some() => format!(
                 "{}{}",
-                n.namespace.as_deref().map_or(String::new(), |ns| format!("{ns}/")),
+                n.namespace
+                    .as_deref()
+                    .map_or(String::new(), |ns| format!("{ns}/")),
                 n.policy.as_deref().unwrap_or("-")
             ),
             _ => "-".to_string(),
@@ -265,8 +267,12 @@ mod tests {
                 isolated_by: vec!["ns2/web".into(), "ns2/db".into()],
             },
         );
-        names.pods.insert("10.128.0.5".parse().unwrap(), "ns1/a".into());
-        names.pods.insert("10.128.1.7".parse().unwrap(), "ns2/b".into());
+        names
+            .pods
+            .insert("10.128.0.5".parse().unwrap(), "ns1/a".into());
+        names
+            .pods
+            .insert("10.128.1.7".parse().unwrap(), "ns2/b".into());
         names
     }
 
@@ -321,7 +327,10 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&line.json()).unwrap();
         assert_eq!(json["policy"], serde_json::Value::Null);
         assert_eq!(json["rule"], "default-deny");
-        assert_eq!(json["isolated_by"], serde_json::json!(["ns2/web", "ns2/db"]));
+        assert_eq!(
+            json["isolated_by"],
+            serde_json::json!(["ns2/web", "ns2/db"])
+        );
         assert_eq!(json["count"], 7);
         assert!(line
             .text()
@@ -340,9 +349,15 @@ mod tests {
             node: "n",
         };
         let json: serde_json::Value = serde_json::from_str(&line.json()).unwrap();
-        assert_eq!(json["rule"], format!("key={:#010x}", rule(Verdict::Allow, 99).key()));
+        assert_eq!(
+            json["rule"],
+            format!("key={:#010x}", rule(Verdict::Allow, 99).key())
+        );
         assert_eq!(json["src_port"], serde_json::Value::Null);
-        assert_eq!((json["icmp_type"].clone(), json["icmp_code"].clone()), (8.into(), 0.into()));
+        assert_eq!(
+            (json["icmp_type"].clone(), json["icmp_code"].clone()),
+            (8.into(), 0.into())
+        );
         assert_eq!(json["src_pod"], serde_json::Value::Null);
         assert!(line.text().contains(" - key=0x"), "{}", line.text());
         assert!(line
@@ -355,7 +370,10 @@ mod tests {
         let json = dropped(LineFormat::Json, when(), "node-1", 3, 4);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["dropped"], 7);
-        assert_eq!((v["switch_channel"].clone(), v["queue"].clone()), (3.into(), 4.into()));
+        assert_eq!(
+            (v["switch_channel"].clone(), v["queue"].clone()),
+            (3.into(), 4.into())
+        );
         assert_eq!(
             dropped(LineFormat::Text, when(), "node-1", 0, 5),
             "2026/12/06 21:40:00.123456 node-1 dropped=5 switch_channel=0 queue=5"

@@ -189,7 +189,10 @@ pub(crate) mod tests {
         );
         for (number, protocol) in [(17, Protocol::Udp), (132, Protocol::Sctp)] {
             let t = parse(&frame(number, [1, 2, 3, 4], [5, 6, 7, 8], &[0, 1, 0, 2])).unwrap();
-            assert_eq!((t.protocol, t.src_port, t.dst_port), (protocol, Some(1), Some(2)));
+            assert_eq!(
+                (t.protocol, t.src_port, t.dst_port),
+                (protocol, Some(1), Some(2))
+            );
         }
         let icmp = parse(&frame(1, [1, 2, 3, 4], [5, 6, 7, 8], &[8, 0, 0, 0])).unwrap();
         assert_eq!((icmp.icmp, icmp.src_port), (Some((8, 0)), None));
@@ -212,7 +215,10 @@ pub(crate) mod tests {
     fn bad_packets_say_why() {
         assert!(matches!(
             parse(&[0; 10]),
-            Err(BadPacket::Truncated { what: "Ethernet header", .. })
+            Err(BadPacket::Truncated {
+                what: "Ethernet header",
+                ..
+            })
         ));
         let mut arp = tcp(1, 2);
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
@@ -220,7 +226,10 @@ pub(crate) mod tests {
         let short = &tcp(1, 2)[..14 + 20 + 3];
         assert!(matches!(
             parse(short),
-            Err(BadPacket::Truncated { what: "transport ports", .. })
+            Err(BadPacket::Truncated {
+                what: "transport ports",
+                ..
+            })
         ));
         let mut v6 = tcp(1, 2);
         v6[14] = 0x65;

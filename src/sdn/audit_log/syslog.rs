@@ -49,7 +49,11 @@ impl Syslog {
                 Ok(Socket::Unix(socket))
             }
             SyslogTarget::Udp(addr) => {
-                let bind = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+                let bind = if addr.is_ipv4() {
+                    "0.0.0.0:0"
+                } else {
+                    "[::]:0"
+                };
                 let socket = UdpSocket::bind(bind)?;
                 socket.connect(addr)?;
                 Ok(Socket::Udp(socket))
@@ -122,7 +126,9 @@ mod tests {
             .unwrap();
         let mut syslog = Syslog::new(SyslogTarget::Unix(path), "node 1");
         let at = UNIX_EPOCH + Duration::from_micros(1_796_593_200_123_456);
-        syslog.send(SEVERITY_WARNING, at, "{\"verdict\":\"deny\"}").unwrap();
+        syslog
+            .send(SEVERITY_WARNING, at, "{\"verdict\":\"deny\"}")
+            .unwrap();
         let mut buf = [0u8; 1024];
         let n = receiver.recv(&mut buf).unwrap();
         let got = std::str::from_utf8(&buf[..n]).unwrap();
@@ -140,12 +146,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("later.sock");
         let mut syslog = Syslog::new(SyslogTarget::Unix(path.clone()), "n");
-        assert!(syslog.send(SEVERITY_NOTICE, SystemTime::now(), "x").is_err());
+        assert!(syslog
+            .send(SEVERITY_NOTICE, SystemTime::now(), "x")
+            .is_err());
         let receiver = UnixDatagram::bind(&path).unwrap();
-        syslog.send(SEVERITY_NOTICE, SystemTime::now(), "y").unwrap();
+        syslog
+            .send(SEVERITY_NOTICE, SystemTime::now(), "y")
+            .unwrap();
         let mut buf = [0u8; 256];
         let n = receiver.recv(&mut buf).unwrap();
-        assert!(std::str::from_utf8(&buf[..n]).unwrap().starts_with("<133>1 "));
+        assert!(std::str::from_utf8(&buf[..n])
+            .unwrap()
+            .starts_with("<133>1 "));
     }
 
     #[test]
@@ -156,10 +168,16 @@ mod tests {
             .unwrap();
         let target = SyslogTarget::Udp(receiver.local_addr().unwrap());
         let mut syslog = Syslog::new(target, "n");
-        syslog.send(SEVERITY_NOTICE, SystemTime::now(), "hello").unwrap();
+        syslog
+            .send(SEVERITY_NOTICE, SystemTime::now(), "hello")
+            .unwrap();
         let mut buf = [0u8; 256];
         let n = receiver.recv(&mut buf).unwrap();
         let got = std::str::from_utf8(&buf[..n]).unwrap();
-        assert!(got.starts_with("<133>1 ") && got.ends_with(&format!(" n ofnode {} audit - hello", std::process::id())), "{got}");
+        assert!(
+            got.starts_with("<133>1 ")
+                && got.ends_with(&format!(" n ofnode {} audit - hello", std::process::id())),
+            "{got}"
+        );
     }
 }

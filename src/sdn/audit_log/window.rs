@@ -104,7 +104,10 @@ mod tests {
         assert_eq!(folded[0].count, 50);
         assert_eq!(folded[0].first_seen, t0, "the time of the first of them");
         assert_eq!((folded[1].count, folded[2].count), (1, 1));
-        assert!(w.is_empty() && w.take().is_empty(), "a new window after take");
+        assert!(
+            w.is_empty() && w.take().is_empty(),
+            "a new window after take"
+        );
     }
 
     #[test]

@@ -196,7 +196,8 @@ mod tests {
         }
         tap.fetch_add(4, Ordering::Relaxed);
         assert_eq!(counters.drops(DropPlace::Queue), 3);
-        let mut writer = Writer::open(&cfg(dir.path(), LineFormat::Json), counters.clone()).unwrap();
+        let mut writer =
+            Writer::open(&cfg(dir.path(), LineFormat::Json), counters.clone()).unwrap();
         while let Ok(r) = rx.try_recv() {
             writer.write(&r);
         }
@@ -208,7 +209,11 @@ mod tests {
         assert_eq!(&lines[..2], ["event 0", "event 1"]);
         let dropped: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
         assert_eq!(
-            (dropped["dropped"].clone(), dropped["switch_channel"].clone(), dropped["queue"].clone()),
+            (
+                dropped["dropped"].clone(),
+                dropped["switch_channel"].clone(),
+                dropped["queue"].clone()
+            ),
             (7.into(), 4.into(), 3.into())
         );
         assert_eq!(counters.lines(), 3);
@@ -218,7 +223,10 @@ mod tests {
         assert!(queue.push(record("z")));
         writer.report_drops(SystemTime::now());
         let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
-        assert!(text.lines().last().unwrap().contains("\"dropped\":1,"), "{text}");
+        assert!(
+            text.lines().last().unwrap().contains("\"dropped\":1,"),
+            "{text}"
+        );
     }
 
     #[test]

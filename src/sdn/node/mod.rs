@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 
+use super::audit::USERDATA_MAGIC;
 use super::audit_log;
 use super::config::{detect_datapath_type, NodeConfig};
 use super::core::{Core, CoreError};
@@ -43,7 +44,6 @@ use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
 use super::types::{HostSubnet, SetupRequest};
 use super::writer::{Published, Writer};
-use super::audit::USERDATA_MAGIC;
 use crate::openflow::{PacketInTap, Switch, SwitchConfig, Target};
 use crate::ovsdb;
 use crate::value::{IfName, InvalidInput};
@@ -142,7 +142,11 @@ impl Node {
                 metrics.audit.clone(),
             )
             .map_err(|e| {
-                invalid("audit_log", cfg.audit_log.describe(), format!("cannot open: {e}"))
+                invalid(
+                    "audit_log",
+                    cfg.audit_log.describe(),
+                    format!("cannot open: {e}"),
+                )
             })?;
         }
         let mut writer = Writer::new(

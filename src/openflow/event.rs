@@ -175,3 +175,53 @@ impl EventSink {
         let _ = self.tx.send(event).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofnode_proto::PacketIn2;
+
+    fn packet_in(userdata: &'static [u8]) -> PacketInEvent {
+        let mut pin = PacketIn2::new(Bytes::from_static(b"\0\0\0\0"));
+        pin.userdata = Some(Bytes::from_static(userdata));
+        PacketInEvent::Nx2(pin)
+    }
+
+    #[test]
+    fn the_tap_takes_its_packet_ins_counts_its_overflow_and_leaves_the_rest() {
+        let (tx, mut events) = mpsc::channel(8);
+        let tap = PacketInTap {
+            userdata_prefix: Bytes::from_static(b"ofA1"),
+            capacity: 2,
+        };
+        let (tap_sink, mut tapped) = TapSink::new(&tap);
+        let sink = EventSink::new(tx, Some(tap_sink));
+        for _ in 0..5 {
+            sink.offer_packet_in(packet_in(b"ofA1\0\0\0\x07"));
+        }
+        sink.offer_packet_in(packet_in(b"other"));
+        let standard = PacketInEvent::of_message(Message::PacketIn(ofnode_proto::PacketIn {
+            buffer_id: u32::MAX,
+            total_len: 4,
+            reason: 1,
+            table_id: 0,
+            cookie: 0,
+            match_: ofnode_proto::Match::new(),
+            data: Bytes::from_static(b"\0\0\0\0"),
+        }));
+        sink.offer_packet_in(standard.expect("a packet-in"));
+        assert_eq!(tapped.dropped.load(Ordering::Relaxed), 3);
+        let mut taken = 0;
+        while let Ok(event) = tapped.packet_ins.try_recv() {
+            assert!(event.view().userdata.starts_with(b"ofA1"));
+            taken += 1;
+        }
+        assert_eq!(taken, 2);
+        let mut rest = Vec::new();
+        while let Ok(SwitchEvent::PacketIn(event)) = events.try_recv() {
+            rest.push(event.view().userdata.to_vec());
+        }
+        assert_eq!(rest, vec![b"other".to_vec(), Vec::new()]);
+        assert!(PacketInEvent::of_message(Message::BarrierReply).is_none());
+    }
+}

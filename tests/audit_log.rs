@@ -192,8 +192,20 @@ fn metric(metrics: &str, series: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }
 
-#[test]
-fn packet_ins_of_audited_rules_become_named_lines_in_the_file_and_syslog() {
+/// A daemon on a fresh OVS writing its audit log (JSON) and syslog to the OVS directory, set
+/// up in networkpolicy mode with namespaces ns1 (VNID 11) and ns2 (VNID 12), pods ns1/a
+/// (10.128.2.5) and ns2/b (10.128.2.7) known, and policy ns2/web allowing ingress on port 80.
+struct Audited {
+    ovs: Ovs,
+    daemon: Daemon,
+    log: LogFile,
+    syslog: SyslogReceiver,
+}
+
+const POD_A: Ipv4Addr = Ipv4Addr::new(10, 128, 2, 5);
+const POD_B: Ipv4Addr = Ipv4Addr::new(10, 128, 2, 7);
+
+fn audited_daemon() -> Audited {
     let ovs = Ovs::start().expect("start Open vSwitch");
     ovs.add_bridge("br0").expect("br0");
     let dir = ovs.dir().join("audit");
@@ -229,9 +241,17 @@ fn packet_ins_of_audited_rules_become_named_lines_in_the_file_and_syslog() {
             .cli(&["namespace", "set", "--name", ns, "--vnid", vnid])
             .expect("namespace set");
     }
-    for (pod, ip) in [("ns1/a", "10.128.2.5"), ("ns2/b", "10.128.2.7")] {
+    for (pod, ip) in [("ns1/a", POD_A), ("ns2/b", POD_B)] {
         daemon
-            .cli(&["pod", "remote", "set", "--pod", pod, "--ip", ip])
+            .cli(&[
+                "pod",
+                "remote",
+                "set",
+                "--pod",
+                pod,
+                "--ip",
+                &ip.to_string(),
+            ])
             .expect("pod remote set");
     }
     let policy = serde_json::json!({
@@ -245,60 +265,85 @@ fn packet_ins_of_audited_rules_become_named_lines_in_the_file_and_syslog() {
     daemon
         .cli(&["netpol", "apply", "--file", policy_file.to_str().unwrap()])
         .expect("netpol apply");
+    Audited {
+        ovs,
+        daemon,
+        log,
+        syslog,
+    }
+}
 
-    let (a, b) = (Ipv4Addr::new(10, 128, 2, 5), Ipv4Addr::new(10, 128, 2, 7));
-    // ns2/web's first (only) rule holds conjunction id 1; ns2's isolation is keyed by VNID 12.
-    let allow = RuleRef {
-        tier: AuditTier::NetworkPolicy,
-        dir: Dir::Ingress,
-        verdict: Verdict::Allow,
-        id: 1,
-    };
-    let isolation = RuleRef {
-        verdict: Verdict::Deny,
-        id: 12,
-        ..allow
-    };
+/// ns2/web's first (only) rule: its conjunction id is 1.
+const WEB_INGRESS_0: RuleRef = RuleRef {
+    tier: AuditTier::NetworkPolicy,
+    dir: Dir::Ingress,
+    verdict: Verdict::Allow,
+    id: 1,
+};
+/// ns2's isolation (ingress), keyed by its VNID.
+const NS2_ISOLATION: RuleRef = RuleRef {
+    tier: AuditTier::NetworkPolicy,
+    dir: Dir::Ingress,
+    verdict: Verdict::Deny,
+    id: 12,
+};
+
+/// Sends `messages` through a connection of ofnode's library to the bridge's management
+/// socket (the daemon's own connection is another one).
+fn send_to_switch(ovs: &Ovs, messages: Vec<Message>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let (switch, _events) =
-            Switch::start(SwitchConfig::from_target(&ovs.mgmt_target("br0")).unwrap());
+        let cfg = SwitchConfig::from_target(&ovs.mgmt_target("br0")).unwrap();
+        let (switch, _events) = Switch::start(cfg);
         switch
             .wait_connected(LIMIT)
             .await
             .expect("the management connection");
-        let mut sent = Vec::new();
-        // A burst of one denied connection's packet-ins, another connection, an allowed one.
-        for _ in 0..20 {
-            sent.push(controller_packet_out(
-                tcp_frame(a, 34567, b, 81),
-                &isolation.userdata(),
-            ));
-        }
-        sent.push(controller_packet_out(
-            tcp_frame(a, 34568, b, 81),
-            &isolation.userdata(),
-        ));
-        sent.push(controller_packet_out(
-            tcp_frame(a, 40000, b, 80),
-            &allow.userdata(),
-        ));
-        // An ARP frame is no 5-tuple: counted as bad; a packet-in without the audit userdata
-        // is not the audit's.
-        let mut arp = tcp_frame(a, 1, b, 2).to_vec();
-        arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        sent.push(controller_packet_out(
-            Bytes::from(arp),
-            &isolation.userdata(),
-        ));
-        sent.push(controller_packet_out(tcp_frame(a, 2, b, 3), b"other"));
-        for msg in sent {
+        for msg in messages {
             switch.send_checked(msg).await.expect("packet-out");
         }
     });
+}
+
+#[test]
+fn packet_ins_of_audited_rules_become_named_lines_in_the_file_and_syslog() {
+    let Audited {
+        ovs,
+        daemon,
+        log,
+        syslog,
+    } = audited_daemon();
+    let (a, b) = (POD_A, POD_B);
+    let (isolation, allow) = (NS2_ISOLATION, WEB_INGRESS_0);
+    let mut sent = Vec::new();
+    // A burst of one denied connection's packet-ins, another connection, an allowed one.
+    for _ in 0..20 {
+        sent.push(controller_packet_out(
+            tcp_frame(a, 34567, b, 81),
+            &isolation.userdata(),
+        ));
+    }
+    sent.push(controller_packet_out(
+        tcp_frame(a, 34568, b, 81),
+        &isolation.userdata(),
+    ));
+    sent.push(controller_packet_out(
+        tcp_frame(a, 40000, b, 80),
+        &allow.userdata(),
+    ));
+    // An ARP frame is no 5-tuple: counted as bad; a packet-in without the audit userdata is
+    // not the audit's.
+    let mut arp = tcp_frame(a, 1, b, 2).to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    sent.push(controller_packet_out(
+        Bytes::from(arp),
+        &isolation.userdata(),
+    ));
+    sent.push(controller_packet_out(tcp_frame(a, 2, b, 3), b"other"));
+    send_to_switch(&ovs, sent);
 
     let lines = log.wait_for("21 denied and 1 allowed events", |lines| {
         events(&lines_between(lines, "10.128.2.5", "10.128.2.7", 81)) == 21
@@ -703,4 +748,42 @@ fn the_truth_tables_are_identical_with_the_audit_on_and_off() {
         );
     }
     log.wait_for("lines of the audited probes", |lines| !lines.is_empty());
+}
+
+#[test]
+fn the_packet_in_format_is_asked_for_again_after_ovs_vswitchd_restarts() {
+    let Audited {
+        ovs, daemon, log, ..
+    } = audited_daemon();
+    let denied = |sport: u16| {
+        controller_packet_out(
+            tcp_frame(POD_A, sport, POD_B, 81),
+            &NS2_ISOLATION.userdata(),
+        )
+    };
+    send_to_switch(&ovs, vec![denied(1001)]);
+    log.wait_for("the first event", |lines| {
+        lines.iter().any(|l| l["src_port"] == 1001)
+    });
+    let connects = |daemon: &Daemon| -> u64 {
+        let (_, metrics) = http(&daemon.api, "GET", "/metrics", "");
+        metric(&metrics, "ofnode_switch_connects_total").unwrap_or(0)
+    };
+    let before = connects(&daemon);
+    ovs.kill_vswitchd();
+    ovs.start_vswitchd().expect("restart ovs-vswitchd");
+    let deadline = Instant::now() + LIMIT;
+    while connects(&daemon) <= before {
+        assert!(Instant::now() < deadline, "the daemon did not reconnect");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A restarted ovs-vswitchd sends OpenFlow 1.3 PACKET_INs (no userdata) until asked again.
+    send_to_switch(&ovs, vec![denied(1002)]);
+    let lines = log.wait_for("the event after the restart", |lines| {
+        lines.iter().any(|l| l["src_port"] == 1002)
+    });
+    let after = lines.iter().find(|l| l["src_port"] == 1002).unwrap();
+    assert_eq!(after["rule"], "default-deny", "{after}");
+    let status = daemon.status_json().expect("status");
+    assert_eq!(status["audit"]["bad_packets"], 0, "{status}");
 }

@@ -248,8 +248,10 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_opened_is_refused_at_start() {
         let counters = Arc::new(AuditCounters::default());
-        let mut cfg = AuditLogConfig::default();
-        cfg.path = Some("/nonexistent-dir-for-ofnode-test/audit.log".into());
+        let cfg = AuditLogConfig {
+            path: Some("/nonexistent-dir-for-ofnode-test/audit.log".into()),
+            ..AuditLogConfig::default()
+        };
         assert!(start(&cfg, counters).is_err());
     }
 }

@@ -131,10 +131,10 @@ impl AuditLogConfig {
         if self.keep > MAX_KEEP {
             return Err(format!("audit_log_keep {} is above {MAX_KEEP}", self.keep));
         }
-        if self.path.as_ref().is_some_and(|p| !p.is_absolute()) {
+        if let Some(path) = self.path.as_ref().filter(|p| !p.is_absolute()) {
             return Err(format!(
-                "audit_log {:?} must be an absolute path",
-                self.path.as_deref().unwrap_or_else(|| "".as_ref())
+                "audit_log {} must be an absolute path",
+                path.display()
             ));
         }
         Ok(())

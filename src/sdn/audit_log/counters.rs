@@ -122,7 +122,7 @@ impl AuditCounters {
             .unwrap_or_else(|e| e.into_inner()) = Some(dropped);
     }
 
-    /// The status section (`where` is where the log goes).
+    /// The status section; `log` says where the lines go.
     pub fn status(&self, log: String) -> AuditStatus {
         AuditStatus {
             log,

@@ -27,6 +27,7 @@ use serde::Serialize;
 use super::config::LineFormat;
 use super::names::{Names, RuleNames};
 use super::window::Folded;
+use crate::sdn::audit::{AuditTier, RuleRef, Verdict};
 
 /// A folded event and the names found for it.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +94,8 @@ impl<'a> Line<'a> {
         } = self.folded;
         let (rule, t) = (event.rule, event.tuple);
         let names = self.rule_names();
-        let isolation = names.filter(|n| n.policy.is_none() && n.namespace.is_some());
+        let isolated_by =
+            is_isolation(rule).then(|| names.map_or(&[][..], |n| n.isolated_by.as_slice()));
         let line = JsonLine {
             time: rfc3339(*first_seen),
             node: self.node,
@@ -113,7 +115,7 @@ impl<'a> Line<'a> {
             src_pod: self.pod(t.src),
             dst_pod: self.pod(t.dst),
             count: *count,
-            isolated_by: isolation.map(|n| n.isolated_by.as_slice()),
+            isolated_by,
         };
         serde_json::to_string(&line).unwrap_or_default()
     }
@@ -163,6 +165,11 @@ impl<'a> Line<'a> {
         }
         out
     }
+}
+
+/// NetworkPolicy's drop of what no policy allowed (its `isolated_by` says which isolate).
+fn is_isolation(rule: RuleRef) -> bool {
+    rule.tier == AuditTier::NetworkPolicy && rule.verdict == Verdict::Deny
 }
 
 /// What was lost since the last such line: in the switch's channel and in the line queue.
@@ -228,7 +235,7 @@ fn text_time(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdn::audit::{AuditTier, Dir, RuleRef, Verdict};
+    use crate::sdn::audit::Dir;
     use crate::sdn::audit_log::packet::{parse, tests::frame, tests::tcp};
     use crate::sdn::audit_log::window::Event;
     use std::time::Duration;

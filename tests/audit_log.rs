@@ -437,6 +437,46 @@ fn packet_ins_of_audited_rules_become_named_lines_in_the_file_and_syslog() {
     assert!(metric(&metrics, "ofnode_audit_lines_total").unwrap_or(0) >= 3);
 }
 
+#[test]
+fn an_audit_log_that_cannot_be_opened_stops_the_start_with_the_reason() {
+    let ovs = Ovs::start().expect("start Open vSwitch");
+    ovs.add_bridge("br0").expect("br0");
+    let dir = ovs.dir().join("audit");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A file where the log's directory should be.
+    std::fs::write(dir.join("not-a-dir"), "").unwrap();
+    let config = dir.join("ofnode.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "audit_log = \"{}\"\n",
+            dir.join("not-a-dir/audit.log").display()
+        ),
+    )
+    .unwrap();
+    // The API socket is bound before the node starts: the daemon may answer, then exit.
+    let started = Daemon::start(
+        &ovs,
+        Path::new(OFNODE),
+        &["--config", config.to_str().unwrap()],
+    );
+    let log = match started {
+        Err(err) => err.to_string(),
+        Ok(daemon) => {
+            let deadline = Instant::now() + LIMIT;
+            while daemon.pid().is_some_and(ofnode_harness::pid_alive) {
+                assert!(Instant::now() < deadline, "the daemon must not start");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            daemon.log_tail(30)
+        }
+    };
+    assert!(
+        log.contains("audit_log") && log.contains("cannot open"),
+        "{log}"
+    );
+}
+
 // ---- real packets between pods, judged by audited policies (needs the audit flows) ----
 
 /// One node in networkpolicy mode with the x, y, z × a, b, c model, its daemon restarted

@@ -16,8 +16,11 @@ pub struct RotatingFile {
 }
 
 impl RotatingFile {
-    /// Opens (creating) `path` for appending; its directory must exist.
+    /// Opens (creating it and its directory) `path` for appending.
     pub fn open(path: &Path, max_bytes: u64, keep: u32) -> io::Result<RotatingFile> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let mut file = RotatingFile {
             path: path.to_path_buf(),
             max_bytes,
@@ -126,6 +129,19 @@ mod tests {
         for f in [path.clone(), dir.path().join("audit.log.1")] {
             assert!(std::fs::metadata(f).unwrap().len() <= 30);
         }
+    }
+
+    #[test]
+    fn a_missing_directory_is_made_and_a_file_in_the_way_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ofnode/audit/audit.log");
+        RotatingFile::open(&path, 4096, 1)
+            .unwrap()
+            .write_line("x")
+            .unwrap();
+        assert_eq!(read(&path), "x\n");
+        let blocked = dir.path().join("ofnode/audit/audit.log/inner.log");
+        assert!(RotatingFile::open(&blocked, 4096, 1).is_err());
     }
 
     #[test]

@@ -249,7 +249,7 @@ mod tests {
     fn a_file_that_cannot_be_opened_is_refused_at_start() {
         let counters = Arc::new(AuditCounters::default());
         let cfg = AuditLogConfig {
-            path: Some("/nonexistent-dir-for-ofnode-test/audit.log".into()),
+            path: Some("/proc/ofnode-audit-test/audit.log".into()),
             ..AuditLogConfig::default()
         };
         assert!(start(&cfg, counters).is_err());

@@ -128,3 +128,61 @@ fn pods_by_ip(state: &NodeState, ips: &[Ipv4Addr]) -> HashMap<Ipv4Addr, String> 
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sdn::policy::admin::parse_admin_policy;
+
+    fn anp(name: &str, priority: u16) -> crate::sdn::policy::admin::AdminPolicy {
+        let yaml = format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
+             metadata: {{name: {name}}}\nspec:\n  priority: {priority}\n\
+             \x20 subject: {{namespaces: {{}}}}\n  ingress:\n\
+             \x20 - {{name: deny-80, action: Deny, from: [{{namespaces: {{}}}}], ports: [{{portNumber: {{port: 80}}}}]}}\n\
+             \x20 - {{action: Pass, from: [{{namespaces: {{}}}}]}}\n  egress:\n\
+             \x20 - {{name: allow-docs, action: Allow, to: [{{networks: [192.0.2.0/24]}}]}}\n"
+        );
+        parse_admin_policy(yaml.as_bytes()).unwrap()
+    }
+
+    fn rule(tier: AuditTier, dir: Dir, verdict: Verdict, id: u32) -> RuleRef {
+        RuleRef {
+            tier,
+            dir,
+            verdict,
+            id,
+        }
+    }
+
+    #[test]
+    fn an_admin_rule_is_found_by_its_conjunction_id() {
+        let mut state = NodeState::default();
+        for policy in [anp("low", 3), anp("high", 7)] {
+            state.admin_policies.insert(policy.key(), policy);
+        }
+        let span = 2 * MAX_RULES as u32;
+        let names = |r: RuleRef| rule_names(&state, r).map(|n| (n.policy, n.rule));
+        let admin = AuditTier::Admin;
+        assert_eq!(
+            names(rule(admin, Dir::Ingress, Verdict::Deny, 7 * span + 1)),
+            Some((Some("high".into()), "deny-80".into()))
+        );
+        assert_eq!(
+            names(rule(admin, Dir::Ingress, Verdict::Pass, 3 * span + 2 + 1)),
+            Some((Some("low".into()), "ingress[1]".into())),
+            "an unnamed rule by its index"
+        );
+        assert_eq!(
+            names(rule(admin, Dir::Egress, Verdict::Allow, 3 * span + 1)),
+            Some((Some("low".into()), "allow-docs".into()))
+        );
+        assert_eq!(
+            names(rule(admin, Dir::Ingress, Verdict::Deny, 5 * span + 1)),
+            None
+        );
+        assert_eq!(names(rule(admin, Dir::Ingress, Verdict::Deny, 0)), None);
+        let baseline = rule(AuditTier::Baseline, Dir::Ingress, Verdict::Deny, 1);
+        assert_eq!(names(baseline), None, "no BANP here");
+    }
+}

@@ -302,13 +302,15 @@ impl Settings {
 }
 
 /// The audit log's settings from the file's `audit_*` keys; the node's name in its lines is
-/// the `[kubernetes]` node name when there is one, else `$NODE_NAME` or the host name.
+/// the one the node has in its `[kubernetes]` or `[cluster]` section, else `$NODE_NAME` or
+/// the host name.
 fn audit_log(file: &ConfigFile) -> Result<AuditLogConfig, DaemonError> {
     let defaults = AuditLogConfig::default();
     let node_name = file
         .kubernetes
         .as_ref()
         .and_then(|kube| kube.node_name().ok())
+        .or_else(|| file.cluster.as_ref().map(ClusterSettings::node_name))
         .unwrap_or(defaults.node_name.clone());
     let cfg = AuditLogConfig {
         path: file.audit_log.clone(),

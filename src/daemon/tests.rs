@@ -284,7 +284,7 @@ fn audit_log_keys_are_read_shown_and_bad_values_refused() {
 }
 
 #[test]
-fn the_audit_log_names_the_kubernetes_node() {
+fn the_audit_log_names_the_node_as_kubernetes_or_the_cluster_does() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
@@ -295,9 +295,23 @@ fn the_audit_log_names_the_kubernetes_node() {
     );
     std::fs::write(&path, text).unwrap();
     let settings = Settings::resolve(RunArgs {
-        config: Some(path),
+        config: Some(path.clone()),
         ..RunArgs::default()
     })
     .unwrap();
     assert_eq!(settings.node.audit_log.node_name, "node-7");
+    let cluster =
+        "[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\nnetwork = \"10.128.0.0/14\"\n\
+                   service_network = \"172.30.0.0/16\"\nsubnet_prefix_len = 23\n\
+                   public_ip = \"192.0.2.11\"\n";
+    std::fs::write(&path, cluster).unwrap();
+    let settings = Settings::resolve(RunArgs {
+        config: Some(path),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    assert_eq!(
+        settings.node.audit_log.node_name, "192.0.2.11",
+        "[cluster]'s node name (its public IP when none is set)"
+    );
 }

@@ -11,6 +11,7 @@ use tracing::{error, info, warn};
 
 use crate::api::server::{self, ApiOptions};
 use crate::cluster::{ClusterSettings, Membership};
+use crate::sdn::audit_log::AuditLogConfig;
 use crate::sdn::{Node, NodeConfig};
 use crate::tls::{TlsConfig, TlsFiles};
 use crate::trace::VswitchdCtl;
@@ -121,6 +122,16 @@ pub struct ConfigFile {
     /// Following a Kubernetes cluster: `[kubernetes]` with `kubeconfig` (absent: in-cluster),
     /// `node_name`, `cluster_network`, `service_network`, `mode`, `pod_wait_secs`.
     pub kubernetes: Option<crate::kube::KubeSettings>,
+    /// The policy audit log's file (absent: events are counted, not written to a file).
+    pub audit_log: Option<PathBuf>,
+    /// Size in bytes at which the audit log is rotated (default 104857600, at least 4096).
+    pub audit_log_max_bytes: Option<u64>,
+    /// Rotated audit log files kept, `PATH.1` … (default 5, at most 100).
+    pub audit_log_keep: Option<u32>,
+    /// `json` (default) or `text`.
+    pub audit_log_format: Option<String>,
+    /// Also send each audit line to syslog (RFC 5424): `unix:/dev/log` or `udp:IP:PORT`.
+    pub audit_syslog: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +235,7 @@ impl Settings {
             }
         };
         let defaults = ApiOptions::default();
+        let audit_log = audit_log(&file)?;
         let vswitchd_ctl = VswitchdCtl::new(args.vswitchd_ctl.or(file.vswitchd_ctl), &ovsdb);
         let mut node = NodeConfig {
             vswitchd_ctl: vswitchd_ctl.clone(),
@@ -251,6 +263,7 @@ impl Settings {
         if let Some(max) = file.pod_metrics_max {
             node.pod_metrics_max = max;
         }
+        node.audit_log = audit_log;
         let timing = [
             (
                 "openflow_request_timeout_ms",
@@ -286,6 +299,36 @@ impl Settings {
             kubernetes: file.kubernetes,
         })
     }
+}
+
+/// The audit log's settings from the file's `audit_*` keys; the node's name in its lines is
+/// the one the node has in its `[kubernetes]` or `[cluster]` section, else `$NODE_NAME` or
+/// the host name.
+fn audit_log(file: &ConfigFile) -> Result<AuditLogConfig, DaemonError> {
+    let defaults = AuditLogConfig::default();
+    let node_name = file
+        .kubernetes
+        .as_ref()
+        .and_then(|kube| kube.node_name().ok())
+        .or_else(|| file.cluster.as_ref().map(ClusterSettings::node_name))
+        .unwrap_or(defaults.node_name.clone());
+    let cfg = AuditLogConfig {
+        path: file.audit_log.clone(),
+        max_bytes: file.audit_log_max_bytes.unwrap_or(defaults.max_bytes),
+        keep: file.audit_log_keep.unwrap_or(defaults.keep),
+        format: match &file.audit_log_format {
+            Some(format) => format.parse().map_err(DaemonError::ConfigInvalid)?,
+            None => defaults.format,
+        },
+        syslog: match &file.audit_syslog {
+            Some(target) => Some(target.parse().map_err(DaemonError::ConfigInvalid)?),
+            None => None,
+        },
+        node_name,
+        ..defaults
+    };
+    cfg.check().map_err(DaemonError::ConfigInvalid)?;
+    Ok(cfg)
 }
 
 /// The longest poll interval accepted: a day (a longer one is a typo more likely than a wish).
@@ -376,6 +419,11 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
         format!("state_dir: {}", node.state_dir.display()),
         format!("mtu: {}", node.mtu),
         format!("stale_megaflow_purge: {}", node.stale_megaflow_purge),
+        format!(
+            "audit_log: {} (node name {})",
+            node.audit_log.describe(),
+            node.audit_log.node_name
+        ),
         format!(
             "openflow_request_timeout_ms: {}",
             node.request_timeout.as_millis()

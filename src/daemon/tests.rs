@@ -224,3 +224,94 @@ fn kubernetes_section_is_checked_shown_and_not_with_cluster() {
     let err = check(&both).unwrap_err().to_string();
     assert!(err.contains("[cluster] and [kubernetes]"), "{err}");
 }
+
+#[test]
+fn audit_log_keys_are_read_shown_and_bad_values_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let check = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        check_config(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+    };
+    let good = "audit_log = \"/var/log/ofnode/audit.log\"\naudit_log_max_bytes = 1048576\naudit_log_keep = 3\naudit_log_format = \"text\"\naudit_syslog = \"udp:127.0.0.1:514\"\n";
+    std::fs::write(&path, good).unwrap();
+    let settings = Settings::resolve(RunArgs {
+        config: Some(path.clone()),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    let audit = &settings.node.audit_log;
+    assert_eq!(
+        audit.path.as_deref(),
+        Some(Path::new("/var/log/ofnode/audit.log"))
+    );
+    assert_eq!((audit.max_bytes, audit.keep), (1_048_576, 3));
+    assert_eq!(audit.format, crate::sdn::audit_log::LineFormat::Text);
+    let shown = check(good).unwrap();
+    assert!(
+        shown.contains(
+            "audit_log: /var/log/ofnode/audit.log (text, rotated at 1048576 bytes, 3 kept), syslog udp:127.0.0.1:514"
+        ),
+        "{shown}"
+    );
+    let defaults = check("").unwrap();
+    assert!(
+        defaults.contains("audit_log: no file (set audit_log)"),
+        "{defaults}"
+    );
+    for (bad, says) in [
+        ("audit_log_format = \"xml\"\n", "audit_log_format \"xml\""),
+        (
+            "audit_syslog = \"tcp:127.0.0.1:514\"\n",
+            "expected unix:PATH or udp:IP:PORT",
+        ),
+        (
+            "audit_log_max_bytes = 10\n",
+            "audit_log_max_bytes 10 is below 4096",
+        ),
+        (
+            "audit_log_keep = 1000\n",
+            "audit_log_keep 1000 is above 100",
+        ),
+        ("audit_log = \"audit.log\"\n", "absolute"),
+    ] {
+        let err = check(bad).unwrap_err().to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn the_audit_log_names_the_node_as_kubernetes_or_the_cluster_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\n").unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let text = format!(
+        "audit_log = \"/tmp/audit.log\"\n[kubernetes]\nkubeconfig = \"{}\"\nnode_name = \"node-7\"\ncluster_network = \"10.128.0.0/14\"\nservice_network = \"172.30.0.0/16\"\n",
+        kubeconfig.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    let settings = Settings::resolve(RunArgs {
+        config: Some(path.clone()),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    assert_eq!(settings.node.audit_log.node_name, "node-7");
+    let cluster =
+        "[cluster]\nendpoints = [\"http://192.0.2.1:2379\"]\nnetwork = \"10.128.0.0/14\"\n\
+                   service_network = \"172.30.0.0/16\"\nsubnet_prefix_len = 23\n\
+                   public_ip = \"192.0.2.11\"\n";
+    std::fs::write(&path, cluster).unwrap();
+    let settings = Settings::resolve(RunArgs {
+        config: Some(path),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    assert_eq!(
+        settings.node.audit_log.node_name, "192.0.2.11",
+        "[cluster]'s node name (its public IP when none is set)"
+    );
+}

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use ofnode_proto::{BundleFlags, OFPCML_NO_BUFFER, OFPC_FRAG_NORMAL};
+use bytes::Bytes;
+use ofnode_proto::{BundleFlags, PacketInFormat, OFPCML_NO_BUFFER, OFPC_FRAG_NORMAL};
 
 use super::codec::MAX_FRAME_LEN;
 use crate::stream::{Target, TargetError};
@@ -15,6 +16,12 @@ pub struct SwitchConfig {
     /// `OFPC_FRAG_NX_MATCH`): the mode is switch-wide and ovs-vswitchd forgets it when restarted.
     pub frag_mode: u16,
     pub miss_send_len: u16,
+    /// The packet-in message asked for at every (re)connect (NXT_SET_PACKET_IN_FORMAT; a
+    /// restarted ovs-vswitchd forgets it). `Nxt2` is needed for `controller(userdata=...)`.
+    /// Whichever arrives, `SwitchEvent::PacketIn` reads it through `PacketInEvent::view`.
+    pub packet_in_format: PacketInFormat,
+    /// Packet-ins to set apart from the event channel (see [`PacketInTap`]).
+    pub packet_in_tap: Option<PacketInTap>,
     /// Probe an idle connection with an echo request after this long without traffic.
     pub echo_interval: Duration,
     /// Declare the peer dead when a probe has had no answer (nor any other traffic) this long.
@@ -52,6 +59,8 @@ impl SwitchConfig {
             target,
             frag_mode: OFPC_FRAG_NORMAL,
             miss_send_len: OFPCML_NO_BUFFER,
+            packet_in_format: PacketInFormat::Standard,
+            packet_in_tap: None,
             echo_interval: Duration::from_secs(5),
             echo_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
@@ -74,4 +83,14 @@ impl SwitchConfig {
     pub fn from_target(target: &str) -> Result<SwitchConfig, TargetError> {
         Ok(SwitchConfig::new(target.parse()?))
     }
+}
+
+/// Packet-ins whose userdata starts with `userdata_prefix` go to a channel of their own
+/// (`Switch::take_packet_in_tap`) holding at most `capacity`; what does not fit is dropped and
+/// counted. The event channel, which carries flow monitor updates, is then never starved by
+/// a flood of them, nor they by it.
+#[derive(Debug, Clone)]
+pub struct PacketInTap {
+    pub userdata_prefix: Bytes,
+    pub capacity: usize,
 }

@@ -132,7 +132,9 @@ impl<'a> Driver<'a> {
         };
         match msg {
             Message::EchoRequest(data) => self.queue_message(xid, &Message::EchoReply(data))?,
-            msg @ (Message::PortStatus(_) | Message::PacketIn(_)) => offer_async(self.events, msg),
+            msg @ (Message::PortStatus(_) | Message::PacketIn(_) | Message::PacketIn2(_)) => {
+                offer_async(self.events, msg)
+            }
             msg => match self.routes.deliver(xid, msg, frame.len()) {
                 Delivery::Delivered => {}
                 Delivery::FollowUp(bytes) => self.queue.push(bytes),

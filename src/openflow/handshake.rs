@@ -6,8 +6,8 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ofnode_proto::{
     ErrorKind, ErrorMsg, FlowUpdate, Header, Hello, Message, MultipartReply, MultipartReplyBody,
-    SwitchConfig as ConfigBody, OFPC_FRAG_MASK, OFPT_HELLO, OFP_VERSION, ONFT_FLOW_MONITOR_PAUSED,
-    ONFT_FLOW_MONITOR_RESUMED, ONF_EXPERIMENTER_ID,
+    PacketInFormat, SwitchConfig as ConfigBody, OFPC_FRAG_MASK, OFPT_HELLO, OFP_VERSION,
+    ONFT_FLOW_MONITOR_PAUSED, ONFT_FLOW_MONITOR_RESUMED, ONF_EXPERIMENTER_ID,
 };
 use tokio::io::AsyncWriteExt;
 use tokio_util::codec::FramedRead;
@@ -15,7 +15,7 @@ use tokio_util::codec::FramedRead;
 use super::codec::OfFramer;
 use super::config::SwitchConfig;
 use super::error::{Error, Result};
-use super::event::{EventSink, SwitchEvent};
+use super::event::{EventSink, PacketInEvent, SwitchEvent};
 use super::transport::{ReadHalf, Stream, WriteHalf};
 use super::xid::XidAllocator;
 
@@ -88,6 +88,8 @@ struct Awaited {
     features: u32,
     set_config: u32,
     get_config: u32,
+    /// NXT_SET_PACKET_IN_FORMAT, when a format other than the standard one is asked for.
+    packet_in_format: Option<u32>,
 }
 
 impl Handshake<'_> {
@@ -97,21 +99,28 @@ impl Handshake<'_> {
         let hello = self.next_frame("HELLO").await?;
         self.negotiate(&hello).await?;
 
+        let format = self.cfg.packet_in_format;
         let awaited = Awaited {
             features: xids.next(),
             set_config: xids.next(),
+            packet_in_format: (format != PacketInFormat::Standard).then(|| xids.next()),
             get_config: xids.next(),
         };
         let wanted = ConfigBody {
             flags: self.cfg.frag_mode & OFPC_FRAG_MASK,
             miss_send_len: self.cfg.miss_send_len,
         };
-        self.send(&[
+        let mut requests = vec![
             (awaited.features, Message::FeaturesRequest),
             (awaited.set_config, Message::SetConfig(wanted)),
-            (awaited.get_config, Message::GetConfigRequest),
-        ])
-        .await?;
+        ];
+        // Before GET_CONFIG: the switch answers in order, so a refusal arrives before the
+        // handshake ends.
+        if let Some(xid) = awaited.packet_in_format {
+            requests.push((xid, Message::SetPacketInFormat(format)));
+        }
+        requests.push((awaited.get_config, Message::GetConfigRequest));
+        self.send(&requests).await?;
         self.await_replies(&awaited, wanted).await
     }
 
@@ -188,6 +197,12 @@ impl Handshake<'_> {
                     check_config(wanted, config)?;
                     config_ok = true;
                 }
+                // A switch that cannot send the packet-in asked for still serves the flows; what
+                // needed it (the policy audit log's userdata) is then missing, and said so.
+                Message::Error(error) if Some(xid) == awaited.packet_in_format => {
+                    tracing::error!(peer = self.peer, format = ?self.cfg.packet_in_format, %error,
+                        "the switch refused the packet-in format: packet-ins come as OpenFlow 1.3 PACKET_IN, without userdata");
+                }
                 Message::Error(error)
                     if [awaited.features, awaited.set_config, awaited.get_config]
                         .contains(&xid) =>
@@ -219,7 +234,11 @@ fn check_config(wanted: ConfigBody, got: ConfigBody) -> Result<()> {
 pub(crate) fn offer_async(events: &EventSink, msg: Message) {
     match msg {
         Message::PortStatus(status) => events.offer(SwitchEvent::PortStatus(status)),
-        Message::PacketIn(packet_in) => events.offer(SwitchEvent::PacketIn(packet_in)),
+        msg @ (Message::PacketIn(_) | Message::PacketIn2(_)) => {
+            if let Some(event) = PacketInEvent::of_message(msg) {
+                events.offer_packet_in(event);
+            }
+        }
         Message::Error(error) => events.offer(SwitchEvent::AsyncError(error)),
         Message::MultipartReply(MultipartReply {
             body: MultipartReplyBody::FlowMonitor(updates),

@@ -30,8 +30,8 @@ mod writeq;
 mod xid;
 
 pub use crate::stream::{target, Target, TargetError};
-pub use config::SwitchConfig;
+pub use config::{PacketInTap, SwitchConfig};
 pub use error::{Error, IoError, Result, Unanswered};
-pub use event::SwitchEvent;
+pub use event::{PacketInEvent, SwitchEvent, TappedPacketIns};
 pub use switch::Switch;
 pub use transaction::Transaction;

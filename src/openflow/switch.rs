@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 use super::config::SwitchConfig;
 use super::driver::Submit;
 use super::error::{Error, Result};
-use super::event::{EventSink, SwitchEvent};
+use super::event::{EventSink, SwitchEvent, TapSink, TappedPacketIns};
 use super::routes::Route;
 use super::supervisor::{LinkState, Supervisor};
 use super::transaction::Transaction;
@@ -41,6 +41,8 @@ struct Inner {
     fallback: watch::Sender<Option<Target>>,
     /// Active mode: wakes the supervisor from its backoff wait (see `dial_now`).
     dial_now: Arc<Notify>,
+    /// The packet-ins `cfg.packet_in_tap` sets apart, until someone takes them.
+    tapped: std::sync::Mutex<Option<TappedPacketIns>>,
 }
 
 impl Switch {
@@ -92,10 +94,17 @@ impl Switch {
         let xids = Arc::new(XidAllocator::new());
         let (fallback_tx, fallback_rx) = watch::channel(None);
         let dial_now = Arc::new(Notify::new());
+        let (tap, tapped) = match &cfg.packet_in_tap {
+            Some(tap) => {
+                let (sink, tapped) = TapSink::new(tap);
+                (Some(sink), Some(tapped))
+            }
+            None => (None, None),
+        };
         let supervisor = Supervisor {
             cfg: cfg.clone(),
             xids: xids.clone(),
-            events: EventSink::new(event_tx),
+            events: EventSink::new(event_tx, tap),
             state: state_tx,
             commands: command_rx,
             fallback: fallback_rx,
@@ -110,6 +119,7 @@ impl Switch {
             cfg,
             fallback: fallback_tx,
             dial_now,
+            tapped: std::sync::Mutex::new(tapped),
         };
         let switch = Switch {
             inner: Arc::new(inner),
@@ -132,6 +142,16 @@ impl Switch {
     /// targets: no effect.
     pub fn dial_now(&self) {
         self.inner.dial_now.notify_one();
+    }
+
+    /// The packet-ins the config's `packet_in_tap` sets apart (the first call only; None
+    /// without a tap). Until taken, they fill its channel and the rest are dropped.
+    pub fn take_packet_in_tap(&self) -> Option<TappedPacketIns> {
+        self.inner
+            .tapped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The current session's number (each connect gets a higher one), if a session is up.

@@ -63,6 +63,8 @@ pub struct NodeConfig {
     /// Purge the datapath's cached flows after every change when Open vSwitch has the
     /// stale-megaflow bug (`megaflows.rs`); off for a package with the fix backported.
     pub stale_megaflow_purge: bool,
+    /// The policy audit log: where its lines go (`audit_log/config.rs`).
+    pub audit_log: super::audit_log::AuditLogConfig,
 }
 
 impl NodeConfig {
@@ -101,6 +103,7 @@ impl NodeConfig {
             tls: None,
             pod_counters_interval: Duration::from_secs(10),
             pod_metrics_max: super::counters::DEFAULT_POD_METRICS_MAX,
+            audit_log: super::audit_log::AuditLogConfig::default(),
         }
     }
 }

@@ -207,7 +207,7 @@ impl Watcher {
             }
             SwitchEvent::PacketIn(packet_in) => {
                 if let Some((shared, _)) = &self.ha {
-                    shared.on_packet_in(&packet_in);
+                    shared.on_packet_in(&packet_in.view());
                 }
                 None
             }

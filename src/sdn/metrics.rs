@@ -96,6 +96,8 @@ pub struct Metrics {
     pub pod_counters: super::counters::PodCounterStore,
     /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
     pub megaflow_purges: PurgeCounters,
+    /// The policy audit log (`audit_log/`).
+    pub audit: std::sync::Arc<super::audit_log::AuditCounters>,
 }
 
 /// What the purges of the datapath's cached flows (`megaflows.rs`) cost so far, for /metrics
@@ -172,6 +174,44 @@ impl PurgeCounters {
             self.total_time().as_secs_f64(),
         );
     }
+}
+
+/// The policy audit log's series.
+fn render_audit(audit: &super::audit_log::AuditCounters, out: &mut String) {
+    use super::audit::Verdict;
+    use super::audit_log::counters::DropPlace;
+    let name = "ofnode_audit_events_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Packet-ins of audited policy rules (new connections), by verdict, before dedup."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for verdict in [Verdict::Allow, Verdict::Deny, Verdict::Pass] {
+        let n = audit.events(verdict);
+        let _ = writeln!(out, "{name}{{verdict=\"{}\"}} {n}", verdict.as_str());
+    }
+    counter(
+        out,
+        "ofnode_audit_lines_total",
+        "Lines written to the audit log (events folded per second, and dropped-event lines).",
+        audit.lines(),
+    );
+    let name = "ofnode_audit_dropped_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Audit events or lines lost: switch_channel (the packet-in channel was full), queue (the dedup window or the line queue was full), file, syslog (could not be written)."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for place in DropPlace::ALL {
+        let n = audit.drops(place);
+        let _ = writeln!(out, "{name}{{where=\"{}\"}} {n}", place.as_str());
+    }
+    counter(
+        out,
+        "ofnode_audit_bad_packets_total",
+        "Audit packet-ins whose packet or userdata could not be read.",
+        audit.bad_packets(),
+    );
 }
 
 /// One counter in Prometheus text exposition format (the controller's /metrics writes these too).
@@ -341,6 +381,7 @@ impl Metrics {
         );
         self.pod_counters.render(&mut out);
         self.megaflow_purges.render(&mut out);
+        render_audit(&self.audit, &mut out);
         self.operation_latency.render(
             &mut out,
             "ofnode_operation_duration_seconds",
@@ -429,5 +470,31 @@ mod tests {
         counters.purged(Duration::from_millis(1));
         assert_eq!(counters.last_time(), Some(Duration::from_millis(1)));
         assert_eq!(counters.last_error(), None, "a success clears the error");
+    }
+
+    #[test]
+    fn the_audit_series_have_their_labels() {
+        use crate::sdn::audit::Verdict;
+        use crate::sdn::audit_log::counters::DropPlace;
+        let audit = crate::sdn::audit_log::AuditCounters::default();
+        audit.event(Verdict::Deny);
+        audit.event(Verdict::Deny);
+        audit.line();
+        audit.dropped(DropPlace::Queue);
+        audit.bad_packet();
+        let tap = std::sync::Arc::new(AtomicU64::new(5));
+        audit.follow_switch_channel(tap);
+        let mut out = String::new();
+        render_audit(&audit, &mut out);
+        for series in [
+            "ofnode_audit_events_total{verdict=\"deny\"} 2\n",
+            "ofnode_audit_events_total{verdict=\"allow\"} 0\n",
+            "ofnode_audit_lines_total 1\n",
+            "ofnode_audit_dropped_total{where=\"queue\"} 1\n",
+            "ofnode_audit_dropped_total{where=\"switch_channel\"} 5\n",
+            "ofnode_audit_bad_packets_total 1\n",
+        ] {
+            assert!(out.contains(series), "{series} in {out}");
+        }
     }
 }

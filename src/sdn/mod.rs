@@ -18,6 +18,7 @@
 //!   on a switch with the stale-megaflow bug.
 
 pub mod audit;
+pub mod audit_log;
 mod bridge;
 mod config;
 pub mod core;

@@ -49,6 +49,9 @@ pub struct Status {
     /// Open vSwitch's stale-megaflow bug on this switch and ofnode's mitigation of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_megaflows: Option<StaleMegaflowStatus>,
+    /// The policy audit log: where it goes, events, lines, what was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<super::audit_log::AuditStatus>,
 }
 
 /// The bug and the mitigation, as `ofnode status` shows them.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ofnode_proto::PacketIn;
+use ofnode_proto::PacketInView;
 use tokio::time::Instant;
 
 use super::heartbeat::parse_heartbeat;
@@ -78,9 +78,9 @@ impl HaShared {
         }
     }
 
-    /// A packet-in from the switch: records a peer's heartbeat.
-    pub(crate) fn on_packet_in(&self, packet_in: &PacketIn) {
-        let Some((id, generation)) = parse_heartbeat(&packet_in.data) else {
+    /// A packet-in from the switch (of either format): records a peer's heartbeat.
+    pub(crate) fn on_packet_in(&self, packet_in: &PacketInView<'_>) {
+        let Some((id, generation)) = parse_heartbeat(packet_in.packet) else {
             return;
         };
         let own = self.status().id;

@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch, Notify, RwLock};
 
+use super::audit::USERDATA_MAGIC;
+use super::audit_log;
 use super::config::{detect_datapath_type, NodeConfig};
 use super::core::{Core, CoreError};
 use super::dns::Dns;
@@ -42,7 +44,7 @@ use super::restore::{management_target, FlowRestoreWait};
 use super::state::NodeState;
 use super::types::{HostSubnet, SetupRequest};
 use super::writer::{Published, Writer};
-use crate::openflow::{Switch, SwitchConfig, Target};
+use crate::openflow::{PacketInTap, Switch, SwitchConfig, Target};
 use crate::ovsdb;
 use crate::value::{IfName, InvalidInput};
 
@@ -98,6 +100,9 @@ impl Node {
     pub fn check_config(cfg: &NodeConfig) -> Result<(), Error> {
         ovsdb::parse_target(&cfg.ovsdb)?;
         switch_config(cfg)?;
+        cfg.audit_log
+            .check()
+            .map_err(|reason| invalid("audit log", cfg.audit_log.describe(), reason))?;
         check_ha(cfg)
     }
 
@@ -129,6 +134,21 @@ impl Node {
         let (switch, events) = Switch::start(switch_cfg);
         let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max));
         let (requests, requests_rx) = mpsc::channel(4096);
+        if let Some(tapped) = switch.take_packet_in_tap() {
+            audit_log::start(
+                &cfg.audit_log,
+                tapped,
+                requests.downgrade(),
+                metrics.audit.clone(),
+            )
+            .map_err(|e| {
+                invalid(
+                    "audit_log",
+                    cfg.audit_log.describe(),
+                    format!("cannot open: {e}"),
+                )
+            })?;
+        }
         let mut writer = Writer::new(
             state,
             store,
@@ -411,6 +431,13 @@ fn switch_config(cfg: &NodeConfig) -> Result<SwitchConfig, Error> {
     switch_cfg.echo_interval = cfg.echo_interval;
     switch_cfg.echo_timeout = cfg.echo_timeout;
     switch_cfg.tls = cfg.tls.clone();
+    // The audit flows' packet-ins carry their rule in the userdata, which only NXT_PACKET_IN2
+    // has; they go to the audit task's own channel, not the event channel (flow monitor).
+    switch_cfg.packet_in_format = ofnode_proto::PacketInFormat::Nxt2;
+    switch_cfg.packet_in_tap = Some(PacketInTap {
+        userdata_prefix: bytes::Bytes::from_static(&USERDATA_MAGIC),
+        capacity: cfg.audit_log.switch_queue,
+    });
     Ok(switch_cfg)
 }
 

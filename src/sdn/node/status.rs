@@ -59,6 +59,12 @@ impl Node {
             ha: self.inner.ha.as_ref().map(|ha| ha.status()),
             warnings: stale_megaflows.warning().into_iter().collect(),
             stale_megaflows: Some(stale_megaflows.status(&self.inner.metrics.megaflow_purges)),
+            audit: Some(
+                self.inner
+                    .metrics
+                    .audit
+                    .status(self.inner.cfg.audit_log.describe()),
+            ),
         }
     }
 

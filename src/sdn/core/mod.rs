@@ -13,6 +13,7 @@
 //! batch (the switch and the journal took it) or rolls it back (one of them failed).
 
 mod admin;
+pub mod audit_names;
 mod desired;
 mod error;
 mod netpol;

@@ -1,0 +1,245 @@
+//! The names the audit gives what the switch reports: a verdict flow's [`RuleRef`] as the tier,
+//! policy and rule an operator wrote, and an address as the pod that has it. Pure reads of the
+//! core's state: the audit log resolves a second's events, and the rule counters a stats dump,
+//! through one [`RuleNamer`] (one read of the core), each key at the cost of a few lookups in
+//! the store's indexes (conjunction id → policy, VNID → namespace, address → pod).
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use serde::{Deserialize, Serialize};
+
+use super::Core;
+use crate::sdn::audit::{AuditTier, Dir, RuleRef, Verdict};
+use crate::sdn::policy::admin::{admin_key, AdminPolicy, Tier, BASELINE_NAME};
+use crate::sdn::policy::networkpolicy::model::Rule;
+use crate::sdn::policy::networkpolicy::StoredNetPol;
+use crate::sdn::produce::admin::rule_of_conjunction_id;
+use crate::value::{PodKey, Vnid};
+
+/// What NetworkPolicy's isolation drop is called where a rule's label goes.
+pub const ISOLATION_RULE: &str = "default-deny";
+
+/// A rule as the operator knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RuleNames {
+    pub tier: AuditTier,
+    pub direction: Dir,
+    pub verdict: Verdict,
+    /// A NetworkPolicy's namespace; for isolation, the isolated pods' namespace (the one
+    /// namespace with the VNID: the NetworkPolicy mode keeps VNIDs unique). None for the admin
+    /// tiers (cluster-scoped).
+    pub namespace: Option<String>,
+    /// The policy's name; None for NetworkPolicy's isolation drop (no one policy decides it).
+    pub policy: Option<String>,
+    /// The rule: `ingress[0]` (its index in the policy's list), or [`ISOLATION_RULE`].
+    pub rule: String,
+    /// An admin rule's own `name`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
+    /// An AdminNetworkPolicy's priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u16>,
+    /// Isolation: the policies (`namespace/name`) of the namespace that isolate its pods in
+    /// this direction (a pod is isolated by those of them that select it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub isolated_by: Vec<String>,
+}
+
+impl RuleNames {
+    /// The policy as `kubectl` names it: `ns/name`, `anp/name`, `banp/default`, or for
+    /// isolation the namespace alone.
+    pub fn policy_label(&self) -> String {
+        match (self.tier, &self.namespace, &self.policy) {
+            (AuditTier::Admin, _, Some(name)) => format!("anp/{name}"),
+            (AuditTier::Baseline, _, Some(name)) => format!("banp/{name}"),
+            (_, Some(ns), Some(name)) => format!("{ns}/{name}"),
+            (_, Some(ns), None) => ns.clone(),
+            (_, None, Some(name)) => name.clone(),
+            (_, None, None) => "-".to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RuleNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.tier.as_str(), self.policy_label())?;
+        if let Some(p) = self.priority {
+            write!(f, " (priority {p})")?;
+        }
+        write!(f, " {}", self.rule)?;
+        if let Some(name) = &self.rule_name {
+            write!(f, " {name:?}")?;
+        }
+        write!(f, ": {}", self.verdict.as_str())?;
+        if !self.isolated_by.is_empty() {
+            write!(f, " (isolated by {})", self.isolated_by.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Names rules and addresses from one read of the core. Built in O(1); the admin tiers'
+/// priorities are gathered once, on the first admin rule asked for.
+pub struct RuleNamer<'a> {
+    core: &'a Core,
+    anp_by_priority: OnceCell<HashMap<u16, &'a AdminPolicy>>,
+}
+
+impl Core {
+    /// A namer over the core's state as it is now.
+    pub fn rule_namer(&self) -> RuleNamer<'_> {
+        RuleNamer {
+            core: self,
+            anp_by_priority: OnceCell::new(),
+        }
+    }
+}
+
+/// Label of rule `index` of direction `dir`: `ingress[0]`.
+pub fn rule_label(dir: Dir, index: usize) -> String {
+    format!("{}[{index}]", dir.as_str())
+}
+
+/// The index of the rule (of `rules`, whose conjunction ids are `ids` in order) that holds
+/// conjunction id `id`.
+fn netpol_rule_index(rules: &[Rule], ids: &[u32], id: u32) -> Option<usize> {
+    let position = ids.iter().position(|held| *held == id)?;
+    let mut first = 0;
+    for (index, rule) in rules.iter().enumerate() {
+        first += rule.conjunctions();
+        if position < first {
+            return Some(index);
+        }
+    }
+    None
+}
+
+impl<'a> RuleNamer<'a> {
+    /// The names of `rule`; None when the node holds no such rule (any more).
+    pub fn rule(&self, rule: RuleRef) -> Option<RuleNames> {
+        match (rule.tier, rule.verdict) {
+            (AuditTier::NetworkPolicy, Verdict::Allow) => self.netpol_rule(rule),
+            (AuditTier::NetworkPolicy, Verdict::Deny) => self.isolation(rule),
+            (AuditTier::NetworkPolicy, Verdict::Pass) => None,
+            (AuditTier::Admin | AuditTier::Baseline, _) => self.admin_rule(rule),
+        }
+    }
+
+    /// The pod (`namespace/name`) with address `ip`: a local pod, or one of another node the
+    /// node knows of.
+    pub fn pod(&self, ip: Ipv4Addr) -> Option<&'a PodKey> {
+        let store = self.core.store();
+        store
+            .local_pod_at(ip)
+            .map(|(key, _)| key)
+            .or_else(|| store.index().pods_at(IpAddr::V4(ip)).next())
+    }
+
+    fn netpol_rule(&self, rule: RuleRef) -> Option<RuleNames> {
+        let key = self.core.store().netpol_of_conj_id(rule.id)?;
+        let stored: &StoredNetPol = self.core.state().netpols.get(key)?;
+        let (rules, ids) = match rule.dir {
+            Dir::Ingress => (stored.policy.ingress.as_deref()?, &stored.ingress_ids),
+            Dir::Egress => (stored.policy.egress.as_deref()?, &stored.egress_ids),
+        };
+        let index = netpol_rule_index(rules, ids, rule.id)?;
+        Some(RuleNames {
+            tier: rule.tier,
+            direction: rule.dir,
+            verdict: rule.verdict,
+            namespace: Some(stored.policy.namespace.clone()),
+            policy: Some(stored.policy.name.clone()),
+            rule: rule_label(rule.dir, index),
+            rule_name: None,
+            priority: None,
+            isolated_by: Vec::new(),
+        })
+    }
+
+    fn isolation(&self, rule: RuleRef) -> Option<RuleNames> {
+        let vnid = Vnid::new(rule.id).ok()?;
+        let state = self.core.state();
+        let namespace = self
+            .core
+            .store()
+            .index()
+            .namespaces_with_vnid(vnid)
+            .next()?;
+        let prefix = format!("{namespace}/");
+        let isolated_by = state
+            .netpols
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .filter(|(_, stored)| match rule.dir {
+                Dir::Ingress => stored.policy.ingress.is_some(),
+                Dir::Egress => stored.policy.egress.is_some(),
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        Some(RuleNames {
+            tier: rule.tier,
+            direction: rule.dir,
+            verdict: rule.verdict,
+            namespace: Some(namespace.clone()),
+            policy: None,
+            rule: ISOLATION_RULE.to_string(),
+            rule_name: None,
+            priority: None,
+            isolated_by,
+        })
+    }
+
+    fn anp(&self, priority: u16) -> Option<&'a AdminPolicy> {
+        let core: &'a Core = self.core;
+        self.anp_by_priority
+            .get_or_init(|| {
+                core.state()
+                    .admin_policies
+                    .values()
+                    .filter_map(|p| match p.tier {
+                        Tier::Admin { priority } => Some((priority, p)),
+                        Tier::Baseline => None,
+                    })
+                    .collect()
+            })
+            .get(&priority)
+            .copied()
+    }
+
+    fn admin_rule(&self, rule: RuleRef) -> Option<RuleNames> {
+        let baseline = rule.tier == AuditTier::Baseline;
+        let (tier, index) = rule_of_conjunction_id(baseline, rule.id)?;
+        let policy = match tier {
+            Tier::Admin { priority } => self.anp(priority)?,
+            Tier::Baseline => self
+                .core
+                .state()
+                .admin_policies
+                .get(&admin_key(Tier::Baseline.short(), BASELINE_NAME))?,
+        };
+        let rules = match rule.dir {
+            Dir::Ingress => &policy.ingress,
+            Dir::Egress => &policy.egress,
+        };
+        let admin_rule = rules.get(index)?;
+        Some(RuleNames {
+            tier: rule.tier,
+            direction: rule.dir,
+            verdict: rule.verdict,
+            namespace: None,
+            policy: Some(policy.name.clone()),
+            rule: rule_label(rule.dir, index),
+            rule_name: Some(admin_rule.name.clone()).filter(|n| !n.is_empty()),
+            priority: match tier {
+                Tier::Admin { priority } => Some(priority),
+                Tier::Baseline => None,
+            },
+            isolated_by: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

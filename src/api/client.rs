@@ -235,8 +235,19 @@ impl Client {
     }
 
     pub async fn netpols(&self) -> Result<Vec<wire::NetPolSummary>, ClientError> {
-        let reply: wire::NetPols = self.get(route::NETPOLS).await?;
-        Ok(reply.netpols)
+        Ok(self
+            .netpols_with(&wire::NetPolsQuery::default())
+            .await?
+            .netpols)
+    }
+
+    /// The policies, and with `stats` every policy rule's counters.
+    pub async fn netpols_with(
+        &self,
+        query: &wire::NetPolsQuery,
+    ) -> Result<wire::NetPols, ClientError> {
+        let query = serde_urlencoded::to_string(query).map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::NETPOLS)).await
     }
 
     /// An operation whose success carries nothing (`{"ok": true}`).

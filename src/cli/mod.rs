@@ -482,6 +482,9 @@ pub enum NetpolCommand {
         /// Print the API's JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Also show every policy rule's packets and bytes (all tiers), read from the switch now.
+        #[arg(long)]
+        stats: bool,
     },
 }
 

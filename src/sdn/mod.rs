@@ -46,6 +46,7 @@ mod replica;
 pub mod report;
 mod request;
 pub mod restore;
+pub mod rule_counters;
 #[cfg(test)]
 pub(crate) mod seed_text;
 pub mod state;

@@ -560,9 +560,20 @@ async fn admin_policies(State(s): Shared) -> ApiResult<wire::AdminPolicies> {
     Ok(Json(wire::AdminPolicies { admin_policies }))
 }
 
-async fn netpols(State(s): Shared) -> ApiResult<wire::NetPols> {
+async fn netpols(
+    State(s): Shared,
+    query: Result<Query<wire::NetPolsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::NetPols> {
+    let Query(query) = query.map_err(bad_query)?;
     let netpols = s.node.netpols().await?;
-    Ok(Json(wire::NetPols { netpols }))
+    let rule_stats = match query.stats {
+        true => Some(s.node.rule_counters().await?),
+        false => None,
+    };
+    Ok(Json(wire::NetPols {
+        netpols,
+        rule_stats,
+    }))
 }
 
 async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {

@@ -48,6 +48,27 @@ pub struct RuleNames {
 }
 
 impl RuleNames {
+    /// What a rule the node no longer holds (its policy deleted since the switch reported
+    /// it) is called: its tier, direction and verdict, and `#ID` for the rule.
+    pub fn unnamed(rule: RuleRef) -> RuleNames {
+        RuleNames {
+            tier: rule.tier,
+            direction: rule.dir,
+            verdict: rule.verdict,
+            namespace: None,
+            policy: None,
+            rule: format!("#{}", rule.id),
+            rule_name: None,
+            priority: None,
+            isolated_by: Vec::new(),
+        }
+    }
+
+    /// Whether these are the names of a rule the node holds (not [`RuleNames::unnamed`]).
+    pub fn is_named(&self) -> bool {
+        self.policy.is_some() || self.rule == ISOLATION_RULE
+    }
+
     /// The policy as `kubectl` names it: `ns/name`, `anp/name`, `banp/default`, or for
     /// isolation the namespace alone.
     pub fn policy_label(&self) -> String {
@@ -242,4 +263,4 @@ impl<'a> RuleNamer<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

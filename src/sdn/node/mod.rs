@@ -127,7 +127,7 @@ impl Node {
             dns.remember(name, ips);
         }
         let (switch, events) = Switch::start(switch_cfg);
-        let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max));
+        let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max, cfg.rule_metrics_max));
         let (requests, requests_rx) = mpsc::channel(4096);
         let mut writer = Writer::new(
             state,

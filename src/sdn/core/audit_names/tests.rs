@@ -45,7 +45,7 @@ fn policies() -> [&'static str; 2] {
 
 /// A NetworkPolicy-mode core: ns1 (VNID 101) with a local pod 10.128.0.5 (app=a), ns2 (102)
 /// with a remote pod 10.128.2.7, the two policies.
-fn world() -> Core {
+pub(crate) fn world() -> Core {
     let mut core = set_up(Mode::NetworkPolicy);
     run(&mut core, |c| {
         c.namespace_set(namespace("ns1", 101)).unwrap();
@@ -182,7 +182,7 @@ fn a_deleted_or_replaced_policy_names_nothing_it_no_longer_holds() {
     );
 }
 
-fn anp(name: &str, priority: u16) -> AdminPolicy {
+pub(crate) fn anp(name: &str, priority: u16) -> AdminPolicy {
     let yaml = format!(
         "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
          metadata: {{name: {name}}}\nspec:\n  priority: {priority}\n\
@@ -194,7 +194,7 @@ fn anp(name: &str, priority: u16) -> AdminPolicy {
     parse_admin_policy(yaml.as_bytes()).unwrap()
 }
 
-fn banp() -> AdminPolicy {
+pub(crate) fn banp() -> AdminPolicy {
     let yaml = "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\n\
          metadata: {name: default}\nspec:\n  subject: {namespaces: {}}\n  egress:\n\
          \x20 - {name: deny-all, action: Deny, to: [{networks: [0.0.0.0/0]}]}\n";

@@ -1,11 +1,12 @@
 //! The names the audit gives what the switch reports: a verdict flow's [`RuleRef`] as the tier,
 //! policy and rule an operator wrote, and an address as the pod that has it. Pure reads of the
-//! core's state: the audit log resolves a second's events, and the rule counters a stats dump,
-//! through one [`RuleNamer`] (one read of the core), each key at the cost of a few lookups in
-//! the store's indexes (conjunction id → policy, VNID → namespace, address → pod).
+//! node's state, the one way a rule is named: the audit log resolves a second's events, the
+//! rule counters a stats dump, `ofnode trace` its verdict flows' cookies, each through one
+//! [`RuleNamer`] (one read of the core), each key at the cost of a few lookups in the store's
+//! indexes (conjunction id → policy, VNID → namespace, address → pod).
 
 use std::cell::OnceCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,8 @@ use crate::sdn::policy::admin::{admin_key, AdminPolicy, Tier, BASELINE_NAME};
 use crate::sdn::policy::networkpolicy::model::Rule;
 use crate::sdn::policy::networkpolicy::StoredNetPol;
 use crate::sdn::produce::admin::rule_of_conjunction_id;
+use crate::sdn::state::NodeState;
+use crate::sdn::store::Store;
 use crate::value::{PodKey, Vnid};
 
 /// What NetworkPolicy's isolation drop is called where a rule's label goes.
@@ -101,20 +104,57 @@ impl std::fmt::Display for RuleNames {
     }
 }
 
-/// Names rules and addresses from one read of the core. Built in O(1); the admin tiers'
-/// priorities are gathered once, on the first admin rule asked for.
+/// Names rules and addresses from one read of the node's state. Over a core, each key costs
+/// a few lookups in the store's indexes; over a bare state (a trace's copy) the same lookups
+/// are built once, on first use, in one pass over the policies, namespaces and pods. The admin
+/// tiers' priorities are gathered once, on the first admin rule asked for.
 pub struct RuleNamer<'a> {
-    core: &'a Core,
+    state: &'a NodeState,
+    lookups: Lookups<'a>,
     anp_by_priority: OnceCell<HashMap<u16, &'a AdminPolicy>>,
+}
+
+enum Lookups<'a> {
+    Store(&'a Store),
+    Built(OnceCell<Built<'a>>),
+}
+
+/// The store's lookups, built from a bare state.
+#[derive(Default)]
+struct Built<'a> {
+    netpols_by_conj_id: HashMap<u32, &'a str>,
+    namespaces_by_vnid: BTreeMap<Vnid, &'a str>,
+    pods_by_ip: HashMap<IpAddr, &'a PodKey>,
+}
+
+impl<'a> Built<'a> {
+    fn of(state: &'a NodeState) -> Built<'a> {
+        let mut built = Built::default();
+        for (key, stored) in &state.netpols {
+            for id in stored.ingress_ids.iter().chain(&stored.egress_ids) {
+                built.netpols_by_conj_id.insert(*id, key.as_str());
+            }
+        }
+        for ns in state.namespaces.values().rev() {
+            built.namespaces_by_vnid.insert(ns.vnid, ns.name.as_str());
+        }
+        // Reversed, so that the lowest key keeps an address two hold (as the store's index).
+        for (key, info) in state.pod_infos.iter().rev() {
+            for ip in &info.ips {
+                built.pods_by_ip.insert(*ip, key);
+            }
+        }
+        for (key, pod) in &state.pods {
+            built.pods_by_ip.insert(IpAddr::V4(pod.ip), key);
+        }
+        built
+    }
 }
 
 impl Core {
     /// A namer over the core's state as it is now.
     pub fn rule_namer(&self) -> RuleNamer<'_> {
-        RuleNamer {
-            core: self,
-            anp_by_priority: OnceCell::new(),
-        }
+        RuleNamer::with(self.state(), Lookups::Store(self.store()))
     }
 }
 
@@ -138,6 +178,46 @@ fn netpol_rule_index(rules: &[Rule], ids: &[u32], id: u32) -> Option<usize> {
 }
 
 impl<'a> RuleNamer<'a> {
+    fn with(state: &'a NodeState, lookups: Lookups<'a>) -> RuleNamer<'a> {
+        RuleNamer {
+            state,
+            lookups,
+            anp_by_priority: OnceCell::new(),
+        }
+    }
+
+    /// A namer over a bare state (no core at hand: a trace's copy of the state).
+    pub fn of_state(state: &'a NodeState) -> RuleNamer<'a> {
+        RuleNamer::with(state, Lookups::Built(OnceCell::new()))
+    }
+
+    fn built(&self) -> Option<&Built<'a>> {
+        match &self.lookups {
+            Lookups::Store(_) => None,
+            Lookups::Built(cell) => Some(cell.get_or_init(|| Built::of(self.state))),
+        }
+    }
+
+    fn netpol_of_conj_id(&self, id: u32) -> Option<&'a str> {
+        match (&self.lookups, self.built()) {
+            (Lookups::Store(store), _) => store.netpol_of_conj_id(id),
+            (_, Some(built)) => built.netpols_by_conj_id.get(&id).copied(),
+            _ => None,
+        }
+    }
+
+    fn namespace_with_vnid(&self, vnid: Vnid) -> Option<&'a str> {
+        match (&self.lookups, self.built()) {
+            (Lookups::Store(store), _) => store
+                .index()
+                .namespaces_with_vnid(vnid)
+                .next()
+                .map(String::as_str),
+            (_, Some(built)) => built.namespaces_by_vnid.get(&vnid).copied(),
+            _ => None,
+        }
+    }
+
     /// The names of `rule`; None when the node holds no such rule (any more).
     pub fn rule(&self, rule: RuleRef) -> Option<RuleNames> {
         match (rule.tier, rule.verdict) {
@@ -151,16 +231,19 @@ impl<'a> RuleNamer<'a> {
     /// The pod (`namespace/name`) with address `ip`: a local pod, or one of another node the
     /// node knows of.
     pub fn pod(&self, ip: Ipv4Addr) -> Option<&'a PodKey> {
-        let store = self.core.store();
-        store
-            .local_pod_at(ip)
-            .map(|(key, _)| key)
-            .or_else(|| store.index().pods_at(IpAddr::V4(ip)).next())
+        match (&self.lookups, self.built()) {
+            (Lookups::Store(store), _) => store
+                .local_pod_at(ip)
+                .map(|(key, _)| key)
+                .or_else(|| store.index().pods_at(IpAddr::V4(ip)).next()),
+            (_, Some(built)) => built.pods_by_ip.get(&IpAddr::V4(ip)).copied(),
+            _ => None,
+        }
     }
 
     fn netpol_rule(&self, rule: RuleRef) -> Option<RuleNames> {
-        let key = self.core.store().netpol_of_conj_id(rule.id)?;
-        let stored: &StoredNetPol = self.core.state().netpols.get(key)?;
+        let key = self.netpol_of_conj_id(rule.id)?;
+        let stored: &StoredNetPol = self.state.netpols.get(key)?;
         let (rules, ids) = match rule.dir {
             Dir::Ingress => (stored.policy.ingress.as_deref()?, &stored.ingress_ids),
             Dir::Egress => (stored.policy.egress.as_deref()?, &stored.egress_ids),
@@ -181,15 +264,10 @@ impl<'a> RuleNamer<'a> {
 
     fn isolation(&self, rule: RuleRef) -> Option<RuleNames> {
         let vnid = Vnid::new(rule.id).ok()?;
-        let state = self.core.state();
-        let namespace = self
-            .core
-            .store()
-            .index()
-            .namespaces_with_vnid(vnid)
-            .next()?;
+        let namespace = self.namespace_with_vnid(vnid)?;
         let prefix = format!("{namespace}/");
-        let isolated_by = state
+        let isolated_by = self
+            .state
             .netpols
             .range(prefix.clone()..)
             .take_while(|(key, _)| key.starts_with(&prefix))
@@ -203,7 +281,7 @@ impl<'a> RuleNamer<'a> {
             tier: rule.tier,
             direction: rule.dir,
             verdict: rule.verdict,
-            namespace: Some(namespace.clone()),
+            namespace: Some(namespace.to_string()),
             policy: None,
             rule: ISOLATION_RULE.to_string(),
             rule_name: None,
@@ -213,10 +291,10 @@ impl<'a> RuleNamer<'a> {
     }
 
     fn anp(&self, priority: u16) -> Option<&'a AdminPolicy> {
-        let core: &'a Core = self.core;
+        let state: &'a NodeState = self.state;
         self.anp_by_priority
             .get_or_init(|| {
-                core.state()
+                state
                     .admin_policies
                     .values()
                     .filter_map(|p| match p.tier {
@@ -235,8 +313,7 @@ impl<'a> RuleNamer<'a> {
         let policy = match tier {
             Tier::Admin { priority } => self.anp(priority)?,
             Tier::Baseline => self
-                .core
-                .state()
+                .state
                 .admin_policies
                 .get(&admin_key(Tier::Baseline.short(), BASELINE_NAME))?,
         };

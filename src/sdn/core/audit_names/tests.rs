@@ -305,3 +305,48 @@ fn names_serialize_as_the_api_and_log_spell_them() {
     let back: RuleNames = serde_json::from_value(serde_json::to_value(&names).unwrap()).unwrap();
     assert_eq!(back, names);
 }
+
+/// A namer over a bare copy of the state (a trace's) names everything as the core's does.
+#[test]
+fn a_bare_state_is_named_as_the_core_names_it() {
+    let mut core = world();
+    run(&mut core, |c| {
+        c.admin_apply(anp("first", 3)).unwrap();
+        c.admin_apply(banp()).unwrap();
+    });
+    let state = core.state().clone();
+    let (indexed, bare) = (core.rule_namer(), RuleNamer::of_state(&state));
+    let mut rules: Vec<RuleRef> = conj_ids_in_flows(&core)
+        .into_iter()
+        .map(|(dir, id)| allow(dir, id))
+        .collect();
+    for dir in [Dir::Ingress, Dir::Egress] {
+        for (tier, verdict, id) in [
+            (AuditTier::NetworkPolicy, Verdict::Deny, 101),
+            (AuditTier::NetworkPolicy, Verdict::Deny, 102),
+            (AuditTier::NetworkPolicy, Verdict::Deny, 999),
+            (AuditTier::NetworkPolicy, Verdict::Allow, 9_999),
+            (AuditTier::Admin, Verdict::Deny, 3 * 128 + 1),
+            (AuditTier::Admin, Verdict::Pass, 3 * 128 + 3),
+            (AuditTier::Baseline, Verdict::Deny, 1),
+        ] {
+            rules.push(RuleRef {
+                tier,
+                dir,
+                verdict,
+                id,
+            });
+        }
+    }
+    let mut named = 0;
+    for rule in rules {
+        let names = indexed.rule(rule);
+        named += usize::from(names.is_some());
+        assert_eq!(names, bare.rule(rule), "{rule}");
+    }
+    assert!(named >= 10, "{named} rules named");
+    for ip in [[10, 128, 0, 5], [10, 128, 2, 7], [10, 128, 0, 99]] {
+        let ip = Ipv4Addr::from(ip);
+        assert_eq!(indexed.pod(ip), bare.pod(ip), "{ip}");
+    }
+}

@@ -249,45 +249,40 @@ impl<'a> RuleNamer<'a> {
             Dir::Egress => (stored.policy.egress.as_deref()?, &stored.egress_ids),
         };
         let index = netpol_rule_index(rules, ids, rule.id)?;
-        Some(RuleNames {
-            tier: rule.tier,
-            direction: rule.dir,
-            verdict: rule.verdict,
-            namespace: Some(stored.policy.namespace.clone()),
-            policy: Some(stored.policy.name.clone()),
-            rule: rule_label(rule.dir, index),
-            rule_name: None,
-            priority: None,
-            isolated_by: Vec::new(),
-        })
+        Some(netpol_rule_names(stored, rule.dir, index))
     }
 
     fn isolation(&self, rule: RuleRef) -> Option<RuleNames> {
         let vnid = Vnid::new(rule.id).ok()?;
         let namespace = self.namespace_with_vnid(vnid)?;
+        Some(self.isolation_names(namespace, rule.dir))
+    }
+
+    /// NetworkPolicy's isolation of `namespace`'s pods in direction `dir`.
+    pub fn isolation_names(&self, namespace: &str, dir: Dir) -> RuleNames {
         let prefix = format!("{namespace}/");
         let isolated_by = self
             .state
             .netpols
             .range(prefix.clone()..)
             .take_while(|(key, _)| key.starts_with(&prefix))
-            .filter(|(_, stored)| match rule.dir {
+            .filter(|(_, stored)| match dir {
                 Dir::Ingress => stored.policy.ingress.is_some(),
                 Dir::Egress => stored.policy.egress.is_some(),
             })
             .map(|(key, _)| key.clone())
             .collect();
-        Some(RuleNames {
-            tier: rule.tier,
-            direction: rule.dir,
-            verdict: rule.verdict,
+        RuleNames {
+            tier: AuditTier::NetworkPolicy,
+            direction: dir,
+            verdict: Verdict::Deny,
             namespace: Some(namespace.to_string()),
             policy: None,
             rule: ISOLATION_RULE.to_string(),
             rule_name: None,
             priority: None,
             isolated_by,
-        })
+        }
     }
 
     fn anp(&self, priority: u16) -> Option<&'a AdminPolicy> {
@@ -317,26 +312,53 @@ impl<'a> RuleNamer<'a> {
                 .admin_policies
                 .get(&admin_key(Tier::Baseline.short(), BASELINE_NAME))?,
         };
-        let rules = match rule.dir {
-            Dir::Ingress => &policy.ingress,
-            Dir::Egress => &policy.egress,
-        };
-        let admin_rule = rules.get(index)?;
-        Some(RuleNames {
-            tier: rule.tier,
-            direction: rule.dir,
-            verdict: rule.verdict,
-            namespace: None,
-            policy: Some(policy.name.clone()),
-            rule: rule_label(rule.dir, index),
-            rule_name: Some(admin_rule.name.clone()).filter(|n| !n.is_empty()),
-            priority: match tier {
-                Tier::Admin { priority } => Some(priority),
-                Tier::Baseline => None,
-            },
-            isolated_by: Vec::new(),
-        })
+        admin_rule_names(policy, rule.dir, index, rule.verdict)
     }
+}
+
+/// Rule `index` of direction `dir` of a NetworkPolicy.
+pub fn netpol_rule_names(stored: &StoredNetPol, dir: Dir, index: usize) -> RuleNames {
+    RuleNames {
+        tier: AuditTier::NetworkPolicy,
+        direction: dir,
+        verdict: Verdict::Allow,
+        namespace: Some(stored.policy.namespace.clone()),
+        policy: Some(stored.policy.name.clone()),
+        rule: rule_label(dir, index),
+        rule_name: None,
+        priority: None,
+        isolated_by: Vec::new(),
+    }
+}
+
+/// Rule `index` of direction `dir` of an admin policy (None: it has no such rule), with
+/// `verdict` (its action).
+pub fn admin_rule_names(
+    policy: &AdminPolicy,
+    dir: Dir,
+    index: usize,
+    verdict: Verdict,
+) -> Option<RuleNames> {
+    let rules = match dir {
+        Dir::Ingress => &policy.ingress,
+        Dir::Egress => &policy.egress,
+    };
+    let rule = rules.get(index)?;
+    let (tier, priority) = match policy.tier {
+        Tier::Admin { priority } => (AuditTier::Admin, Some(priority)),
+        Tier::Baseline => (AuditTier::Baseline, None),
+    };
+    Some(RuleNames {
+        tier,
+        direction: dir,
+        verdict,
+        namespace: None,
+        policy: Some(policy.name.clone()),
+        rule: rule_label(dir, index),
+        rule_name: Some(rule.name.clone()).filter(|n| !n.is_empty()),
+        priority,
+        isolated_by: Vec::new(),
+    })
 }
 
 #[cfg(test)]

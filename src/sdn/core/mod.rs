@@ -16,6 +16,7 @@ mod admin;
 pub mod audit_names;
 mod desired;
 mod error;
+pub mod explain;
 mod netpol;
 mod notice;
 mod ops;

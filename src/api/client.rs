@@ -241,6 +241,16 @@ impl Client {
             .netpols)
     }
 
+    /// Which policy rules judge a connection, and which one decides.
+    pub async fn netpol_explain(
+        &self,
+        query: &wire::ExplainQuery,
+    ) -> Result<wire::Explanation, ClientError> {
+        let query = serde_urlencoded::to_string(query).map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::NETPOL_EXPLAIN))
+            .await
+    }
+
     /// The policies, and with `stats` every policy rule's counters.
     pub async fn netpols_with(
         &self,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterStatus;
 use crate::sdn;
+pub use crate::sdn::core::explain::{Explanation, PortProto};
 pub use crate::sdn::counters::PodCounters;
 pub use crate::sdn::rule_counters::{RuleCounters, RuleSnapshot};
 pub use crate::sdn::{
@@ -71,6 +72,9 @@ pub mod route {
     /// [`super::NetPols`] (with every policy rule's counters, asked of the switch, when
     /// `stats`).
     pub const NETPOLS: &str = "/v1/netpols";
+    /// GET `?from=NS/NAME&to=NS/NAME|IP&port=PORT/PROTO` ([`super::ExplainQuery`]) →
+    /// [`super::Explanation`].
+    pub const NETPOL_EXPLAIN: &str = "/v1/netpols/explain";
     /// POST one `policy.networking.k8s.io/v1alpha1` AdminNetworkPolicy or
     /// BaselineAdminNetworkPolicy, as JSON or YAML; DELETE [`super::AdminPolicyDel`];
     /// GET → [`super::AdminPolicies`].
@@ -356,6 +360,16 @@ pub struct NetPolsQuery {
     /// Also dump every policy rule's counters from the switch (all tiers).
     #[serde(default)]
     pub stats: bool,
+}
+
+/// `netpol explain`'s question: a connection from pod `from` to `to` (a pod `NS/NAME` or an
+/// IPv4 address) on `port` (`80/tcp`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainQuery {
+    pub from: PodKey,
+    pub to: String,
+    pub port: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -498,6 +498,24 @@ async fn run_netpol(client: &Client, cmd: NetpolCommand) -> Result<(), CliError>
                 print!("{}", rule_stats_table(rule_stats));
             }
         }
+        NetpolCommand::Explain {
+            from,
+            to,
+            port,
+            json,
+        } => {
+            let query = wire::ExplainQuery {
+                from,
+                to,
+                port: port.to_string(),
+            };
+            let explanation = client.netpol_explain(&query).await?;
+            if json {
+                print_json(&explanation);
+            } else {
+                print!("{}", explanation.render());
+            }
+        }
     }
     Ok(())
 }

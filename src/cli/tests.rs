@@ -360,3 +360,26 @@ fn rule_stats_print_one_aligned_rule_a_line() {
     let empty = RuleSnapshot::default();
     assert!(super::run::rule_stats_table(&empty).contains("no policy rule has a verdict flow"));
 }
+
+#[test]
+fn netpol_explain_takes_a_pod_a_pod_or_ip_and_port_proto() {
+    let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+    let base = ["ofnode", "netpol", "explain", "--from", "x/a", "--to"];
+    let with = |to: &str, port: &str| {
+        let mut args = base.to_vec();
+        args.extend([to, "--port", port]);
+        parse(&args)
+    };
+    assert!(with("x/b", "80/tcp").is_ok());
+    assert!(with("10.128.0.9", "53/udp").is_ok());
+    let err = with("x/b", "80").unwrap_err().to_string();
+    assert!(err.contains("expected PORT/PROTOCOL"), "{err}");
+    let err = with("x/b", "80/icmp").unwrap_err().to_string();
+    assert!(err.contains("tcp, udp or sctp"), "{err}");
+    let err = parse(&[
+        "ofnode", "netpol", "explain", "--from", "a", "--to", "x/b", "--port", "80/tcp",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("invalid pod"), "{err}");
+}

@@ -188,6 +188,7 @@ fn router(node: Node, sources: Sources, options: &ApiOptions) -> Router {
             route::NETPOLS,
             get(netpols).post(netpol_apply).delete(netpol_del),
         )
+        .route(route::NETPOL_EXPLAIN, get(netpol_explain))
         .route(route::NODES, get(nodes).post(node_set).delete(node_del))
         .route(
             route::ADMIN_POLICIES,
@@ -574,6 +575,19 @@ async fn netpols(
         netpols,
         rule_stats,
     }))
+}
+
+async fn netpol_explain(
+    State(s): Shared,
+    query: Result<Query<wire::ExplainQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::Explanation> {
+    let Query(query) = query.map_err(bad_query)?;
+    let port: wire::PortProto = query
+        .port
+        .parse()
+        .map_err(|e: sdn::labels::FieldError| sdn::Error::from(sdn::CoreError::Field(e)))?;
+    let explanation = s.node.explain(query.from, query.to, port).await?;
+    Ok(Json(explanation))
 }
 
 async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {

@@ -117,6 +117,48 @@ pub struct Explanation {
     pub verdict: Verdict,
 }
 
+impl Explanation {
+    /// The text for a person: the question and the verdict, then each side judged here with
+    /// the rules it met in order (`match` or `-`) and what decided.
+    pub fn render(&self) -> String {
+        let end = |end: &End| match &end.pod {
+            Some(pod) => format!("{pod} ({})", end.ip),
+            None => end.ip.to_string(),
+        };
+        let mut out = format!(
+            "{} -> {} {}: {}\n",
+            end(&self.from),
+            end(&self.to),
+            self.port,
+            self.verdict.as_str()
+        );
+        let sides = [
+            (&self.egress, &self.from, Dir::Egress),
+            (&self.ingress, &self.to, Dir::Ingress),
+        ];
+        for (side, at, dir) in sides {
+            let whose = at.pod.clone().unwrap_or_else(|| at.ip.to_string());
+            let Some(side) = side else {
+                out.push_str(&format!(
+                    "{} of {whose}: not judged on this node\n",
+                    dir.as_str()
+                ));
+                continue;
+            };
+            out.push_str(&format!("{} of {whose}:\n", dir.as_str()));
+            for considered in &side.rules {
+                let mark = if considered.matches { "match" } else { "-" };
+                out.push_str(&format!("  {mark:<5} {}\n", considered.rule));
+            }
+            match &side.decided_by {
+                Some(by) => out.push_str(&format!("  => {} by {by}\n", side.verdict.as_str())),
+                None => out.push_str("  => allow: no policy rule decides\n"),
+            }
+        }
+        out
+    }
+}
+
 /// The connection as the rules see it.
 struct Conn<'a> {
     /// The judged pod's side: its key and info.

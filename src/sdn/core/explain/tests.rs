@@ -232,3 +232,18 @@ fn an_explanation_round_trips_as_json() {
     let back: Explanation = serde_json::from_value(json).unwrap();
     assert_eq!(back, e);
 }
+
+#[test]
+fn the_text_lists_each_side_s_rules_and_what_decided() {
+    let core = explained_world();
+    let text = explain(&core, "ns2/b", "ns1/a", "80/tcp").render();
+    assert_eq!(
+        text,
+        "ns2/b (10.128.2.7) -> ns1/a (10.128.0.5) 80/tcp: allow\n\
+         egress of ns2/b: not judged on this node\n\
+         ingress of ns1/a:\n\
+         \x20 -     networkpolicy ns1/web ingress[0]: allow\n\
+         \x20 match networkpolicy ns1/web ingress[1]: allow\n\
+         \x20 => allow by networkpolicy ns1/web ingress[1]: allow\n"
+    );
+}

@@ -115,7 +115,13 @@ pub struct Explanation {
     pub ingress: Option<Side>,
     /// Allow when every side judged here allows.
     pub verdict: Verdict,
+    /// Why no side was judged, when none was (a pod's traffic to itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
+
+/// A pod's traffic to its own address stays inside its network namespace.
+const TO_ITSELF: &str = "a pod's traffic to its own address never leaves it: no policy judges it";
 
 impl Explanation {
     /// The text for a person: the question and the verdict, then each side judged here with
@@ -132,6 +138,10 @@ impl Explanation {
             self.port,
             self.verdict.as_str()
         );
+        if let Some(note) = &self.note {
+            out.push_str(&format!("{note}\n"));
+            return out;
+        }
         let sides = [
             (&self.egress, &self.from, Dir::Egress),
             (&self.ingress, &self.to, Dir::Ingress),
@@ -197,8 +207,9 @@ impl Core {
                 (Some((key, info)), ip)
             }
         };
+        let to_itself = to_ip == from_ip;
         let destination = to_pod.map(|(_, info)| info);
-        let egress = from_info.local.then(|| {
+        let egress = (from_info.local && !to_itself).then(|| {
             self.judge(
                 &namer,
                 Dir::Egress,
@@ -211,19 +222,21 @@ impl Core {
                 },
             )
         });
-        let ingress = to_pod.filter(|(_, info)| info.local).map(|to_pod| {
-            self.judge(
-                &namer,
-                Dir::Ingress,
-                &Conn {
-                    pod: to_pod,
-                    peer: Some((from_key, from_info)),
-                    peer_ip: from_ip,
-                    destination,
-                    port,
-                },
-            )
-        });
+        let ingress = to_pod
+            .filter(|(_, info)| info.local && !to_itself)
+            .map(|to_pod| {
+                self.judge(
+                    &namer,
+                    Dir::Ingress,
+                    &Conn {
+                        pod: to_pod,
+                        peer: Some((from_key, from_info)),
+                        peer_ip: from_ip,
+                        destination,
+                        port,
+                    },
+                )
+            });
         let denied = [&egress, &ingress]
             .into_iter()
             .flatten()
@@ -247,6 +260,7 @@ impl Core {
             } else {
                 Verdict::Allow
             },
+            note: to_itself.then(|| TO_ITSELF.to_string()),
         })
     }
 

@@ -91,16 +91,14 @@ fn networkpolicy_rules_allow_and_isolation_denies_each_side() {
     );
     assert_eq!(e.to.pod.as_deref(), Some("ns1/a"));
 
-    // a to a itself on 80/tcp: ingress[0] (app=a, port 80) decides, the first that matches.
-    let e = explain(&core, "ns1/a", "ns1/a", "80/tcp");
-    assert_eq!(
-        said(&e.ingress),
-        "allow by networkpolicy ns1/web ingress[0]: allow"
-    );
-    let e = explain(&core, "ns1/a", "ns1/a", "80/udp");
-    assert_eq!(
-        said(&e.ingress),
-        "deny by networkpolicy ns1 default-deny: deny (isolated by ns1/ingress-only, ns1/web)"
+    // A pod to itself: its traffic never reaches the switch.
+    let e = explain(&core, "ns1/a", "10.128.0.5", "80/udp");
+    assert!(e.egress.is_none() && e.ingress.is_none());
+    assert_eq!(e.verdict, Verdict::Allow);
+    let text = e.render();
+    assert!(
+        text.ends_with("never leaves it: no policy judges it\n"),
+        "{text}"
     );
 
     // A remote source: its egress is judged on its own node.
@@ -173,15 +171,21 @@ fn named_ports_resolve_on_the_destination_pod() {
         port: 8080,
     };
     run(&mut core, |c| {
-        c.pod_ports(&key("ns1/a"), vec![http]).unwrap()
+        c.pod_ports(&key("ns1/c"), vec![http]).unwrap()
     });
-    // ingress[0]'s named port http is 8080 on a: a to itself on 8080 matches it.
-    let e = explain(&core, "ns1/a", "ns1/a", "8080/tcp");
-    assert_eq!(
-        said(&e.ingress),
-        "allow by networkpolicy ns1/web ingress[0]: allow"
-    );
-    let e = explain(&core, "ns1/a", "ns1/a", "8081/tcp");
+    // ingress[0] admits app=a pods on 80 and on the named port http, 8080 on c.
+    for port in ["8080/tcp", "80/tcp"] {
+        let e = explain(&core, "ns1/a", "ns1/c", port);
+        assert_eq!(
+            said(&e.ingress),
+            "allow by networkpolicy ns1/web ingress[0]: allow",
+            "{port}"
+        );
+    }
+    let e = explain(&core, "ns1/a", "ns1/c", "8081/tcp");
+    assert_eq!(e.ingress.unwrap().verdict, Verdict::Deny);
+    // a has no port named http: 8080 on a is not the named port.
+    let e = explain(&core, "ns1/c", "ns1/a", "8080/tcp");
     assert_eq!(e.ingress.unwrap().verdict, Verdict::Deny);
 }
 

@@ -179,16 +179,8 @@ fn real_connections_count_on_the_rule_that_decided_them() {
     let (a, b, c) = (world.pod("x/a"), world.pod("x/b"), world.pod("y/c"));
     const CONNECTIONS: u64 = 5;
     for _ in 0..CONNECTIONS {
-        assert!(
-            tcp80(&b, &a),
-            "x/b -> x/a allowed\n{}",
-            cluster.diagnostics()
-        );
-        assert!(
-            !tcp80(&c, &a),
-            "y/c -> x/a denied\n{}",
-            cluster.diagnostics()
-        );
+        assert!(tcp80(b, a), "x/b -> x/a allowed\n{}", cluster.diagnostics());
+        assert!(!tcp80(c, a), "y/c -> x/a denied\n{}", cluster.diagnostics());
     }
 
     // Each allowed connection's forward packets (SYN, ACK, FIN/ACK at least) meet ingress[0];

@@ -236,58 +236,107 @@ fn real_connections_count_on_the_rule_that_decided_them() {
     );
 }
 
-/// Explain's verdict for every ordered pair of pods and probe is what real packets get, and
-/// its rules are the ones the policies say; bad questions are refused with a message.
-#[test]
-fn explain_agrees_with_real_packets_and_refuses_bad_questions() {
-    let world = World::start(&[]);
+/// Every ordered pair of pods and probe where explain's verdict is not what real packets get,
+/// with explain's text.
+fn disagreements(world: &World) -> Vec<String> {
     let node = world.cluster.node(0);
-    let mut disagreements = Vec::new();
+    let mut out = Vec::new();
     for from in &world.pods {
         for to in &world.pods {
             for p in Probe::ALL {
                 let port = p.to_string();
                 let (proto, number) = port.split_once('/').expect("proto/port");
                 let question = format!("{number}/{proto}");
-                let text = node
-                    .cli(&[
-                        "netpol",
-                        "explain",
-                        "--from",
-                        &from.key(),
-                        "--to",
-                        &to.key(),
-                        "--port",
+                let (from_key, to_key) = (from.key(), to.key());
+                let ask = |json: &[&str]| {
+                    let mut args = vec![
+                        "netpol", "explain", "--from", &from_key, "--to", &to_key, "--port",
                         &question,
-                        "--json",
-                    ])
-                    .unwrap();
-                let answer: Value = serde_json::from_str(&text).expect("JSON");
+                    ];
+                    args.extend_from_slice(json);
+                    node.cli(&args).unwrap()
+                };
+                let answer: Value = serde_json::from_str(&ask(&["--json"])).expect("JSON");
                 let explained = answer["verdict"] == "allow";
                 let observed = probe(from, to, p);
                 if explained != observed {
-                    disagreements.push(format!(
-                        "{} -> {} {question}: explain says {}, packets {}\n{}",
-                        from.key(),
-                        to.key(),
+                    out.push(format!(
+                        "{from_key} -> {to_key} {question}: explain says {}, packets {}\n{}",
                         answer["verdict"],
                         if observed { "pass" } else { "are dropped" },
-                        node.cli(&[
-                            "netpol",
-                            "explain",
-                            "--from",
-                            &from.key(),
-                            "--to",
-                            &to.key(),
-                            "--port",
-                            &question
-                        ])
-                        .unwrap_or_default()
+                        ask(&[])
                     ));
                 }
             }
         }
     }
+    out
+}
+
+/// An AdminNetworkPolicy over every namespace (y denied TCP 81 in, x passed on to
+/// NetworkPolicy, UDP 80 out to y's pods allowed) and a baseline denying x's egress to y.
+const TIERS: &str = "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: tiers}
+spec:
+  priority: 5
+  subject: {namespaces: {}}
+  ingress:
+  - {name: deny-y-81, action: Deny, from: [{namespaces: {matchLabels: {ns: y}}}], ports: [{portNumber: {protocol: TCP, port: 81}}]}
+  - {name: pass-x, action: Pass, from: [{namespaces: {matchLabels: {ns: x}}}]}
+  egress:
+  - {name: udp80-to-y, action: Allow, to: [{pods: {namespaceSelector: {matchLabels: {ns: y}}, podSelector: {}}}], ports: [{portNumber: {protocol: UDP, port: 80}}]}
+";
+
+const BASELINE: &str = "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: BaselineAdminNetworkPolicy
+metadata: {name: default}
+spec:
+  subject: {namespaces: {matchLabels: {ns: x}}}
+  egress:
+  - {name: deny-to-y, action: Deny, to: [{namespaces: {matchLabels: {ns: y}}}]}
+";
+
+/// With the admin tiers too, explain's verdict for every pair and probe is still what real
+/// packets get, and it names the admin rules that decide.
+#[test]
+fn explain_agrees_with_real_packets_through_the_admin_tiers() {
+    let world = World::start(&[]);
+    world.cluster.admin_apply(TIERS).unwrap();
+    world.cluster.admin_apply(BASELINE).unwrap();
+    let disagreements = disagreements(&world);
+    assert!(
+        disagreements.is_empty(),
+        "{}\n{}",
+        disagreements.join("\n"),
+        world.cluster.diagnostics()
+    );
+    let node = world.cluster.node(0);
+    let ask = |from: &str, to: &str, port: &str| {
+        node.cli(&[
+            "netpol", "explain", "--from", from, "--to", to, "--port", port,
+        ])
+        .unwrap()
+    };
+    let text = ask("x/a", "y/c", "81/tcp");
+    assert!(
+        text.contains("=> deny by baseline banp/default egress[0] \"deny-to-y\": deny"),
+        "{text}"
+    );
+    let text = ask("x/a", "y/c", "80/udp");
+    assert!(
+        text.contains("=> allow by admin anp/tiers (priority 5) egress[0] \"udp80-to-y\": allow"),
+        "{text}"
+    );
+}
+
+/// Explain's verdict for every ordered pair of pods and probe is what real packets get, and
+/// its rules are the ones the policies say; bad questions are refused with a message.
+#[test]
+fn explain_agrees_with_real_packets_and_refuses_bad_questions() {
+    let world = World::start(&[]);
+    let node = world.cluster.node(0);
+    let disagreements = disagreements(&world);
     assert!(
         disagreements.is_empty(),
         "{}\n{}",

@@ -12,7 +12,10 @@
 //!
 //! Rules are named as the audit log, the counters and `ofnode trace` name them
 //! (`audit_names.rs`). Replies of an allowed connection are never judged; traffic from this
-//! node's own host to its pods is always allowed (kubelet probes) and is not explained here.
+//! node's own host to its pods is always allowed (kubelet probes) and is not explained here; a
+//! service address is refused (its traffic is judged after kube-proxy's DNAT, towards the
+//! backend pod). Where several NetworkPolicy rules allow, the first in (policy, rule) order is
+//! named; the switch may credit another of them (the verdict is the same).
 
 use std::net::Ipv4Addr;
 use std::str::FromStr;
@@ -184,7 +187,7 @@ struct Conn<'a> {
 impl Core {
     /// Explains a connection from pod `from` to pod `to` (or an address) on `port`.
     pub fn explain(&self, from: &PodKey, to: &str, port: PortProto) -> Result<Explanation, Error> {
-        self.require_enforcing("netpol explain")?;
+        let setup = self.require_enforcing("netpol explain")?;
         let namer = self.rule_namer();
         let (from_key, from_info, from_ip) = self.known_pod(from)?;
         let (to_pod, to_ip) = match to.parse::<Ipv4Addr>() {
@@ -207,6 +210,15 @@ impl Core {
                 (Some((key, info)), ip)
             }
         };
+        if setup.service_network.contains(to_ip) {
+            return Err(Error::Field(FieldError::new(
+                "to",
+                format!(
+                    "{to_ip} is a service address ({}): policies judge a service's traffic after kube-proxy's DNAT, so ask about the backend pod",
+                    setup.service_network
+                ),
+            )));
+        }
         let to_itself = to_ip == from_ip;
         let destination = to_pod.map(|(_, info)| info);
         let egress = (from_info.local && !to_itself).then(|| {

@@ -216,6 +216,8 @@ fn bad_questions_are_refused_with_what_is_wrong() {
         assert!(e.contains(why), "{bad}: {e}");
     }
     assert_eq!(port("53/UDP").to_string(), "53/udp");
+    let service = err("ns1/a", "172.30.0.10");
+    assert!(service.contains("is a service address"), "{service}");
     // An address no pod has is explained as an address (only the source side is judged).
     let e = core
         .explain(&key("ns1/c"), "198.51.100.1", port("80/tcp"))

@@ -567,9 +567,10 @@ async fn netpols(
 ) -> ApiResult<wire::NetPols> {
     let Query(query) = query.map_err(bad_query)?;
     let netpols = s.node.netpols().await?;
-    let rule_stats = match query.stats {
-        true => Some(s.node.rule_counters().await?),
-        false => None,
+    let rule_stats = if query.stats {
+        Some(s.node.rule_counters().await?)
+    } else {
+        None
     };
     Ok(Json(wire::NetPols {
         netpols,

@@ -29,7 +29,8 @@ use crate::value::PodKey;
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
 
 /// Runs `poll` every `interval` (an interval after the last one ended, so a slow poll never
-/// piles up) until the node is gone, counting each outcome in `ok` or `failed`.
+/// piles up) until the node is gone, counting each outcome in the counter `outcome` picks
+/// (success or failure).
 async fn poll_every<F, Fut>(
     node: Weak<Inner>,
     interval: Duration,

@@ -59,6 +59,9 @@ pub struct RunArgs {
     /// Seconds between polls of the per-pod traffic counters (0: off) [default: 10].
     #[arg(long, value_name = "SECS")]
     pub pod_counters_interval: Option<u64>,
+    /// Seconds between polls of the per-policy-rule counters /metrics shows (0: off) [default: 60].
+    #[arg(long, value_name = "SECS")]
+    pub rule_counters_interval: Option<u64>,
     /// Milliseconds an OpenFlow request may wait for its reply, 100 to 3600000 [default: 60000].
     #[arg(long, value_name = "MS")]
     pub openflow_request_timeout_ms: Option<u64>,
@@ -108,6 +111,12 @@ pub struct ConfigFile {
     pub pod_counters_interval: Option<u64>,
     /// Most pods whose counters /metrics exports (default 1000).
     pub pod_metrics_max: Option<usize>,
+    /// Seconds between polls of the per-policy-rule counters /metrics shows; 0 turns the poll
+    /// off (`netpol list --stats` still asks the switch) (default 60).
+    pub rule_counters_interval: Option<u64>,
+    /// Most policy rule series /metrics exports; the other rules are summed into one series
+    /// labelled `policy="(other)"` (default 1000).
+    pub rule_metrics_max: Option<usize>,
     /// Milliseconds any one OpenFlow request may wait for its reply (default 60000).
     pub openflow_request_timeout_ms: Option<u64>,
     /// Milliseconds of silence after which the switch is probed with an echo (default 5000).
@@ -258,7 +267,13 @@ impl Settings {
         node.stale_megaflow_purge =
             !args.no_stale_megaflow_purge && file.stale_megaflow_purge.unwrap_or(true);
         if let Some(secs) = args.pod_counters_interval.or(file.pod_counters_interval) {
-            node.pod_counters_interval = pod_counters_interval(secs)?;
+            node.pod_counters_interval = poll_interval("pod_counters_interval", secs)?;
+        }
+        if let Some(secs) = args.rule_counters_interval.or(file.rule_counters_interval) {
+            node.rule_counters_interval = poll_interval("rule_counters_interval", secs)?;
+        }
+        if let Some(max) = file.rule_metrics_max {
+            node.rule_metrics_max = max;
         }
         if let Some(max) = file.pod_metrics_max {
             node.pod_metrics_max = max;
@@ -332,12 +347,13 @@ fn audit_log(file: &ConfigFile) -> Result<AuditLogConfig, DaemonError> {
 }
 
 /// The longest poll interval accepted: a day (a longer one is a typo more likely than a wish).
-const MAX_POD_COUNTERS_INTERVAL: u64 = 86_400;
+const MAX_POLL_INTERVAL: u64 = 86_400;
 
-fn pod_counters_interval(secs: u64) -> Result<Duration, DaemonError> {
-    if secs > MAX_POD_COUNTERS_INTERVAL {
+/// A counter poll's interval (`key`, in seconds).
+fn poll_interval(key: &str, secs: u64) -> Result<Duration, DaemonError> {
+    if secs > MAX_POLL_INTERVAL {
         return Err(DaemonError::ConfigInvalid(format!(
-            "pod_counters_interval {secs} is above {MAX_POD_COUNTERS_INTERVAL} seconds (0 turns the counters off)"
+            "{key} {secs} is above {MAX_POLL_INTERVAL} seconds (0 turns the counters off)"
         )));
     }
     Ok(Duration::from_secs(secs))
@@ -424,6 +440,16 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
             node.audit_log.describe(),
             node.audit_log.node_name
         ),
+        format!(
+            "pod_counters_interval: {}",
+            node.pod_counters_interval.as_secs()
+        ),
+        format!("pod_metrics_max: {}", node.pod_metrics_max),
+        format!(
+            "rule_counters_interval: {}",
+            node.rule_counters_interval.as_secs()
+        ),
+        format!("rule_metrics_max: {}", node.rule_metrics_max),
         format!(
             "openflow_request_timeout_ms: {}",
             node.request_timeout.as_millis()

@@ -91,7 +91,7 @@ fn trace_names_the_rule(world: &World) -> Option<String> {
         .cli(&["trace", "--from", &from, "--to", &to, "--dport", "80"])
         .unwrap();
     println!("{trace}");
-    let decided = "anp deny-slytherin (priority 10) ingress rule 0 \"deny-from-slytherin\": Deny";
+    let decided = "admin anp/deny-slytherin (priority 10) ingress[0] \"deny-from-slytherin\": deny";
     let jump = "admin tiers: ingress: to the AdminNetworkPolicies first";
     (!trace.contains(decided) || !trace.contains(jump))
         .then(|| format!("the trace does not name the rule that decided:\n{trace}"))

@@ -235,8 +235,29 @@ impl Client {
     }
 
     pub async fn netpols(&self) -> Result<Vec<wire::NetPolSummary>, ClientError> {
-        let reply: wire::NetPols = self.get(route::NETPOLS).await?;
-        Ok(reply.netpols)
+        Ok(self
+            .netpols_with(&wire::NetPolsQuery::default())
+            .await?
+            .netpols)
+    }
+
+    /// Which policy rules judge a connection, and which one decides.
+    pub async fn netpol_explain(
+        &self,
+        query: &wire::ExplainQuery,
+    ) -> Result<wire::Explanation, ClientError> {
+        let query = serde_urlencoded::to_string(query).map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::NETPOL_EXPLAIN))
+            .await
+    }
+
+    /// The policies, and with `stats` every policy rule's counters.
+    pub async fn netpols_with(
+        &self,
+        query: &wire::NetPolsQuery,
+    ) -> Result<wire::NetPols, ClientError> {
+        let query = serde_urlencoded::to_string(query).map_err(ClientError::Query)?;
+        self.get(&format!("{}?{query}", route::NETPOLS)).await
     }
 
     /// An operation whose success carries nothing (`{"ok": true}`).

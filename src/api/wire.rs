@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterStatus;
 use crate::sdn;
+pub use crate::sdn::core::explain::{Explanation, PortProto};
 pub use crate::sdn::counters::PodCounters;
+pub use crate::sdn::rule_counters::{RuleCounters, RuleSnapshot};
 pub use crate::sdn::{
     AdminSummary, KnownPod, LabelEdit, Labels, NamedPort, Namespace, NetPolSummary, Pod, PodInfo,
     PodKey, L4,
@@ -66,8 +68,13 @@ pub mod route {
     /// POST [`super::KnownPod`]; DELETE [`super::RemotePodDel`]; GET → [`super::RemotePods`].
     pub const REMOTE_PODS: &str = "/v1/remote-pods";
     /// POST one `networking.k8s.io/v1` NetworkPolicy as `kubectl get -o json` prints it;
-    /// DELETE [`super::NetPolDel`]; GET → [`super::NetPols`].
+    /// DELETE [`super::NetPolDel`]; GET `[?stats=true]` ([`super::NetPolsQuery`]) →
+    /// [`super::NetPols`] (with every policy rule's counters, asked of the switch, when
+    /// `stats`).
     pub const NETPOLS: &str = "/v1/netpols";
+    /// GET `?from=NS/NAME&to=NS/NAME|IP&port=PORT/PROTO` ([`super::ExplainQuery`]) →
+    /// [`super::Explanation`].
+    pub const NETPOL_EXPLAIN: &str = "/v1/netpols/explain";
     /// POST one `policy.networking.k8s.io/v1alpha1` AdminNetworkPolicy or
     /// BaselineAdminNetworkPolicy, as JSON or YAML; DELETE [`super::AdminPolicyDel`];
     /// GET → [`super::AdminPolicies`].
@@ -347,9 +354,31 @@ pub struct NetPolDel {
     pub name: String,
 }
 
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetPolsQuery {
+    /// Also dump every policy rule's counters from the switch (all tiers).
+    #[serde(default)]
+    pub stats: bool,
+}
+
+/// `netpol explain`'s question: a connection from pod `from` to `to` (a pod `NS/NAME` or an
+/// IPv4 address) on `port` (`80/tcp`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainQuery {
+    pub from: PodKey,
+    pub to: String,
+    pub port: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetPols {
     pub netpols: Vec<NetPolSummary>,
+    /// Every policy rule's packets and bytes (admin tiers, NetworkPolicy and its isolation,
+    /// baseline), in the order the tiers judge; present when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_stats: Option<RuleSnapshot>,
 }
 
 /// Which admin policy to delete: `kind` is `anp` or `banp`.

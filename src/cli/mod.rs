@@ -482,7 +482,31 @@ pub enum NetpolCommand {
         /// Print the API's JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Also show every policy rule's packets and bytes (all tiers), read from the switch now.
+        #[arg(long)]
+        stats: bool,
     },
+    /// Explain, from the node's state (no packet sent), which policy rules judge a connection,
+    /// in which order, and which one decides: the source's egress, then the destination's ingress.
+    Explain {
+        /// The source pod: NAMESPACE/NAME (of this node or one it knows of).
+        #[arg(long, value_name = "POD")]
+        from: PodKey,
+        /// The destination: a pod NAMESPACE/NAME, or an IPv4 address.
+        #[arg(long, value_name = "POD|IP")]
+        to: String,
+        /// The destination port and protocol, e.g. 80/tcp (tcp, udp or sctp).
+        #[arg(long, value_name = "PORT/PROTO", value_parser = parse_port_proto)]
+        port: crate::sdn::core::explain::PortProto,
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_port_proto(text: &str) -> Result<crate::sdn::core::explain::PortProto, String> {
+    text.parse()
+        .map_err(|e: crate::sdn::labels::FieldError| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]

@@ -477,21 +477,43 @@ async fn run_netpol(client: &Client, cmd: NetpolCommand) -> Result<(), CliError>
                 .netpol_del(&wire::NetPolDel { namespace, name })
                 .await?;
         }
-        NetpolCommand::List { json } => {
-            let netpols = client.netpols().await?;
+        NetpolCommand::List { json, stats } => {
+            let reply = client.netpols_with(&wire::NetPolsQuery { stats }).await?;
             if json {
-                print_json(&wire::NetPols { netpols });
+                print_json(&reply);
+                return Ok(());
+            }
+            for p in &reply.netpols {
+                println!(
+                    "{}/{} types={} selected_pods={} flows={}",
+                    p.namespace,
+                    p.name,
+                    p.policy_types.join(","),
+                    p.selected_pods,
+                    p.flows
+                );
+            }
+            if let Some(rule_stats) = &reply.rule_stats {
+                println!();
+                print!("{}", rule_stats_table(rule_stats));
+            }
+        }
+        NetpolCommand::Explain {
+            from,
+            to,
+            port,
+            json,
+        } => {
+            let query = wire::ExplainQuery {
+                from,
+                to,
+                port: port.to_string(),
+            };
+            let explanation = client.netpol_explain(&query).await?;
+            if json {
+                print_json(&explanation);
             } else {
-                for p in netpols {
-                    println!(
-                        "{}/{} types={} selected_pods={} flows={}",
-                        p.namespace,
-                        p.name,
-                        p.policy_types.join(","),
-                        p.selected_pods,
-                        p.flows
-                    );
-                }
+                print!("{}", explanation.render());
             }
         }
     }
@@ -513,6 +535,57 @@ fn label_edit(changes: Vec<LabelChange>) -> wire::LabelEdit {
 }
 
 /// A reply as the API gave it, indented.
+/// The rule counters as a table: one rule a line, in the order the tiers judge.
+pub(crate) fn rule_stats_table(stats: &wire::RuleSnapshot) -> String {
+    let header = ["TIER", "POLICY", "RULE", "VERDICT", "PACKETS", "BYTES"].map(String::from);
+    let rows: Vec<[String; 6]> = stats
+        .rules
+        .iter()
+        .map(|r| {
+            let n = &r.names;
+            let mut policy = n.policy_label();
+            if let Some(p) = n.priority {
+                policy.push_str(&format!(" (priority {p})"));
+            }
+            let mut rule = match n.policy {
+                None if n.is_named() => format!("{} {}", n.direction.as_str(), n.rule),
+                _ => n.rule.clone(),
+            };
+            if let Some(name) = &n.rule_name {
+                rule.push_str(&format!(" {name:?}"));
+            }
+            [
+                n.tier.as_str().to_string(),
+                policy,
+                rule,
+                n.verdict.as_str().to_string(),
+                r.traffic.packets.to_string(),
+                r.traffic.bytes.to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    if rows.is_empty() {
+        out.push_str("(no policy rule has a verdict flow on the switch)\n");
+    }
+    out
+}
+
 fn print_json(value: &impl serde::Serialize) {
     let value = serde_json::to_value(value).unwrap_or_default();
     println!(

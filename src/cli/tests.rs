@@ -304,3 +304,82 @@ fn bad_input_is_refused_by_the_cli() {
     ])
     .is_err());
 }
+
+#[test]
+fn rule_stats_print_one_aligned_rule_a_line() {
+    use crate::sdn::audit::{AuditTier, Dir, Verdict};
+    use crate::sdn::core::audit_names::RuleNames;
+    use crate::sdn::rule_counters::{RuleCounters, RuleSnapshot, RuleTraffic};
+    let rule = |names: RuleNames, packets: u64| RuleCounters {
+        names,
+        key: 1,
+        traffic: RuleTraffic {
+            packets,
+            bytes: packets * 60,
+            flows: 1,
+        },
+    };
+    let web = RuleNames {
+        namespace: Some("x".into()),
+        policy: Some("web".into()),
+        rule: "ingress[0]".into(),
+        ..RuleNames::unnamed(crate::sdn::audit::RuleRef {
+            tier: AuditTier::NetworkPolicy,
+            dir: Dir::Ingress,
+            verdict: Verdict::Allow,
+            id: 1,
+        })
+    };
+    let isolation = RuleNames {
+        policy: None,
+        rule: "default-deny".into(),
+        verdict: Verdict::Deny,
+        isolated_by: vec!["x/web".into()],
+        ..web.clone()
+    };
+    let anp = RuleNames {
+        tier: AuditTier::Admin,
+        namespace: None,
+        policy: Some("first".into()),
+        priority: Some(3),
+        rule_name: Some("deny-y".into()),
+        verdict: Verdict::Deny,
+        ..web.clone()
+    };
+    let stats = RuleSnapshot {
+        polled_at_unix_ms: Some(1),
+        rules: vec![rule(anp, 2), rule(web, 15), rule(isolation, 5)],
+    };
+    assert_eq!(
+        super::run::rule_stats_table(&stats),
+        "TIER           POLICY                  RULE                  VERDICT  PACKETS  BYTES\n\
+         admin          anp/first (priority 3)  ingress[0] \"deny-y\"   deny     2        120\n\
+         networkpolicy  x/web                   ingress[0]            allow    15       900\n\
+         networkpolicy  x                       ingress default-deny  deny     5        300\n"
+    );
+    let empty = RuleSnapshot::default();
+    assert!(super::run::rule_stats_table(&empty).contains("no policy rule has a verdict flow"));
+}
+
+#[test]
+fn netpol_explain_takes_a_pod_a_pod_or_ip_and_port_proto() {
+    let parse = |args: &[&str]| Cli::try_parse_from(args.iter().copied());
+    let base = ["ofnode", "netpol", "explain", "--from", "x/a", "--to"];
+    let with = |to: &str, port: &str| {
+        let mut args = base.to_vec();
+        args.extend([to, "--port", port]);
+        parse(&args)
+    };
+    assert!(with("x/b", "80/tcp").is_ok());
+    assert!(with("10.128.0.9", "53/udp").is_ok());
+    let err = with("x/b", "80").unwrap_err().to_string();
+    assert!(err.contains("expected PORT/PROTOCOL"), "{err}");
+    let err = with("x/b", "80/icmp").unwrap_err().to_string();
+    assert!(err.contains("tcp, udp or sctp"), "{err}");
+    let err = parse(&[
+        "ofnode", "netpol", "explain", "--from", "a", "--to", "x/b", "--port", "80/tcp",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("invalid pod"), "{err}");
+}

@@ -27,6 +27,37 @@ fn pod_counter_keys_are_read_flags_win_and_a_bad_interval_is_refused() {
 }
 
 #[test]
+fn rule_counter_keys_are_read_shown_and_a_bad_interval_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let check = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        check_config(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+    };
+    let defaults = check("").unwrap();
+    assert!(
+        defaults.contains("\nrule_counters_interval: 60\n"),
+        "{defaults}"
+    );
+    assert!(defaults.contains("\nrule_metrics_max: 1000"), "{defaults}");
+    let set = check("rule_counters_interval = 0\nrule_metrics_max = 20\n").unwrap();
+    assert!(set.contains("\nrule_counters_interval: 0\n"), "{set}");
+    assert!(set.contains("\nrule_metrics_max: 20"), "{set}");
+    let err = check("rule_counters_interval = 90000\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rule_counters_interval 90000 is above"),
+        "{err}"
+    );
+    let err = check("rule_metrics_max = -1\n").unwrap_err().to_string();
+    assert!(err.contains("rule_metrics_max"), "{err}");
+}
+
+#[test]
 fn tls_targets_need_tls_files() {
     let args = RunArgs {
         openflow: Some("pssl:6653".into()),

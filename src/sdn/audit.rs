@@ -51,6 +51,7 @@ pub enum AuditTier {
     /// AdminNetworkPolicy.
     Admin,
     /// Kubernetes NetworkPolicy (and its isolation of the pods it selects).
+    #[serde(rename = "networkpolicy")]
     NetworkPolicy,
     /// BaselineAdminNetworkPolicy.
     Baseline,
@@ -341,6 +342,17 @@ mod tests {
             assert_eq!(RuleRef::of_userdata(&rule.userdata()), Some(rule), "{rule}");
             // A meter id OpenFlow 1.3 allows (1..=OFPM_MAX).
             assert!(rule.key() != 0 && rule.key() <= 0xffff_0000, "{rule}");
+        }
+    }
+
+    /// The API and the log spell a tier, direction and verdict as `as_str` does.
+    #[test]
+    fn serde_spells_the_words_as_str_does() {
+        for rule in every_rule() {
+            let json = serde_json::to_value(rule).unwrap();
+            assert_eq!(json["tier"], rule.tier.as_str());
+            assert_eq!(json["dir"], rule.dir.as_str());
+            assert_eq!(json["verdict"], rule.verdict.as_str());
         }
     }
 

@@ -58,6 +58,11 @@ pub struct NodeConfig {
     pub pod_counters_interval: Duration,
     /// Most pods whose counters /metrics exports (the rest are counted as omitted).
     pub pod_metrics_max: usize,
+    /// How often /metrics' per-policy-rule counters are read from the switch
+    /// (`rule_counters.rs`); zero: never (`netpol list --stats` still asks on demand).
+    pub rule_counters_interval: Duration,
+    /// Most policy rule series /metrics exports (the rest are summed into `policy="(other)"`).
+    pub rule_metrics_max: usize,
     /// ovs-vswitchd's control socket (the stale-megaflow purge; `ofnode trace` has its own).
     pub vswitchd_ctl: VswitchdCtl,
     /// Purge the datapath's cached flows after every change when Open vSwitch has the
@@ -104,6 +109,8 @@ impl NodeConfig {
             pod_counters_interval: Duration::from_secs(10),
             pod_metrics_max: super::counters::DEFAULT_POD_METRICS_MAX,
             audit_log: super::audit_log::AuditLogConfig::default(),
+            rule_counters_interval: super::rule_counters::DEFAULT_RULE_COUNTERS_INTERVAL,
+            rule_metrics_max: super::rule_counters::DEFAULT_RULE_METRICS_MAX,
         }
     }
 }

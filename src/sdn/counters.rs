@@ -221,7 +221,7 @@ impl Snapshot {
 }
 
 /// A label value as the Prometheus text format wants it.
-fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

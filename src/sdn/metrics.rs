@@ -94,6 +94,10 @@ pub struct Metrics {
     pub pod_counter_polls: AtomicU64,
     pub pod_counter_poll_errors: AtomicU64,
     pub pod_counters: super::counters::PodCounterStore,
+    /// Per-policy-rule counter polls that succeeded / failed, and what the last one found.
+    pub rule_counter_polls: AtomicU64,
+    pub rule_counter_poll_errors: AtomicU64,
+    pub rule_counters: super::rule_counters::RuleCounterStore,
     /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
     pub megaflow_purges: PurgeCounters,
     /// The policy audit log (`audit_log/`).
@@ -239,10 +243,12 @@ impl Metrics {
         });
     }
 
-    /// The node's metrics, exporting the counters of at most `pod_metrics_max` pods.
-    pub fn new(pod_metrics_max: usize) -> Metrics {
+    /// The node's metrics, exporting the counters of at most `pod_metrics_max` pods and
+    /// `rule_metrics_max` policy rules.
+    pub fn new(pod_metrics_max: usize, rule_metrics_max: usize) -> Metrics {
         Metrics {
             pod_counters: super::counters::PodCounterStore::new(pod_metrics_max),
+            rule_counters: super::rule_counters::RuleCounterStore::new(rule_metrics_max),
             ..Metrics::default()
         }
     }
@@ -380,6 +386,19 @@ impl Metrics {
             load(&self.pod_counter_poll_errors),
         );
         self.pod_counters.render(&mut out);
+        counter(
+            &mut out,
+            "ofnode_policy_rule_counter_polls_total",
+            "Polls of the policy rules' verdict flow counters that succeeded.",
+            load(&self.rule_counter_polls),
+        );
+        counter(
+            &mut out,
+            "ofnode_policy_rule_counter_poll_errors_total",
+            "Polls of the policy rules' verdict flow counters that failed (see the log).",
+            load(&self.rule_counter_poll_errors),
+        );
+        self.rule_counters.render(&mut out);
         self.megaflow_purges.render(&mut out);
         render_audit(&self.audit, &mut out);
         self.operation_latency.render(

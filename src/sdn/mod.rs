@@ -47,6 +47,7 @@ mod replica;
 pub mod report;
 mod request;
 pub mod restore;
+pub mod rule_counters;
 #[cfg(test)]
 pub(crate) mod seed_text;
 pub mod state;

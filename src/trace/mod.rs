@@ -29,6 +29,8 @@ pub use query::{Proto, QueryError, TraceQuery};
 pub use tables::{table_name, TABLES};
 pub use verdict::{Output, OutputTo, StepRef, Verdict};
 
+use crate::sdn::audit::RuleRef;
+use crate::sdn::core::audit_names::{RuleNamer, RuleNames};
 use crate::sdn::state::NodeState;
 use crate::unixctl::{Unixctl, UnixctlError, UnixctlOptions};
 
@@ -68,7 +70,9 @@ pub async fn trace_query(
     let owners = OwnerIndex::from_state(state).map_err(|e| TraceError::Owners(e.to_string()))?;
     let path = ctl.path().map_err(TraceError::Unixctl)?;
     let mut unixctl = Unixctl::new(path, UnixctlOptions::default());
-    trace(&mut unixctl, bridge, &packet, &owners).await
+    let mut trace = trace(&mut unixctl, bridge, &packet, &owners).await?;
+    trace.name_rules(&RuleNamer::of_state(state));
+    Ok(trace)
 }
 
 /// Traces `packet` entering `bridge`, and attributes what it matched.
@@ -126,6 +130,39 @@ impl Trace {
         for output in outputs {
             output.port_name = output.to.port().and_then(|p| attribution.port_name(p));
         }
+    }
+
+    /// Names the policy rule of each verdict flow the packet met, by the rule its cookie names
+    /// ([`RuleRef::of_cookie`]): that rule is the flow's owner (a rule the state no longer
+    /// holds is named by its tier, direction, verdict and id).
+    pub fn name_rules(&mut self, namer: &RuleNamer) {
+        let bridge = self.bridge.clone();
+        let steps = self
+            .passes
+            .iter_mut()
+            .flat_map(|pass| pass.steps.iter_mut())
+            .filter(|step| step.bridge == bridge);
+        for step in steps {
+            let Matched::Flow { cookie, .. } = step.matched else {
+                continue;
+            };
+            if let Some(rule) = RuleRef::of_cookie(cookie) {
+                let names = namer.rule(rule).unwrap_or_else(|| RuleNames::unnamed(rule));
+                step.owners = vec![Owner::PolicyRule(names)];
+            }
+        }
+    }
+
+    /// The policy rules that decided the packet's fate, in the order it met them (an
+    /// AdminNetworkPolicy's Pass, then the NetworkPolicy rule that allowed it, …).
+    pub fn policy_rules(&self) -> Vec<&RuleNames> {
+        self.bridge_steps()
+            .flat_map(|step| &step.owners)
+            .filter_map(|owner| match owner {
+                Owner::PolicyRule(names) => Some(names),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The traced bridge's steps of every pass, in the order visited.

@@ -10,10 +10,12 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use ofnode_proto::{text, FlowMod, FlowModCommand, OFP_DEFAULT_PRIORITY};
+use ofnode_proto::{text, Field, FlowMod, FlowModCommand, OFP_DEFAULT_PRIORITY};
 use serde::{Deserialize, Serialize};
 
 use super::parse::{Matched, Step};
+use crate::sdn::audit::{AuditTier, Dir, RuleRef, Verdict};
+use crate::sdn::core::audit_names::{RuleNamer, RuleNames};
 use crate::sdn::core::{all_entities, entity_flows};
 use crate::sdn::layout::{TUN_OFPORT, TUN_PORT, VXLAN_OFPORT, VXLAN_PORT};
 use crate::sdn::policy;
@@ -57,19 +59,9 @@ pub enum Owner {
     },
     /// Multicast to the other nodes.
     VxlanMulticast,
-    /// A rule of an AdminNetworkPolicy (`anp`) or of the BaselineAdminNetworkPolicy (`banp`):
-    /// the flow its satisfied conjunction runs, i.e. the rule that decided.
-    AdminRule {
-        /// `anp` or `banp`.
-        tier: String,
-        policy: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        priority: Option<u16>,
-        direction: String,
-        rule: usize,
-        name: String,
-        action: String,
-    },
+    /// A policy rule's verdict flow (any tier: AdminNetworkPolicy, NetworkPolicy and its
+    /// isolation, the baseline), i.e. the rule that decided, named as the audit names it.
+    PolicyRule(RuleNames),
     /// The admin tiers' jumps and defaults.
     AdminTier {
         what: String,
@@ -95,21 +87,7 @@ impl std::fmt::Display for Owner {
             Owner::NetworkPolicy { vnid } => write!(f, "network policy of VNID {vnid}"),
             Owner::Multicast { vnid } => write!(f, "multicast of VNID {vnid}"),
             Owner::VxlanMulticast => write!(f, "multicast to other nodes"),
-            Owner::AdminRule {
-                tier,
-                policy,
-                priority,
-                direction,
-                rule,
-                name,
-                action,
-            } => {
-                write!(f, "{tier} {policy}")?;
-                if let Some(p) = priority {
-                    write!(f, " (priority {p})")?;
-                }
-                write!(f, " {direction} rule {rule} {name:?}: {action}")
-            }
+            Owner::PolicyRule(names) => write!(f, "{names}"),
             Owner::AdminTier { what } => write!(f, "admin tiers: {what}"),
         }
     }
@@ -300,33 +278,38 @@ impl OwnerIndex {
         Ok(index)
     }
 
-    /// The admin tiers' flows: each rule's verdict flow, and the jumps and defaults.
+    /// The admin tiers' flows: each rule's verdict flow (found by its match, so that it is
+    /// named whatever its cookie), and the jumps and defaults.
     fn add_admin_tiers(&mut self, state: &NodeState) {
-        use crate::sdn::policy::admin::Tier;
+        use crate::sdn::policy::admin::{Action, Tier};
         use crate::sdn::produce::admin::{tier_flow_meaning, tier_flows, verdict_flows};
-        use crate::sdn::produce::netpol::Dir;
+        let namer = RuleNamer::of_state(state);
         for policy in state.admin_policies.values() {
             for (fm, dir, index) in verdict_flows(policy) {
-                let (direction, rules) = match dir {
-                    Dir::Ingress => ("ingress", &policy.ingress),
-                    Dir::Egress => ("egress", &policy.egress),
+                let rules = match dir {
+                    Dir::Ingress => &policy.ingress,
+                    Dir::Egress => &policy.egress,
                 };
-                let Some(rule) = rules.get(index) else {
+                let (Some(rule), Some(id)) = (rules.get(index), fm.match_.exact(Field::ConjId))
+                else {
                     continue;
                 };
-                let owner = Owner::AdminRule {
-                    tier: policy.tier.short().to_string(),
-                    policy: policy.name.clone(),
-                    priority: match policy.tier {
-                        Tier::Admin { priority } => Some(priority),
-                        Tier::Baseline => None,
+                let rule = RuleRef {
+                    tier: match policy.tier {
+                        Tier::Admin { .. } => AuditTier::Admin,
+                        Tier::Baseline => AuditTier::Baseline,
                     },
-                    direction: direction.to_string(),
-                    rule: index,
-                    name: rule.name.clone(),
-                    action: format!("{:?}", rule.action),
+                    dir,
+                    verdict: match rule.action {
+                        Action::Allow => Verdict::Allow,
+                        Action::Deny => Verdict::Deny,
+                        Action::Pass => Verdict::Pass,
+                    },
+                    id: u32::try_from(id).unwrap_or(u32::MAX),
                 };
-                self.add_owner(FlowKey::of_flow_mod(&fm), &owner);
+                if let Some(names) = namer.rule(rule) {
+                    self.add_owner(FlowKey::of_flow_mod(&fm), &Owner::PolicyRule(names));
+                }
             }
         }
         let admin = state

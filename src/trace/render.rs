@@ -7,7 +7,10 @@
 //!  20 from pod       table=20, priority=100,ip,in_port=3,nw_src=10.128.0.10  actions=…  [pod …]
 //!  …
 //! verdict: tunnel to 192.0.2.12 (tun_id 0xa) through port 1 (vxlan0) via br-phy, by table 90
+//! policy: networkpolicy ns1/web egress[0]: allow
 //! ```
+//!
+//! The `policy:` line names the policy rules whose verdict flows the packet met, in order.
 
 use std::fmt::Write;
 
@@ -37,6 +40,14 @@ impl Trace {
             }
         }
         let _ = writeln!(out, "verdict: {}", self.verdict_text());
+        let rules: Vec<String> = self
+            .policy_rules()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if !rules.is_empty() {
+            let _ = writeln!(out, "policy: {}", rules.join("; then "));
+        }
         out
     }
 

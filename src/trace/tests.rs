@@ -369,3 +369,69 @@ fn a_failed_translation_and_the_slow_path_are_kept() {
     );
     assert_eq!(trace.verdict.outputs().len(), 1);
 }
+
+/// A capture's drop in table 80 as the NetworkPolicy mode's isolation flow would report it:
+/// the same text with that flow's match, priority and verdict cookie (hand-edited, not
+/// captured: the cookie's format is `sdn::audit`'s).
+fn isolated_capture(cookie: u64) -> String {
+    captured("pod_to_other_tenant").replace(
+        "80. priority 0\n",
+        &format!("80. ip,reg1=0x65, priority 100, cookie {cookie:#x}\n"),
+    )
+}
+
+#[test]
+fn a_verdict_flows_cookie_names_the_policy_rule_that_decided() {
+    use crate::sdn::audit::{AuditTier, Dir, RuleRef, Verdict as RuleVerdict};
+    let core = crate::sdn::core::audit_names::tests::world();
+    let isolation = RuleRef {
+        tier: AuditTier::NetworkPolicy,
+        dir: Dir::Ingress,
+        verdict: RuleVerdict::Deny,
+        id: 101,
+    };
+    let mut trace = parse(&isolated_capture(isolation.cookie())).unwrap();
+    trace.attribute(&OwnerIndex::from_state(core.state()).unwrap());
+    trace.name_rules(&core.rule_namer());
+    let decided = "networkpolicy ns1 default-deny: deny (isolated by ns1/ingress-only, ns1/web)";
+    assert_eq!(
+        trace.verdict_text(),
+        format!(
+            "dropped in table 80 (policy) by cookie={:#x}, table=80, priority=100,ip,reg1=0x65 \
+             [{decided}]: the flow's actions drop it",
+            isolation.cookie()
+        )
+    );
+    assert!(
+        trace.render().ends_with(&format!("policy: {decided}\n")),
+        "{}",
+        trace.render()
+    );
+    let json = serde_json::to_value(&trace).unwrap();
+    let owner = &json["passes"][0]["steps"][5]["owners"][0];
+    assert_eq!(owner["kind"], "policy_rule");
+    assert_eq!(owner["rule"], "default-deny");
+    let back: Trace = serde_json::from_value(json).unwrap();
+    assert_eq!(back, trace);
+
+    // A bare copy of the state names it the same; a rule it does not hold is named by its
+    // tier, direction, verdict and id; a cookie that is no verdict's names nothing.
+    let mut bare = parse(&isolated_capture(isolation.cookie())).unwrap();
+    bare.name_rules(&crate::sdn::core::audit_names::RuleNamer::of_state(
+        core.state(),
+    ));
+    assert_eq!(bare.policy_rules(), trace.policy_rules());
+    let gone = RuleRef {
+        id: 999,
+        ..isolation
+    };
+    let mut unknown = parse(&isolated_capture(gone.cookie())).unwrap();
+    unknown.name_rules(&core.rule_namer());
+    assert_eq!(
+        unknown.policy_rules()[0].to_string(),
+        "networkpolicy - #999: deny"
+    );
+    let mut foreign = parse(&isolated_capture(0x1f)).unwrap();
+    foreign.name_rules(&core.rule_namer());
+    assert!(foreign.policy_rules().is_empty());
+}

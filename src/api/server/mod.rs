@@ -188,6 +188,7 @@ fn router(node: Node, sources: Sources, options: &ApiOptions) -> Router {
             route::NETPOLS,
             get(netpols).post(netpol_apply).delete(netpol_del),
         )
+        .route(route::NETPOL_EXPLAIN, get(netpol_explain))
         .route(route::NODES, get(nodes).post(node_set).delete(node_del))
         .route(
             route::ADMIN_POLICIES,
@@ -560,9 +561,34 @@ async fn admin_policies(State(s): Shared) -> ApiResult<wire::AdminPolicies> {
     Ok(Json(wire::AdminPolicies { admin_policies }))
 }
 
-async fn netpols(State(s): Shared) -> ApiResult<wire::NetPols> {
+async fn netpols(
+    State(s): Shared,
+    query: Result<Query<wire::NetPolsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::NetPols> {
+    let Query(query) = query.map_err(bad_query)?;
     let netpols = s.node.netpols().await?;
-    Ok(Json(wire::NetPols { netpols }))
+    let rule_stats = if query.stats {
+        Some(s.node.rule_counters().await?)
+    } else {
+        None
+    };
+    Ok(Json(wire::NetPols {
+        netpols,
+        rule_stats,
+    }))
+}
+
+async fn netpol_explain(
+    State(s): Shared,
+    query: Result<Query<wire::ExplainQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<wire::Explanation> {
+    let Query(query) = query.map_err(bad_query)?;
+    let port: wire::PortProto = query
+        .port
+        .parse()
+        .map_err(|e: sdn::labels::FieldError| sdn::Error::from(sdn::CoreError::Field(e)))?;
+    let explanation = s.node.explain(query.from, query.to, port).await?;
+    Ok(Json(explanation))
 }
 
 async fn unused_vnids(State(s): Shared) -> ApiResult<wire::UnusedVnids> {

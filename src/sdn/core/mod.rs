@@ -13,8 +13,10 @@
 //! batch (the switch and the journal took it) or rolls it back (one of them failed).
 
 mod admin;
+pub mod audit_names;
 mod desired;
 mod error;
+pub mod explain;
 mod netpol;
 mod notice;
 mod ops;

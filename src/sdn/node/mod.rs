@@ -132,7 +132,7 @@ impl Node {
             dns.remember(name, ips);
         }
         let (switch, events) = Switch::start(switch_cfg);
-        let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max));
+        let metrics = Arc::new(Metrics::new(cfg.pod_metrics_max, cfg.rule_metrics_max));
         let (requests, requests_rx) = mpsc::channel(4096);
         if let Some(tapped) = switch.take_packet_in_tap() {
             audit_log::start(

@@ -3,6 +3,7 @@
 //! refuses bad input naming the field (`core/netpol.rs`).
 
 use super::Node;
+use crate::sdn::core::explain::{Explanation, PortProto};
 use crate::sdn::core::{AdminSummary, LabelEdit, NetPolSummary};
 use crate::sdn::error::Error;
 use crate::sdn::objects::NodeInfo;
@@ -142,6 +143,18 @@ impl Node {
     /// Each admin policy with the local pods it selects and its flows on this node.
     pub async fn admin_policies(&self) -> Result<Vec<AdminSummary>, Error> {
         self.read(|core| Ok(core.admin_summaries())).await
+    }
+
+    /// Which policy rules judge a connection from pod `from` to `to` (a pod or an address) on
+    /// `port`, and which one decides, from the desired state.
+    pub async fn explain(
+        &self,
+        from: PodKey,
+        to: String,
+        port: PortProto,
+    ) -> Result<Explanation, Error> {
+        self.read(move |core| Ok(core.explain(&from, &to, port)?))
+            .await
     }
 
     /// Each policy with the local pods it selects and its flows on this node.

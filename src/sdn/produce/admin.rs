@@ -38,7 +38,7 @@ use crate::sdn::layout::{
 };
 use crate::sdn::objects::{NodeInfo, L4};
 use crate::sdn::policy::admin::{
-    Action, AdminPeer, AdminPolicy, AdminRule, Subject, Tier, MAX_RULES,
+    Action, AdminPeer, AdminPolicy, AdminRule, Subject, Tier, MAX_PRIORITY, MAX_RULES,
 };
 use crate::sdn::policy::networkpolicy::model::Port;
 use crate::sdn::store::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
@@ -76,6 +76,23 @@ fn conjunction_id(tier: Tier, index: usize, part: u32) -> u32 {
         Tier::Baseline => 0,
     };
     base + 2 * index as u32 + part + 1
+}
+
+/// The tier (with its priority) and rule index whose conjunction id is `id` in the admin tier
+/// (`baseline` false) or the baseline: [`conjunction_id`] read back (None: no rule's id).
+pub fn rule_of_conjunction_id(baseline: bool, id: u32) -> Option<(Tier, usize)> {
+    let slot = id.checked_sub(1)?;
+    let per_priority = 2 * MAX_RULES as u32;
+    let (tier, within) = if baseline {
+        (Tier::Baseline, slot)
+    } else {
+        let priority = u16::try_from(slot / per_priority)
+            .ok()
+            .filter(|p| *p <= MAX_PRIORITY)?;
+        (Tier::Admin { priority }, slot % per_priority)
+    };
+    let index = (within / 2) as usize;
+    (index < MAX_RULES).then_some((tier, index))
 }
 
 fn tables(tier: Tier, dir: Dir) -> u8 {

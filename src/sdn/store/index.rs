@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use crate::sdn::labels::Selector;
 use crate::sdn::objects::{Namespace, PodInfo};
-use crate::value::PodKey;
+use crate::value::{PodKey, Vnid};
 
 /// A label as an index key.
 type LabelPair = (String, String);
@@ -21,6 +21,8 @@ pub struct Index {
     pods_by_ip: HashMap<IpAddr, BTreeSet<PodKey>>,
     /// Namespaces by label, the implicit `kubernetes.io/metadata.name` label included.
     namespaces_by_label: HashMap<LabelPair, BTreeSet<String>>,
+    /// Namespaces by VNID (one each in the NetworkPolicy mode, which keeps VNIDs unique).
+    namespaces_by_vnid: HashMap<Vnid, BTreeSet<String>>,
 }
 
 fn insert<K: std::hash::Hash + Eq, V: Ord>(map: &mut HashMap<K, BTreeSet<V>>, key: K, value: V) {
@@ -81,6 +83,17 @@ impl Index {
         for (pair, name) in new.map(pairs).unwrap_or_default() {
             insert(&mut self.namespaces_by_label, pair, name);
         }
+        if let Some(old) = old {
+            remove(&mut self.namespaces_by_vnid, &old.vnid, &old.name);
+        }
+        if let Some(new) = new {
+            insert(&mut self.namespaces_by_vnid, new.vnid, new.name.clone());
+        }
+    }
+
+    /// The namespaces with VNID `vnid`.
+    pub fn namespaces_with_vnid(&self, vnid: Vnid) -> impl Iterator<Item = &String> {
+        self.namespaces_by_vnid.get(&vnid).into_iter().flatten()
     }
 
     /// The pods of `namespace`.

@@ -18,10 +18,21 @@ pub use crate::value::PodKey;
 pub use groups::{Delta, GroupId, GroupKey, Groups, Member, Scope, World};
 pub use index::Index;
 
-use super::policy::networkpolicy::ConjIds;
+use super::policy::networkpolicy::{ConjIds, StoredNetPol};
 use super::state::{Change, NodeState};
 use super::types::Pod;
 use crate::value::SandboxId;
+
+/// Enters (`held`) or removes the conjunction ids of policy `key` in `index`.
+fn index_conj_ids(index: &mut HashMap<u32, String>, key: &str, stored: &StoredNetPol, held: bool) {
+    for id in stored.ingress_ids.iter().chain(&stored.egress_ids) {
+        if held {
+            index.insert(*id, key.to_string());
+        } else if index.get(id).is_some_and(|holder| holder == key) {
+            index.remove(id);
+        }
+    }
+}
 
 /// The desired state, indexed.
 #[derive(Debug)]
@@ -31,6 +42,9 @@ pub struct Store {
     groups: Groups,
     /// The conjunction ids the policies hold.
     conj_ids: ConjIds,
+    /// The policy holding each conjunction id (`namespace/name`): what names a verdict flow's
+    /// rule for the audit without a pass over every policy.
+    netpols_by_conj_id: HashMap<u32, String>,
     /// Local pods by address and by sandbox (the seed's operations name pods by either).
     pods_by_ip: HashMap<Ipv4Addr, PodKey>,
     pods_by_sandbox: HashMap<SandboxId, PodKey>,
@@ -44,6 +58,7 @@ impl Store {
             index: Index::default(),
             groups: Groups::default(),
             conj_ids: ConjIds::default(),
+            netpols_by_conj_id: HashMap::new(),
             pods_by_ip: HashMap::new(),
             pods_by_sandbox: HashMap::new(),
         };
@@ -56,8 +71,9 @@ impl Store {
         for (key, pod) in &state.pods {
             store.index_local_pod(key, None, Some(pod));
         }
-        for stored in state.netpols.values() {
+        for (key, stored) in &state.netpols {
             store.conj_ids.follow(stored, true);
+            index_conj_ids(&mut store.netpols_by_conj_id, key, stored, true);
         }
         store.state = state;
         store
@@ -99,6 +115,11 @@ impl Store {
     /// The conjunction ids the stored policies hold, and the free ones.
     pub fn conj_ids(&self) -> &ConjIds {
         &self.conj_ids
+    }
+
+    /// The policy (`namespace/name`) holding conjunction id `id`.
+    pub fn netpol_of_conj_id(&self, id: u32) -> Option<&str> {
+        self.netpols_by_conj_id.get(&id).map(String::as_str)
     }
 
     /// The local pod at `ip`.
@@ -177,9 +198,11 @@ impl Store {
             Change::NetPol { key, netpol } => {
                 if let Some(old) = self.state.netpols.get(&key) {
                     self.conj_ids.follow(old, false);
+                    index_conj_ids(&mut self.netpols_by_conj_id, &key, old, false);
                 }
                 if let Some(new) = &netpol {
                     self.conj_ids.follow(new, true);
+                    index_conj_ids(&mut self.netpols_by_conj_id, &key, new, true);
                 }
                 self.state.apply(Change::NetPol { key, netpol })
             }

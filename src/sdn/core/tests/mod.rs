@@ -107,7 +107,7 @@ pub(super) fn host_subnet(host: u8, subnet: &str, fixed: Option<u32>) -> HostSub
 }
 
 /// Runs `op` as a batch of its own and commits it; the batch's effects.
-pub(super) fn run<T>(core: &mut Core, op: impl FnOnce(&mut Core) -> T) -> (T, Effects) {
+pub(crate) fn run<T>(core: &mut Core, op: impl FnOnce(&mut Core) -> T) -> (T, Effects) {
     let result = op(core);
     let effects = core.take_effects();
     core.commit();

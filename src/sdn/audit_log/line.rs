@@ -262,7 +262,7 @@ mod tests {
                 namespace: Some("ns2".into()),
                 policy: Some("web".into()),
                 rule: "ingress[0]".into(),
-                isolated_by: Vec::new(),
+                ..RuleNames::unnamed(rule(Verdict::Allow, 1))
             },
         );
         names.rules.insert(
@@ -272,6 +272,7 @@ mod tests {
                 policy: None,
                 rule: "default-deny".into(),
                 isolated_by: vec!["ns2/web".into(), "ns2/db".into()],
+                ..RuleNames::unnamed(rule(Verdict::Deny, 12))
             },
         );
         names

@@ -5,7 +5,7 @@
 //! tap: a flood of them never starves the flow monitor's updates, and what overflows is
 //! counted). The audit task decodes each (`packet.rs`), folds identical events of the same
 //! second (`window.rs`), and once a second resolves the names of the rules and addresses of
-//! the second's events in one Read on the core (`names.rs`, `interim_names.rs`), formats the
+//! the second's events in one Read on the core (`names.rs`), formats the
 //! lines (`line.rs`) and queues them for the writer thread (`writer.rs`: the file with its
 //! rotation, `file.rs`, and syslog, `syslog.rs`). Nothing here waits on the connection or
 //! holds up the node's writer for long: the Read is one quick look, given up after a second.
@@ -14,7 +14,6 @@
 pub mod config;
 pub mod counters;
 mod file;
-mod interim_names;
 pub mod line;
 pub mod names;
 pub mod packet;
@@ -29,7 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
-use self::names::{NameSource, Names};
+use self::names::Names;
 use self::window::{Event, Folded, Window};
 use self::writer::{LineQueue, Record};
 use super::audit::{RuleRef, Verdict};
@@ -50,7 +49,6 @@ const WINDOW_CAPACITY: usize = 10_000;
 pub struct AuditTask {
     packet_ins: mpsc::Receiver<PacketInEvent>,
     requests: mpsc::WeakSender<Envelope>,
-    names: Arc<dyn NameSource>,
     counters: Arc<AuditCounters>,
     window: Window,
     lines: LineQueue,
@@ -71,7 +69,6 @@ pub fn start(
     let task = AuditTask {
         packet_ins: tapped.packet_ins,
         requests,
-        names: Arc::new(interim_names::InterimNames),
         counters,
         window: Window::new(WINDOW_CAPACITY),
         lines,
@@ -158,9 +155,8 @@ impl AuditTask {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let source = self.names.clone();
         let look = move |core: &super::core::Core| {
-            Ok::<_, super::error::Error>(source.names(core, &rules, &ips))
+            Ok::<_, super::error::Error>(names::resolve(core, &rules, &ips))
         };
         match tokio::time::timeout(NAMES_TIMEOUT, request::read(&requests, look)).await {
             Ok(Ok(names)) => names,

@@ -56,6 +56,7 @@ fn namespace(name: &str, vnid: u32, pairs: &[(&str, &str)]) -> wire::Namespace {
         name: name.into(),
         vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
         labels: labels(pairs),
+        audit: Default::default(),
     }
 }
 

@@ -217,6 +217,7 @@ pub fn fail_closed(policy: &NetworkPolicy) -> NetPol {
             pod_selector: Default::default(),
             ingress: Some(Vec::new()),
             egress: Some(Vec::new()),
+            audit: None,
         })
     })
 }

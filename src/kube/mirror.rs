@@ -252,6 +252,7 @@ impl Mirror {
             name: name.to_string(),
             vnid,
             labels: self.namespaces.get(name).cloned().unwrap_or_default(),
+            audit: Default::default(),
         });
         vec![Input::Namespace {
             name: name.to_string(),
@@ -616,6 +617,7 @@ mod tests {
                 pod_selector: Default::default(),
                 ingress: Some(Vec::new()),
                 egress: None,
+                audit: None,
             },
             refused: None,
         }

@@ -26,6 +26,7 @@ fn namespace(ns: usize) -> Namespace {
         name: format!("ns{ns}"),
         vnid: vnid(100 + ns as u32),
         labels: labels(&[("team", format!("t{}", ns % TEAMS))]),
+        audit: Default::default(),
     }
 }
 
@@ -625,6 +626,7 @@ mod random_sequences {
                 name: NAMESPACES[ns].into(),
                 vnid: vnid(v),
                 labels: team(t),
+                audit: Default::default(),
             }),
             Op::NamespaceDel { ns } => core.namespace_del(NAMESPACES[ns]),
             Op::NamespaceLabel { ns, team: t } => {

@@ -268,14 +268,17 @@ impl Core {
         engine.on_deltas(deltas, groups, world);
         let keys: Vec<String> = match (change, undo) {
             (Change::NetPol { key, .. }, _) => vec![key.clone()],
-            // A namespace's policies are computed with its VNID: they follow its coming, going
-            // or new VNID (its labels reach the flows through the groups alone).
+            // A namespace's policies are computed with its VNID and audit setting: they follow
+            // its coming, going, new VNID or new setting (its labels reach the flows through the
+            // groups alone).
             (
                 Change::Namespace { name, namespace },
                 Change::Namespace {
                     namespace: before, ..
                 },
-            ) if namespace.as_ref().map(|n| n.vnid) != before.as_ref().map(|n| n.vnid) => {
+            ) if namespace.as_ref().map(|n| (n.vnid, n.audit))
+                != before.as_ref().map(|n| (n.vnid, n.audit)) =>
+            {
                 let prefix = format!("{name}/");
                 self.store
                     .state()

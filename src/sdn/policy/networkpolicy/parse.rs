@@ -9,11 +9,11 @@ use serde::Deserialize;
 
 use super::limits::{check_len, MAX_EXCEPTS, MAX_PEERS, MAX_PORTS, MAX_RULES};
 use super::model::{NetPol, Peer, Port, Rule};
+use crate::sdn::audit;
 use crate::sdn::labels::{
     check_dns_label, check_dns_subdomain, check_label_key, check_label_value, check_labels,
     check_port_name, Checked, Expression, FieldError, Labels, Operator, Selector,
 };
-use crate::sdn::audit;
 use crate::sdn::objects::L4;
 use crate::value::Cidr;
 

@@ -224,3 +224,34 @@ fn kubernetes_section_is_checked_shown_and_not_with_cluster() {
     let err = check(&both).unwrap_err().to_string();
     assert!(err.contains("[cluster] and [kubernetes]"), "{err}");
 }
+
+#[test]
+fn audit_rate_keys_are_read_the_burst_follows_the_rate_and_bad_values_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let resolve = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+    };
+    let defaults = Settings::resolve(RunArgs::default()).unwrap();
+    assert_eq!(
+        defaults.node.audit,
+        AuditRate {
+            rate: 100,
+            burst: 10
+        }
+    );
+    let rate = resolve("audit_rate = 35\n").unwrap();
+    assert_eq!(rate.node.audit, AuditRate { rate: 35, burst: 3 });
+    let both = resolve("audit_rate = 5\naudit_burst = 40\n").unwrap();
+    assert_eq!(both.node.audit, AuditRate { rate: 5, burst: 40 });
+    let err = resolve("audit_rate = 0\n").unwrap_err().to_string();
+    assert!(err.contains("audit_rate 0: must be from 1"), "{err}");
+    let err = resolve("audit_burst = 0\n").unwrap_err().to_string();
+    assert!(err.contains("audit_burst 0: must be from 1"), "{err}");
+    let err = resolve("audit_rate = -3\n").unwrap_err().to_string();
+    assert!(err.contains("audit_rate"), "{err}");
+}

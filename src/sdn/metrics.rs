@@ -96,6 +96,8 @@ pub struct Metrics {
     pub pod_counters: super::counters::PodCounterStore,
     /// Purges of the datapath's cached flows (Open vSwitch's stale-megaflow bug).
     pub megaflow_purges: PurgeCounters,
+    /// Audited rules' meters the switch refused (their packet-ins then go unmetered).
+    pub audit_meter_refusals: AtomicU64,
 }
 
 /// What the purges of the datapath's cached flows (`megaflows.rs`) cost so far, for /metrics
@@ -295,6 +297,12 @@ impl Metrics {
             "ofnode_switch_connects_total",
             "OpenFlow sessions established (connects and reconnects).",
             load(&self.switch_connects),
+        );
+        counter(
+            &mut out,
+            "ofnode_audit_meter_refusals_total",
+            "METER_MODs of audited rules' meters the switch refused (see the log and status).",
+            load(&self.audit_meter_refusals),
         );
         counter(
             &mut out,

@@ -1,0 +1,212 @@
+//! The policy audit's flows and meters on a real (private) Open vSwitch, `ovs-ofctl` the
+//! oracle: a namespace that audits allow and deny gets its rules' verdict flows prefixed
+//! (`load:KEY->NXM_NX_REG4[],resubmit(,24)`), table 24's controller flow per audited rule, and
+//! one meter per rule at the configured rate; turning the audit off takes the flows and then
+//! the meters away; a restarted ovs-vswitchd (which has no meters) gets the meters back before
+//! the flows that name them.
+
+mod sdn_common;
+
+use std::time::{Duration, Instant};
+
+use ofnode::sdn::audit::{AuditSet, AuditTier, Dir, RuleRef, Verdict};
+use ofnode::sdn::policy::networkpolicy::parse_netpol;
+use ofnode::sdn::{AuditRate, Mode, Namespace, PodInfo, Vnid};
+use ofnode_harness::Ovs;
+use sdn_common::*;
+
+const RATE: AuditRate = AuditRate { rate: 50, burst: 7 };
+
+/// The rule of policy `allow-b` (its first conjunction id is 1), and the isolation of x (VNID
+/// 11) on ingress.
+const ALLOW: RuleRef = RuleRef {
+    tier: AuditTier::NetworkPolicy,
+    dir: Dir::Ingress,
+    verdict: Verdict::Allow,
+    id: 1,
+};
+const ISOLATION: RuleRef = RuleRef {
+    tier: AuditTier::NetworkPolicy,
+    dir: Dir::Ingress,
+    verdict: Verdict::Deny,
+    id: 11,
+};
+
+fn namespace_x(audit: &str) -> Namespace {
+    Namespace {
+        name: "x".into(),
+        vnid: Vnid::new(11).unwrap(),
+        labels: labels(&[]),
+        audit: audit.parse::<AuditSet>().unwrap(),
+    }
+}
+
+/// The flows of table 80 and 24 `ovs-ofctl dump-flows` shows for the policy, audited or not.
+fn policy_flows(audited: bool) -> Vec<String> {
+    let prefix = |rule: RuleRef| {
+        if audited {
+            format!("load:{:#x}->NXM_NX_REG4[],resubmit(,24)", rule.key())
+        } else {
+            String::new()
+        }
+    };
+    let allow = match prefix(ALLOW) {
+        p if p.is_empty() => "goto_table:81".to_string(),
+        p => format!("{p},goto_table:81"),
+    };
+    let drop = match prefix(ISOLATION) {
+        p if p.is_empty() => "drop".to_string(),
+        p => p,
+    };
+    let mut flows = vec![
+        format!(
+            "cookie={:#x}, table=80, priority=200,conj_id=1,ip actions={allow}",
+            ALLOW.cookie()
+        ),
+        format!(
+            "cookie={:#x}, table=80, priority=100,ip,nw_dst=10.128.0.5 actions={drop}",
+            ISOLATION.cookie()
+        ),
+    ];
+    if audited {
+        flows.extend([ALLOW, ISOLATION].map(audit_flow));
+    }
+    flows
+}
+
+/// Table 24's flow of `rule`, as ovs-ofctl prints it.
+fn audit_flow(rule: RuleRef) -> String {
+    let userdata: Vec<String> = rule.userdata().iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "table=24, priority=100,ct_state=+new+trk,reg4={:#x} actions=controller(max_len=128,userdata={},meter_id={})",
+        rule.key(),
+        userdata.join("."),
+        rule.key()
+    )
+}
+
+/// The flows of tables 24 and 80 the switch holds, but the mode's own (not the policy's).
+fn switch_policy_flows(ovs: &Ovs) -> Vec<String> {
+    let mut flows: Vec<String> = ovs
+        .dump_flows("br0")
+        .expect("dump-flows")
+        .into_iter()
+        .filter(|f| f.contains("table=24,") || f.contains("cookie=0x4f41"))
+        .collect();
+    flows.sort();
+    flows
+}
+
+/// The meters on br0 as `ovs-ofctl -O OpenFlow13 dump-meters` prints them, one line each
+/// (`meter=N pktps burst stats bands= type=drop rate=R burst_size=B`).
+fn meters(ovs: &Ovs) -> Vec<String> {
+    try_meters(ovs).expect("dump-meters")
+}
+
+/// [`meters`], or None while ovs-vswitchd does not answer.
+fn try_meters(ovs: &Ovs) -> Option<Vec<String>> {
+    let text = ovs
+        .ofctl("dump-meters", "br0", &["-O", "OpenFlow13"])
+        .ok()?;
+    let mut meters: Vec<String> = Vec::new();
+    for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        match meters.last_mut() {
+            Some(last) if !line.starts_with("meter=") => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => meters.push(line.trim().to_string()),
+        }
+    }
+    meters.sort();
+    Some(meters)
+}
+
+fn meter_line(rule: RuleRef) -> String {
+    format!(
+        "meter={} pktps burst stats bands= type=drop rate={} burst_size={}",
+        rule.key(),
+        RATE.rate,
+        RATE.burst
+    )
+}
+
+#[track_caller]
+fn assert_sorted_eq(got: Vec<String>, mut want: Vec<String>) {
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_meters_first() {
+    let f = Fixture::start_with(|_, cfg| cfg.audit = RATE).await;
+    f.node
+        .setup(&setup_request(Mode::NetworkPolicy))
+        .await
+        .expect("setup");
+    let node = &f.node;
+    node.namespace_set(namespace_x("none")).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    pod.labels = labels(&[("pod", "a")]);
+    node.pod_add(&pod).await.expect("pod a");
+    let info = PodInfo {
+        labels: labels(&[("pod", "b")]),
+        ips: vec!["10.130.0.7".parse().unwrap()],
+        ..Default::default()
+    };
+    node.remote_pod_set(key("x/pod-b"), info).await.unwrap();
+    let spec = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+        "metadata":{"name":"allow-b","namespace":"x"},
+        "spec":{"podSelector":{"matchLabels":{"pod":"a"}},
+        "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}],"ports":[{"port":80}]}]}}"#;
+    node.netpol_apply(parse_netpol(spec.as_bytes()).unwrap())
+        .await
+        .unwrap();
+    // Not audited: the verdict flows carry their rules' cookies, nothing more.
+    assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(false));
+    assert_sorted_eq(meters(&f.ovs), Vec::new());
+
+    node.namespace_set(namespace_x("allow,deny")).await.unwrap();
+    assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(true));
+    let want_meters = vec![meter_line(ALLOW), meter_line(ISOLATION)];
+    assert_sorted_eq(meters(&f.ovs), want_meters.clone());
+    let status = node.status();
+    let audit = status.audit_meters.expect("the audit's status");
+    assert_eq!((audit.rules, audit.refused.len()), (2, 0), "{audit:?}");
+
+    // Off again: the flows go, then the meters.
+    node.namespace_set(namespace_x("none")).await.unwrap();
+    assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(false));
+    assert_sorted_eq(meters(&f.ovs), Vec::new());
+
+    // A restarted ovs-vswitchd has no meters and no flows: the node gives it the meters
+    // before the flows that name them. Flows are read before meters, so a flow seen without
+    // its meter means the meter came later.
+    node.namespace_set(namespace_x("allow,deny")).await.unwrap();
+    f.ovs.kill_vswitchd();
+    f.ovs.start_vswitchd().expect("restart ovs-vswitchd");
+    let audit_flows = [ALLOW, ISOLATION].map(audit_flow);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let flows = f.ovs.dump_flows("br0").unwrap_or_default();
+        let meters = try_meters(&f.ovs).unwrap_or_default();
+        let present = audit_flows.iter().filter(|a| flows.contains(a)).count();
+        if present > 0 {
+            assert_eq!(
+                meters, want_meters,
+                "table 24's flows are back before their meters"
+            );
+        }
+        if present == audit_flows.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node did not restore the audit's flows: {flows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(true));
+}

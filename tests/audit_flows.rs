@@ -3,7 +3,8 @@
 //! (`load:KEY->NXM_NX_REG4[],resubmit(,24)`), table 24's controller flow per audited rule, and
 //! one meter per rule at the configured rate; turning the audit off takes the flows and then
 //! the meters away; a restarted ovs-vswitchd (which has no meters) gets the meters back before
-//! the flows that name them.
+//! the flows that name them. The order of meter mods and bundles is read from the harness's
+//! OpenFlow proxy between the node and the switch.
 
 mod sdn_common;
 
@@ -12,7 +13,8 @@ use std::time::{Duration, Instant};
 use ofnode::sdn::audit::{AuditSet, AuditTier, Dir, RuleRef, Verdict};
 use ofnode::sdn::policy::networkpolicy::parse_netpol;
 use ofnode::sdn::{AuditRate, Mode, Namespace, PodInfo, Vnid};
-use ofnode_harness::Ovs;
+use ofnode_harness::ofproxy::{BundleCtrl, Direction, Traffic};
+use ofnode_harness::{OfProxy, Ovs};
 use sdn_common::*;
 
 const RATE: AuditRate = AuditRate { rate: 50, burst: 7 };
@@ -131,6 +133,23 @@ fn meter_line(rule: RuleRef) -> String {
     )
 }
 
+const OFPT_METER_MOD: u8 = 29;
+
+/// What the node sent the switch since `mark`, in order: `M` for a meter mod, `B` for a
+/// bundle's commit (other messages left out).
+fn meter_mods_and_commits(proxy: &OfProxy, mark: usize) -> String {
+    let traffic: Traffic = proxy.traffic_since(mark);
+    traffic
+        .frames
+        .iter()
+        .filter(|f| f.direction == Direction::ToSwitch)
+        .filter_map(|f| match f.bundle_ctrl() {
+            Some((_, BundleCtrl::CommitRequest)) => Some('B'),
+            _ => (f.msg_type() == OFPT_METER_MOD).then_some('M'),
+        })
+        .collect()
+}
+
 #[track_caller]
 fn assert_sorted_eq(got: Vec<String>, mut want: Vec<String>) {
     want.sort();
@@ -139,7 +158,7 @@ fn assert_sorted_eq(got: Vec<String>, mut want: Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_meters_first() {
-    let f = Fixture::start_with(|_, cfg| cfg.audit = RATE).await;
+    let (f, proxy) = Fixture::start_through_proxy_with(|_, cfg| cfg.audit = RATE).await;
     f.node
         .setup(&setup_request(Mode::NetworkPolicy))
         .await
@@ -168,7 +187,13 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
     assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(false));
     assert_sorted_eq(meters(&f.ovs), Vec::new());
 
+    let mark = proxy.mark();
     node.namespace_set(namespace_x("allow,deny")).await.unwrap();
+    assert_eq!(
+        meter_mods_and_commits(&proxy, mark),
+        "MMB",
+        "meters before the bundle"
+    );
     assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(true));
     let want_meters = vec![meter_line(ALLOW), meter_line(ISOLATION)];
     assert_sorted_eq(meters(&f.ovs), want_meters.clone());
@@ -177,7 +202,13 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
     assert_eq!((audit.rules, audit.refused.len()), (2, 0), "{audit:?}");
 
     // Off again: the flows go, then the meters.
+    let mark = proxy.mark();
     node.namespace_set(namespace_x("none")).await.unwrap();
+    assert_eq!(
+        meter_mods_and_commits(&proxy, mark),
+        "BMM",
+        "meters after the bundle"
+    );
     assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(false));
     assert_sorted_eq(meters(&f.ovs), Vec::new());
 
@@ -185,6 +216,7 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
     // before the flows that name them. Flows are read before meters, so a flow seen without
     // its meter means the meter came later.
     node.namespace_set(namespace_x("allow,deny")).await.unwrap();
+    let mark = proxy.mark();
     f.ovs.kill_vswitchd();
     f.ovs.start_vswitchd().expect("restart ovs-vswitchd");
     let audit_flows = [ALLOW, ISOLATION].map(audit_flow);
@@ -209,4 +241,9 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(true));
+    let order = meter_mods_and_commits(&proxy, mark);
+    assert!(
+        order.starts_with("MMB"),
+        "the restarted switch got its meters first: {order}"
+    );
 }

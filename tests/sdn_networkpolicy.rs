@@ -694,3 +694,68 @@ async fn a_restart_reloads_the_modes_inputs_and_repairs_the_switch() {
         after.join("\n")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_audit_setting_is_refused_whole_and_changes_nothing() {
+    let f = Fixture::set_up(Mode::NetworkPolicy).await;
+    let api = serve(&f).await;
+    let c = &api.client;
+    c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    c.pod_add(&wire::PodAdd::from(pod)).await.unwrap();
+    c.netpol_apply(policy("x", "deny", r#"{"podSelector":{}}"#))
+        .await
+        .unwrap();
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let held = inputs(&api).await;
+
+    // A namespace's `audit` field (the API body; `ofnode namespace set --audit`).
+    let body = serde_json::json!({"name": "x", "vnid": 11, "audit": "allow,drop"});
+    let sent: Result<wire::Ok, _> = c
+        .send(hyper::Method::POST, wire::route::NAMESPACES, &body)
+        .await;
+    let (status, message) = refusal(sent);
+    assert!(status == 400 || status == 422, "{status} {message}");
+    assert!(
+        message.contains(r#"unknown value "drop" in "allow,drop""#),
+        "{message}"
+    );
+    // A policy's annotation: refused whole, the held policy of that name stays.
+    let annotated = String::from_utf8(policy("x", "deny", r#"{"podSelector":{}}"#))
+        .unwrap()
+        .replace(
+            r#""resourceVersion":"7""#,
+            r#""resourceVersion":"7","annotations":{"ofnode.io/audit":"deny,log"}"#,
+        );
+    let (status, message) = refusal(c.netpol_apply(annotated.into_bytes()).await);
+    assert_eq!(status, 422, "{message}");
+    assert!(
+        message.starts_with(r#"metadata.annotations["ofnode.io/audit"]: "#)
+            && message.contains(r#"unknown value "log""#),
+        "{message}"
+    );
+    assert_eq!(inputs(&api).await, held, "a refusal changes no input");
+    assert_eq!(
+        f.ovs.dump_flows("br0").expect("dump-flows"),
+        flows,
+        "a refusal changes no flow"
+    );
+
+    // A good setting is taken, and listed.
+    let body = serde_json::json!({"name": "x", "vnid": 11, "audit": "deny"});
+    let _: wire::Ok = c
+        .send(hyper::Method::POST, wire::route::NAMESPACES, &body)
+        .await
+        .expect("a good audit setting");
+    let listed = c.namespaces().await.unwrap();
+    assert_eq!(listed[0].audit.to_string(), "deny", "{listed:?}");
+    let audited = f.ovs.dump_flows("br0").expect("dump-flows");
+    assert!(
+        audited
+            .iter()
+            .any(|f| f.contains("table=24,") && f.contains("meter_id=")),
+        "{audited:?}"
+    );
+}

@@ -159,7 +159,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     c.netpol_apply(policy("x", "allow-b", spec)).await.unwrap();
     let isolated = with(
         &with_pod,
-        &["table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop"],
+        &["cookie=0x4f4100000800000b, table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop"],
     );
     // No pod labelled pod=b exists: the rule allows nothing yet, the pod is isolated.
     assert_flows(&f.ovs, &isolated);
@@ -173,7 +173,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
             "table=80, priority=200,ip,reg0=0xb,nw_src=10.130.0.7 actions=conjunction(1,1/3)",
             "table=80, priority=200,ip,nw_dst=10.128.0.5 actions=conjunction(1,2/3)",
             "table=80, priority=200,tcp,tp_dst=80 actions=conjunction(1,3/3)",
-            "table=80, priority=200,conj_id=1,ip actions=goto_table:81",
+            "cookie=0x4f41000000000001, table=80, priority=200,conj_id=1,ip actions=goto_table:81",
         ],
     );
     assert_flows(&f.ovs, &allowed);
@@ -484,7 +484,7 @@ async fn a_named_port_resolves_on_the_pods_that_name_it() {
     // The pod names no port yet: isolated, nothing allowed.
     let isolated = with(
         &with_pod,
-        &["table=80, priority=100,ip,reg1=0xb actions=drop"],
+        &["cookie=0x4f4100000800000b, table=80, priority=100,ip,reg1=0xb actions=drop"],
     );
     assert_flows(&f.ovs, &isolated);
 
@@ -499,8 +499,8 @@ async fn a_named_port_resolves_on_the_pods_that_name_it() {
         with(
             &isolated,
             &[
-                &format!("table=80, priority=210,tcp,nw_dst=10.128.0.5,tp_dst={http} actions=goto_table:81"),
-                "table=80, priority=210,udp,nw_dst=10.128.0.5,tp_dst=5353 actions=goto_table:81",
+                &format!("cookie=0x4f41000000000001, table=80, priority=210,tcp,nw_dst=10.128.0.5,tp_dst={http} actions=goto_table:81"),
+                "cookie=0x4f41000000000001, table=80, priority=210,udp,nw_dst=10.128.0.5,tp_dst=5353 actions=goto_table:81",
             ],
         )
     };
@@ -590,13 +590,13 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     c.netpol_apply(policy("x", "out", egress)).await.unwrap();
     let flows = f.ovs.dump_flows("br0").expect("dump-flows");
     for wanted in [
-        "table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
+        "cookie=0x4f4100000800000b, table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
         "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)",
         "table=80, priority=200,sctp,tp_dst=80 actions=conjunction(1,3/3)",
         "table=80, priority=200,sctp,tp_dst=0x54/0xfffc actions=conjunction(1,3/3)",
-        "table=21, priority=100,ip,reg0=0xb actions=drop",
+        "cookie=0x4f4100002800000b, table=21, priority=100,ip,reg0=0xb actions=drop",
         "table=21, priority=200,ip,nw_dst=192.0.2.0/25 actions=conjunction(2,2/2)",
-        "table=21, priority=200,conj_id=2,ip actions=goto_table:30",
+        "cookie=0x4f41000020000002, table=21, priority=200,conj_id=2,ip actions=goto_table:30",
     ] {
         assert!(
             flows.iter().any(|f| f == wanted),

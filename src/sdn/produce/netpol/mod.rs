@@ -54,6 +54,11 @@ pub fn band_priority(id: u32) -> Option<u16> {
         .map(|b| PRIO_CONJUNCTION - b)
 }
 
+/// The priority of conjunction `id`'s flows (a checked policy's ids are all in a band).
+fn conjunction_priority(id: u32) -> u16 {
+    band_priority(id).unwrap_or(PRIO_CONJUNCTION)
+}
+
 /// The highest conjunction id a node can hold.
 pub fn max_conjunction_id() -> u32 {
     BANDS * IDS_PER_BAND
@@ -491,7 +496,6 @@ impl Plan {
                     dir,
                     rule.id,
                     rule.allow,
-                    rule.priority,
                     rule.clauses,
                     &rule_targets,
                     peers.as_deref(),
@@ -531,7 +535,7 @@ impl RulePlan {
                 id,
                 audited: audit.allow,
             },
-            priority: band_priority(id).unwrap_or(PRIO_CONJUNCTION),
+            priority: conjunction_priority(id),
             clauses: Clauses::of(dir, peers.is_some(), !ports.is_empty()),
             peers,
             ports,
@@ -655,13 +659,12 @@ fn rule_parts(
     dir: Dir,
     id: u32,
     allow: Part,
-    priority: u16,
     clauses: Clauses,
     targets: &[Match],
     peers: Option<&[Match]>,
     ports: &[Match],
 ) -> Vec<(FlowKey, Part)> {
-    let table = dir.table();
+    let (table, priority) = (dir.table(), conjunction_priority(id));
     if clauses.n == 1 {
         return targets
             .iter()
@@ -831,7 +834,6 @@ impl RuleState {
             self.dir,
             self.id,
             self.allow,
-            self.priority,
             self.clauses,
             &targets,
             peers.as_deref(),

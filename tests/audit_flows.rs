@@ -247,3 +247,46 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
         "the restarted switch got its meters first: {order}"
     );
 }
+
+/// A meter the switch refuses (here: a rate of 0, which the daemon's config refuses but the
+/// node's does not check) is reported with the switch's error, counted, listed in status, and
+/// the policy's flows still go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_meter_is_reported_and_the_flows_still_go() {
+    let f = Fixture::start_with(|_, cfg| cfg.audit = AuditRate { rate: 0, burst: 0 }).await;
+    f.node
+        .setup(&setup_request(Mode::NetworkPolicy))
+        .await
+        .expect("setup");
+    let node = &f.node;
+    node.namespace_set(namespace_x("deny")).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    node.pod_add(&pod).await.expect("pod a");
+    let deny_all = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+        "metadata":{"name":"deny","namespace":"x"},"spec":{"podSelector":{}}}"#;
+    node.netpol_apply(parse_netpol(deny_all.as_bytes()).unwrap())
+        .await
+        .expect("the policy is enforced although its meter is refused");
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let isolation = format!(
+        "cookie={:#x}, table=80, priority=100,ip,reg1=0xb actions=load:{:#x}->NXM_NX_REG4[],resubmit(,24)",
+        ISOLATION.cookie(),
+        ISOLATION.key()
+    );
+    assert!(flows.contains(&isolation), "{flows:#?}");
+    assert!(flows.contains(&audit_flow(ISOLATION)), "{flows:#?}");
+    assert_sorted_eq(meters(&f.ovs), Vec::new());
+    let audit = node.status().audit_meters.expect("the audit's status");
+    assert_eq!(audit.refused.len(), 1, "{audit:?}");
+    let refused = &audit.refused[0];
+    assert_eq!(refused.meter, ISOLATION.key());
+    assert_eq!(refused.rule, "networkpolicy ingress deny #11");
+    assert!(refused.error.contains("OFPMMFC_"), "{refused:?}");
+    let metrics = node.metrics().render(&node.status());
+    assert!(
+        metrics.contains("ofnode_audit_meter_refusals_total 1"),
+        "{metrics}"
+    );
+}

@@ -230,7 +230,6 @@ impl Core {
         &self.store
     }
 
-    /// The desired flow table.
     /// The audited rules (meter ids) of the desired table: its table 24 flows'.
     pub fn audited_keys(&self) -> BTreeSet<u32> {
         self.table
@@ -240,6 +239,7 @@ impl Core {
             .collect()
     }
 
+    /// The desired flow table.
     pub fn flows(&self) -> &FlowTable {
         &self.table
     }

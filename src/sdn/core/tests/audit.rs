@@ -259,3 +259,24 @@ fn admin_tier_rules_are_named_by_their_first_part_and_audited_by_their_own_annot
     assert!(audit_flows(&core).contains(&audit_flow(deny)));
     assert!(!audit_flows(&core).contains(&audit_flow(allow)));
 }
+
+#[test]
+fn state_written_before_the_audit_loads_and_audits_nothing() {
+    let old: Namespace = serde_json::from_str(r#"{"name":"x","vnid":11,"labels":{}}"#).unwrap();
+    assert_eq!(old.audit, AuditSet::NONE);
+    // Nothing audited is written as before: no field.
+    assert!(!serde_json::to_string(&old).unwrap().contains("audit"));
+    let old: NetPol =
+        serde_json::from_str(r#"{"namespace":"x","name":"p","pod_selector":{},"ingress":[]}"#)
+            .unwrap();
+    assert_eq!(old.audit, None);
+    let audited = namespace_x("deny");
+    let text = serde_json::to_string(&audited).unwrap();
+    assert!(text.contains(r#""audit":"deny""#), "{text}");
+    assert_eq!(serde_json::from_str::<Namespace>(&text).unwrap(), audited);
+    // A bad value in a file is refused with the setting's message.
+    let err = serde_json::from_str::<Namespace>(r#"{"name":"x","vnid":11,"audit":"log"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(r#"unknown value "log""#), "{err}");
+}

@@ -16,6 +16,7 @@
 //! A rule is *active* (has flows) while it has targets on this node and, when it names
 //! peers, at least one peer: a rule that can allow nothing here costs nothing.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
@@ -118,14 +119,15 @@ struct Contributions {
     allows: BTreeMap<(u32, bool), u32>,
 }
 
+/// One contributor more (`add`) or fewer under `key`; a key with none left goes.
 fn count_in<K: Ord>(map: &mut BTreeMap<K, u32>, key: K, add: bool) {
-    let count = map.entry(key).or_default();
-    if add {
-        *count += 1;
-    } else {
-        *count = count.saturating_sub(1);
+    match map.entry(key) {
+        Entry::Occupied(count) if !add && *count.get() <= 1 => drop(count.remove()),
+        Entry::Occupied(mut count) if !add => *count.get_mut() -= 1,
+        Entry::Occupied(mut count) => *count.get_mut() += 1,
+        Entry::Vacant(slot) if add => drop(slot.insert(1)),
+        Entry::Vacant(_) => {}
     }
-    map.retain(|_, n| *n > 0);
 }
 
 /// The rule a verdict flow's contributors name, and whether any audits it: among audited

@@ -248,6 +248,16 @@ fn audit_rate_keys_are_read_the_burst_follows_the_rate_and_bad_values_are_refuse
     assert_eq!(rate.node.audit, AuditRate { rate: 35, burst: 3 });
     let both = resolve("audit_rate = 5\naudit_burst = 40\n").unwrap();
     assert_eq!(both.node.audit, AuditRate { rate: 5, burst: 40 });
+    std::fs::write(&path, "audit_rate = 35\n").unwrap();
+    let shown = check_config(RunArgs {
+        config: Some(path.clone()),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    assert!(
+        shown.contains("audit_rate: 35 packet-ins/s per audited rule, audit_burst: 3"),
+        "{shown}"
+    );
     let err = resolve("audit_rate = 0\n").unwrap_err().to_string();
     assert!(err.contains("audit_rate 0: must be from 1"), "{err}");
     let err = resolve("audit_burst = 0\n").unwrap_err().to_string();

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use ofnode_proto::{
     ErrorKind, Message, MeterBand, MeterCommand, MeterMod, OFPMF_BURST, OFPMF_PKTPS, OFPMF_STATS,
@@ -32,17 +33,28 @@ pub(super) struct Meters {
     switch: Switch,
     metrics: Arc<Metrics>,
     rate: AuditRate,
+    /// How long a meter mod waits for the switch's session when there is none.
+    connect_timeout: Duration,
     /// Meters the switch refused, with its error (until one is added or no longer wanted).
     refused: BTreeMap<u32, String>,
+    /// A meter mod did not reach the switch (no session): the next resync adds every meter.
+    pub unsent: bool,
 }
 
 impl Meters {
-    pub fn new(switch: Switch, metrics: Arc<Metrics>, rate: AuditRate) -> Meters {
+    pub fn new(
+        switch: Switch,
+        metrics: Arc<Metrics>,
+        rate: AuditRate,
+        connect_timeout: Duration,
+    ) -> Meters {
         Meters {
             switch,
             metrics,
             rate,
+            connect_timeout,
             refused: BTreeMap::new(),
+            unsent: false,
         }
     }
 
@@ -75,9 +87,10 @@ impl Meters {
             match added {
                 Ok(()) => drop(self.refused.remove(&key)),
                 Err(e @ openflow::Error::Switch { .. }) => self.refuse(key, &e),
-                // No session: the resync of the next one adds every desired meter first.
+                // No session: the next resync adds every desired meter first.
                 Err(e) => {
-                    tracing::debug!(meter = key, error = %e, "audit meter not sent; the next resync adds it")
+                    tracing::debug!(meter = key, error = %e, "audit meter not sent; the next resync adds it");
+                    self.unsent = true;
                 }
             }
         }
@@ -88,7 +101,7 @@ impl Meters {
         for key in keys {
             self.refused.remove(&key);
             if let Err(e) = self.send(MeterMod::delete(key)).await {
-                tracing::warn!(meter = key, error = %e, "the switch refused to delete an audit meter; it stays unused");
+                tracing::warn!(meter = key, error = %e, "an audit meter no flow names any more could not be deleted; it stays, unused");
             }
         }
     }
@@ -97,10 +110,16 @@ impl Meters {
     /// have none, e.g. a restarted ovs-vswitchd); forgets the refusals of the others.
     pub async fn add_all(&mut self, desired: &BTreeSet<u32>) {
         self.refused.retain(|key, _| desired.contains(key));
+        self.unsent = false;
         self.add(desired.iter().copied()).await;
     }
 
+    /// Sends one meter mod, waiting for the switch's session when there is none (as a bundle
+    /// does), so that a batch's meters still go before its flows after a reconnect.
     async fn send(&self, meter_mod: MeterMod) -> Result<(), openflow::Error> {
+        if !self.switch.is_connected() {
+            self.switch.wait_connected(self.connect_timeout).await?;
+        }
         self.switch.send_checked(Message::MeterMod(meter_mod)).await
     }
 

@@ -109,7 +109,12 @@ impl Writer {
         let hosts = core.state().host_subnets.values().copied().collect();
         let writer = Writer {
             core,
-            meters: Meters::new(switch.clone(), metrics.clone(), cfg.audit),
+            meters: Meters::new(
+                switch.clone(),
+                metrics.clone(),
+                cfg.audit,
+                cfg.connect_timeout,
+            ),
             switch: Bundles::new(switch, metrics.clone(), cfg.connect_timeout),
             journal: Persistence::new(store),
             metrics,

@@ -116,9 +116,10 @@ impl Writer {
         release_freed_memory();
         let repaired = plan.repaired(flows);
         // Meters first: the flows that name them must find them. A switch not known to be in
-        // line (a new session, a failed bundle) may lack them; one that lacks the version note
-        // (a restarted ovs-vswitchd) has none.
-        if !self.switch.in_sync || matches!(plan, Reconcile::InstallAll) {
+        // line (a new session, a failed bundle, a meter mod that did not reach it) may lack
+        // them; one that lacks the version note (a restarted ovs-vswitchd) has none.
+        let meters_unknown = !self.switch.in_sync || self.meters.unsent;
+        if meters_unknown || matches!(plan, Reconcile::InstallAll) {
             self.meters.add_all(&self.core.audited_keys()).await;
         }
         match plan {

@@ -138,11 +138,17 @@ const OFPT_METER_MOD: u8 = 29;
 /// What the node sent the switch since `mark`, in order: `M` for a meter mod, `B` for a
 /// bundle's commit (other messages left out).
 fn meter_mods_and_commits(proxy: &OfProxy, mark: usize) -> String {
+    meter_mods_and_commits_on(proxy, mark, None)
+}
+
+/// [`meter_mods_and_commits`] on connection `conn` alone (None: all of them).
+fn meter_mods_and_commits_on(proxy: &OfProxy, mark: usize, conn: Option<usize>) -> String {
     let traffic: Traffic = proxy.traffic_since(mark);
     traffic
         .frames
         .iter()
         .filter(|f| f.direction == Direction::ToSwitch)
+        .filter(|f| conn.is_none_or(|c| f.conn == c))
         .filter_map(|f| match f.bundle_ctrl() {
             Some((_, BundleCtrl::CommitRequest)) => Some('B'),
             _ => (f.msg_type() == OFPT_METER_MOD).then_some('M'),
@@ -150,19 +156,9 @@ fn meter_mods_and_commits(proxy: &OfProxy, mark: usize) -> String {
         .collect()
 }
 
-#[track_caller]
-fn assert_sorted_eq(got: Vec<String>, mut want: Vec<String>) {
-    want.sort();
-    assert_eq!(got, want);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_meters_first() {
-    let (f, proxy) = Fixture::start_through_proxy_with(|_, cfg| cfg.audit = RATE).await;
-    f.node
-        .setup(&setup_request(Mode::NetworkPolicy))
-        .await
-        .expect("setup");
+/// Namespace x (auditing nothing yet), its local pod a (pod=a, 10.128.0.5), a remote pod b
+/// (pod=b) and the policy `allow-b`: from pod=b on TCP 80 to pod=a.
+async fn policy_world(f: &Fixture) {
     let node = &f.node;
     node.namespace_set(namespace_x("none")).await.unwrap();
     f.veth("vethA");
@@ -183,6 +179,23 @@ async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_m
     node.netpol_apply(parse_netpol(spec.as_bytes()).unwrap())
         .await
         .unwrap();
+}
+
+#[track_caller]
+fn assert_sorted_eq(got: Vec<String>, mut want: Vec<String>) {
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audited_rules_have_their_flows_and_meters_and_a_restarted_switch_gets_meters_first() {
+    let (f, proxy) = Fixture::start_through_proxy_with(|_, cfg| cfg.audit = RATE).await;
+    f.node
+        .setup(&setup_request(Mode::NetworkPolicy))
+        .await
+        .expect("setup");
+    let node = &f.node;
+    policy_world(&f).await;
     // Not audited: the verdict flows carry their rules' cookies, nothing more.
     assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(false));
     assert_sorted_eq(meters(&f.ovs), Vec::new());
@@ -289,4 +302,31 @@ async fn a_refused_meter_is_reported_and_the_flows_still_go() {
         metrics.contains("ofnode_audit_meter_refusals_total 1"),
         "{metrics}"
     );
+}
+
+/// The connection is cut just before a batch's first meter mod: the node sends it again on
+/// the next session, still before the bundle that names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meter_mod_lost_with_the_connection_is_sent_again_before_the_flows() {
+    let (f, proxy) = Fixture::start_through_proxy_with(|_, cfg| cfg.audit = RATE).await;
+    f.node
+        .setup(&setup_request(Mode::NetworkPolicy))
+        .await
+        .expect("setup");
+    policy_world(&f).await;
+    proxy.cut_before(|frame| frame.msg_type() == OFPT_METER_MOD);
+    let mark = proxy.mark();
+    f.node
+        .namespace_set(namespace_x("allow,deny"))
+        .await
+        .expect("the batch goes on the next session");
+    assert_sorted_eq(switch_policy_flows(&f.ovs), policy_flows(true));
+    assert_sorted_eq(
+        meters(&f.ovs),
+        vec![meter_line(ALLOW), meter_line(ISOLATION)],
+    );
+    // On the new session: both meters, then the bundle.
+    let order = meter_mods_and_commits_on(&proxy, mark, proxy.current());
+    assert!(order.starts_with("MMB"), "{order}");
+    assert!(proxy.connections() > 1, "the connection was cut");
 }

@@ -78,21 +78,31 @@ impl Meters {
     /// refusal is recorded, never returned: the flows go all the same.
     pub async fn add(&mut self, keys: impl IntoIterator<Item = u32>) {
         for key in keys {
-            let added = match self.send(self.meter_mod(key, MeterCommand::Add)).await {
-                Err(e) if is_switch_error(&e, METER_EXISTS) => {
-                    self.send(self.meter_mod(key, MeterCommand::Modify)).await
-                }
-                other => other,
-            };
+            // A session lost on the way is waited for once more: the meter must be there
+            // before the bundle that follows names it.
+            let mut added = self.add_one(key).await;
+            if matches!(&added, Err(e) if !matches!(e, openflow::Error::Switch { .. })) {
+                added = self.add_one(key).await;
+            }
             match added {
                 Ok(()) => drop(self.refused.remove(&key)),
                 Err(e @ openflow::Error::Switch { .. }) => self.refuse(key, &e),
-                // No session: the next resync adds every desired meter first.
+                // Still no session: the next resync adds every desired meter first.
                 Err(e) => {
                     tracing::debug!(meter = key, error = %e, "audit meter not sent; the next resync adds it");
                     self.unsent = true;
                 }
             }
+        }
+    }
+
+    /// ADD, or MODIFY where the meter exists.
+    async fn add_one(&self, key: u32) -> Result<(), openflow::Error> {
+        match self.send(self.meter_mod(key, MeterCommand::Add)).await {
+            Err(e) if is_switch_error(&e, METER_EXISTS) => {
+                self.send(self.meter_mod(key, MeterCommand::Modify)).await
+            }
+            other => other,
         }
     }
 

@@ -166,7 +166,7 @@ impl Mirror {
 
     // ----- namespaces -----
 
-    /// A Namespace created, changed (labels) or deleted (None).
+    /// A Namespace created, changed (labels, audit setting) or deleted (None).
     pub fn set_namespace(&mut self, name: &str, facts: Option<NamespaceFacts>) -> Vec<Input> {
         if self.namespaces.get(name) == facts.as_ref() {
             return Vec::new();

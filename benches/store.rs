@@ -297,6 +297,7 @@ fn openshift_sdn_shape() {
             name: name.into(),
             vnid: Vnid::new(vnid).unwrap(),
             labels: Labels::new(),
+            audit: Default::default(),
         };
         step(&mut core, |c| c.namespace_set(ns).unwrap());
     }

@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 use crate::api::server::{self, ApiOptions};
 use crate::cluster::{ClusterSettings, Membership};
 use crate::sdn::audit_log::AuditLogConfig;
-use crate::sdn::{Node, NodeConfig};
+use crate::sdn::{AuditRate, Node, NodeConfig};
 use crate::tls::{TlsConfig, TlsFiles};
 use crate::trace::VswitchdCtl;
 
@@ -117,6 +117,10 @@ pub struct ConfigFile {
     /// Most policy rule series /metrics exports; the other rules are summed into one series
     /// labelled `policy="(other)"` (default 1000).
     pub rule_metrics_max: Option<usize>,
+    /// Audit packet-ins per second per audited policy rule: each rule's meter (default 100).
+    pub audit_rate: Option<u32>,
+    /// The audit meters' burst, in packets (default a tenth of `audit_rate`, at least 1).
+    pub audit_burst: Option<u32>,
     /// Milliseconds any one OpenFlow request may wait for its reply (default 60000).
     pub openflow_request_timeout_ms: Option<u64>,
     /// Milliseconds of silence after which the switch is probed with an echo (default 5000).
@@ -279,6 +283,7 @@ impl Settings {
             node.pod_metrics_max = max;
         }
         node.audit_log = audit_log;
+        node.audit = audit_rate(file.audit_rate, file.audit_burst)?;
         let timing = [
             (
                 "openflow_request_timeout_ms",
@@ -357,6 +362,27 @@ fn poll_interval(key: &str, secs: u64) -> Result<Duration, DaemonError> {
         )));
     }
     Ok(Duration::from_secs(secs))
+}
+
+/// The most audit packet-ins per second per rule: the switch delivers a few thousand in all,
+/// so more is a typo more likely than a wish.
+const MAX_AUDIT_RATE: u32 = 1_000_000;
+
+/// The audit meters' rate and burst from the config's `audit_rate` and `audit_burst`.
+fn audit_rate(rate: Option<u32>, burst: Option<u32>) -> Result<AuditRate, DaemonError> {
+    let rate = rate.unwrap_or(AuditRate::default().rate);
+    if !(1..=MAX_AUDIT_RATE).contains(&rate) {
+        return Err(DaemonError::ConfigInvalid(format!(
+            "audit_rate {rate}: must be from 1 to {MAX_AUDIT_RATE} packet-ins per second per rule"
+        )));
+    }
+    let burst = burst.unwrap_or(AuditRate::default_burst(rate));
+    if !(1..=MAX_AUDIT_RATE).contains(&burst) {
+        return Err(DaemonError::ConfigInvalid(format!(
+            "audit_burst {burst}: must be from 1 to {MAX_AUDIT_RATE} packets"
+        )));
+    }
+    Ok(AuditRate { rate, burst })
 }
 
 /// The range of the OpenFlow timing keys: at least 100 ms (less fails on any busy machine), at
@@ -450,6 +476,10 @@ pub fn check_config(args: RunArgs) -> Result<String, DaemonError> {
             node.rule_counters_interval.as_secs()
         ),
         format!("rule_metrics_max: {}", node.rule_metrics_max),
+        format!(
+            "audit_rate: {} packet-ins/s per audited rule, audit_burst: {}",
+            node.audit.rate, node.audit.burst
+        ),
         format!(
             "openflow_request_timeout_ms: {}",
             node.request_timeout.as_millis()

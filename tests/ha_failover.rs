@@ -297,10 +297,10 @@ fn the_standby_takes_over_the_networkpolicy_modes_flows() {
     let mut now = expected.clone();
     now.extend(
         [
-            "table=21, priority=100,ip,reg0=0xb actions=drop",
+            "cookie=0x4f4100002800000b, table=21, priority=100,ip,reg0=0xb actions=drop",
             "table=21, priority=200,ip,reg0=0xb actions=conjunction(2,1/2)",
             "table=21, priority=200,udp,tp_dst=53 actions=conjunction(2,2/2)",
-            "table=21, priority=200,conj_id=2,ip actions=goto_table:30",
+            "cookie=0x4f41000020000002, table=21, priority=200,conj_id=2,ip actions=goto_table:30",
         ]
         .map(String::from),
     );

@@ -319,6 +319,9 @@ fn policy_cases() {
     );
 
     the_stale_megaflow_verdict_follows_the_version(&cluster, true);
+    // x's policies audit allow and deny (netpol_common's `policy`): the tables above held
+    // with their verdicts going through table 24.
+    assert!(session.audited > 5, "audited cases: {}", session.audited);
     session.finish();
 }
 

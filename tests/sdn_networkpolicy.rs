@@ -56,6 +56,7 @@ fn namespace(name: &str, vnid: u32, pairs: &[(&str, &str)]) -> wire::Namespace {
         name: name.into(),
         vnid: ofnode::sdn::Vnid::new(vnid).unwrap(),
         labels: labels(pairs),
+        audit: Default::default(),
     }
 }
 
@@ -158,7 +159,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
     c.netpol_apply(policy("x", "allow-b", spec)).await.unwrap();
     let isolated = with(
         &with_pod,
-        &["table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop"],
+        &["cookie=0x4f4100000800000b, table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop"],
     );
     // No pod labelled pod=b exists: the rule allows nothing yet, the pod is isolated.
     assert_flows(&f.ovs, &isolated);
@@ -172,7 +173,7 @@ async fn a_policy_isolates_its_pods_and_its_delete_restores_them() {
             "table=80, priority=200,ip,reg0=0xb,nw_src=10.130.0.7 actions=conjunction(1,1/3)",
             "table=80, priority=200,ip,nw_dst=10.128.0.5 actions=conjunction(1,2/3)",
             "table=80, priority=200,tcp,tp_dst=80 actions=conjunction(1,3/3)",
-            "table=80, priority=200,conj_id=1,ip actions=goto_table:81",
+            "cookie=0x4f41000000000001, table=80, priority=200,conj_id=1,ip actions=goto_table:81",
         ],
     );
     assert_flows(&f.ovs, &allowed);
@@ -483,7 +484,7 @@ async fn a_named_port_resolves_on_the_pods_that_name_it() {
     // The pod names no port yet: isolated, nothing allowed.
     let isolated = with(
         &with_pod,
-        &["table=80, priority=100,ip,reg1=0xb actions=drop"],
+        &["cookie=0x4f4100000800000b, table=80, priority=100,ip,reg1=0xb actions=drop"],
     );
     assert_flows(&f.ovs, &isolated);
 
@@ -498,8 +499,8 @@ async fn a_named_port_resolves_on_the_pods_that_name_it() {
         with(
             &isolated,
             &[
-                &format!("table=80, priority=210,tcp,nw_dst=10.128.0.5,tp_dst={http} actions=goto_table:81"),
-                "table=80, priority=210,udp,nw_dst=10.128.0.5,tp_dst=5353 actions=goto_table:81",
+                &format!("cookie=0x4f41000000000001, table=80, priority=210,tcp,nw_dst=10.128.0.5,tp_dst={http} actions=goto_table:81"),
+                "cookie=0x4f41000000000001, table=80, priority=210,udp,nw_dst=10.128.0.5,tp_dst=5353 actions=goto_table:81",
             ],
         )
     };
@@ -589,13 +590,13 @@ async fn populated(f: &Fixture, api: &Api) -> Vec<String> {
     c.netpol_apply(policy("x", "out", egress)).await.unwrap();
     let flows = f.ovs.dump_flows("br0").expect("dump-flows");
     for wanted in [
-        "table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
+        "cookie=0x4f4100000800000b, table=80, priority=100,ip,nw_dst=10.128.0.5 actions=drop",
         "table=80, priority=200,ip,reg0=0xc actions=conjunction(1,1/3)",
         "table=80, priority=200,sctp,tp_dst=80 actions=conjunction(1,3/3)",
         "table=80, priority=200,sctp,tp_dst=0x54/0xfffc actions=conjunction(1,3/3)",
-        "table=21, priority=100,ip,reg0=0xb actions=drop",
+        "cookie=0x4f4100002800000b, table=21, priority=100,ip,reg0=0xb actions=drop",
         "table=21, priority=200,ip,nw_dst=192.0.2.0/25 actions=conjunction(2,2/2)",
-        "table=21, priority=200,conj_id=2,ip actions=goto_table:30",
+        "cookie=0x4f41000020000002, table=21, priority=200,conj_id=2,ip actions=goto_table:30",
     ] {
         assert!(
             flows.iter().any(|f| f == wanted),
@@ -691,5 +692,70 @@ async fn a_restart_reloads_the_modes_inputs_and_repairs_the_switch() {
             .any(|f| f.contains("nw_src=198.51.100.0/24 actions=conjunction(3,1/2)")),
         "{}",
         after.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_audit_setting_is_refused_whole_and_changes_nothing() {
+    let f = Fixture::set_up(Mode::NetworkPolicy).await;
+    let api = serve(&f).await;
+    let c = &api.client;
+    c.namespace_set(&namespace("x", 11, &[])).await.unwrap();
+    f.veth("vethA");
+    let mut pod = pod_a(0);
+    pod.pod = key("x/pod-a");
+    c.pod_add(&wire::PodAdd::from(pod)).await.unwrap();
+    c.netpol_apply(policy("x", "deny", r#"{"podSelector":{}}"#))
+        .await
+        .unwrap();
+    let flows = f.ovs.dump_flows("br0").expect("dump-flows");
+    let held = inputs(&api).await;
+
+    // A namespace's `audit` field (the API body; `ofnode namespace set --audit`).
+    let body = serde_json::json!({"name": "x", "vnid": 11, "audit": "allow,drop"});
+    let sent: Result<wire::Ok, _> = c
+        .send(hyper::Method::POST, wire::route::NAMESPACES, &body)
+        .await;
+    let (status, message) = refusal(sent);
+    assert!(status == 400 || status == 422, "{status} {message}");
+    assert!(
+        message.contains(r#"unknown value "drop" in "allow,drop""#),
+        "{message}"
+    );
+    // A policy's annotation: refused whole, the held policy of that name stays.
+    let annotated = String::from_utf8(policy("x", "deny", r#"{"podSelector":{}}"#))
+        .unwrap()
+        .replace(
+            r#""resourceVersion":"7""#,
+            r#""resourceVersion":"7","annotations":{"ofnode.io/audit":"deny,log"}"#,
+        );
+    let (status, message) = refusal(c.netpol_apply(annotated.into_bytes()).await);
+    assert_eq!(status, 422, "{message}");
+    assert!(
+        message.starts_with(r#"metadata.annotations["ofnode.io/audit"]: "#)
+            && message.contains(r#"unknown value "log""#),
+        "{message}"
+    );
+    assert_eq!(inputs(&api).await, held, "a refusal changes no input");
+    assert_eq!(
+        f.ovs.dump_flows("br0").expect("dump-flows"),
+        flows,
+        "a refusal changes no flow"
+    );
+
+    // A good setting is taken, and listed.
+    let body = serde_json::json!({"name": "x", "vnid": 11, "audit": "deny"});
+    let _: wire::Ok = c
+        .send(hyper::Method::POST, wire::route::NAMESPACES, &body)
+        .await
+        .expect("a good audit setting");
+    let listed = c.namespaces().await.unwrap();
+    assert_eq!(listed[0].audit.to_string(), "deny", "{listed:?}");
+    let audited = f.ovs.dump_flows("br0").expect("dump-flows");
+    assert!(
+        audited
+            .iter()
+            .any(|f| f.contains("table=24,") && f.contains("meter_id=")),
+        "{audited:?}"
     );
 }

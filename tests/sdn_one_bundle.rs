@@ -158,6 +158,7 @@ fn namespace(name: &str, v: u32, pairs: &[(&str, &str)]) -> Namespace {
         name: name.into(),
         vnid: vnid(v),
         labels: labels(pairs),
+        audit: Default::default(),
     }
 }
 

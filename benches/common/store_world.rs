@@ -28,6 +28,7 @@ pub fn namespace(n: usize) -> Namespace {
         name: format!("ns{n}"),
         vnid: Vnid::new(100 + n as u32).unwrap(),
         labels: labels(&[("team", format!("t{}", n / NAMESPACES_PER_TEAM))]),
+        audit: Default::default(),
     }
 }
 

@@ -386,6 +386,9 @@ pub enum NamespaceCommand {
         /// A label of the namespace, k=v (repeat for more).
         #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        /// The verdicts its policies audit (ofnode.io/audit): allow,deny,pass or none.
+        #[arg(long, value_name = "VERDICTS", default_value = "none")]
+        audit: crate::sdn::audit::AuditSet,
     },
     /// Set and remove a namespace's labels, as `kubectl label` does (k=v sets, k- removes).
     Label {

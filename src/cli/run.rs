@@ -361,11 +361,13 @@ async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), Cli
             name,
             vnid,
             labels: pairs,
+            audit,
         } => {
             let req = wire::Namespace {
                 name,
                 vnid,
                 labels: labels(pairs),
+                audit,
             };
             client.namespace_set(&req).await?;
         }
@@ -385,7 +387,12 @@ async fn run_namespace(client: &Client, cmd: NamespaceCommand) -> Result<(), Cli
                 print_json(&wire::Namespaces { namespaces });
             } else {
                 for ns in namespaces {
-                    println!("{} {} {}", ns.name, ns.vnid, label_text(&ns.labels));
+                    let audit = if ns.audit.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" audit={}", ns.audit)
+                    };
+                    println!("{} {} {}{audit}", ns.name, ns.vnid, label_text(&ns.labels));
                 }
             }
         }

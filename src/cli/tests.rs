@@ -383,3 +383,20 @@ fn netpol_explain_takes_a_pod_a_pod_or_ip_and_port_proto() {
     .to_string();
     assert!(err.contains("invalid pod"), "{err}");
 }
+
+#[test]
+fn namespace_set_takes_an_audit_setting_and_refuses_an_unknown_verdict() {
+    let parse = |audit: &[&str]| {
+        let args = ["ofnode", "namespace", "set", "--name", "x", "--vnid", "11"];
+        Cli::try_parse_from(args.iter().chain(audit).copied())
+    };
+    let audit_of = |cli: Cli| match cli.command {
+        Command::Namespace(NamespaceCommand::Set { audit, .. }) => audit,
+        _ => panic!("not namespace set"),
+    };
+    assert_eq!(audit_of(parse(&[]).unwrap()).to_string(), "none");
+    let set = audit_of(parse(&["--audit", "allow,deny"]).unwrap());
+    assert_eq!(set.to_string(), "allow,deny");
+    let err = parse(&["--audit", "allow,drop"]).unwrap_err().to_string();
+    assert!(err.contains(r#"unknown value "drop""#), "{err}");
+}

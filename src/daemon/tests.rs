@@ -346,3 +346,44 @@ fn the_audit_log_names_the_node_as_kubernetes_or_the_cluster_does() {
         "[cluster]'s node name (its public IP when none is set)"
     );
 }
+
+#[test]
+fn audit_rate_keys_are_read_the_burst_follows_the_rate_and_bad_values_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ofnode.toml");
+    let resolve = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Settings::resolve(RunArgs {
+            config: Some(path.clone()),
+            ..RunArgs::default()
+        })
+    };
+    let defaults = Settings::resolve(RunArgs::default()).unwrap();
+    assert_eq!(
+        defaults.node.audit,
+        AuditRate {
+            rate: 100,
+            burst: 10
+        }
+    );
+    let rate = resolve("audit_rate = 35\n").unwrap();
+    assert_eq!(rate.node.audit, AuditRate { rate: 35, burst: 3 });
+    let both = resolve("audit_rate = 5\naudit_burst = 40\n").unwrap();
+    assert_eq!(both.node.audit, AuditRate { rate: 5, burst: 40 });
+    std::fs::write(&path, "audit_rate = 35\n").unwrap();
+    let shown = check_config(RunArgs {
+        config: Some(path.clone()),
+        ..RunArgs::default()
+    })
+    .unwrap();
+    assert!(
+        shown.contains("audit_rate: 35 packet-ins/s per audited rule, audit_burst: 3"),
+        "{shown}"
+    );
+    let err = resolve("audit_rate = 0\n").unwrap_err().to_string();
+    assert!(err.contains("audit_rate 0: must be from 1"), "{err}");
+    let err = resolve("audit_burst = 0\n").unwrap_err().to_string();
+    assert!(err.contains("audit_burst 0: must be from 1"), "{err}");
+    let err = resolve("audit_rate = -3\n").unwrap_err().to_string();
+    assert!(err.contains("audit_rate"), "{err}");
+}

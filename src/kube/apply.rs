@@ -75,8 +75,19 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
     match input {
         // Only the NetworkPolicy mode keeps namespaces (the others take VNIDs per pod).
         Input::Namespace { .. } if !networkpolicy => Outcome::Applied,
-        Input::Namespace { want: Some(ns), .. } => Outcome::of(core.namespace_set(ns.clone())),
-        Input::Namespace { name, want: None } => Outcome::of(core.namespace_del(name)),
+        Input::Namespace {
+            want: Some(ns),
+            refused,
+            ..
+        } => match (core.namespace_set(ns.clone()), refused) {
+            (Ok(()), Some(why)) => {
+                Outcome::Complaint(format!("{why}: its policies audit nothing instead"))
+            }
+            (result, _) => Outcome::of(result),
+        },
+        Input::Namespace {
+            name, want: None, ..
+        } => Outcome::of(core.namespace_del(name)),
         Input::Pod {
             key,
             local: true,
@@ -376,6 +387,7 @@ fn sweep(core: &mut Core, expected: &Expected) -> Outcome {
         gone.push(Input::Namespace {
             name: name.clone(),
             want: None,
+            refused: None,
         });
     }
     if !gone.is_empty() {

@@ -13,6 +13,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::json;
 
 use super::crd;
+use crate::sdn::audit::{self, AuditSet};
 use crate::sdn::labels::{FieldError, Labels};
 use crate::sdn::objects::{NamedPort, L4};
 use crate::sdn::policy::admin::{parse_admin_policy, AdminPolicy};
@@ -71,9 +72,31 @@ pub fn namespaced_key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
     format!("{}/{}", namespace_of(meta), name_of(meta))
 }
 
-/// A Namespace's labels.
-pub fn namespace_labels(ns: &Namespace) -> Labels {
-    ns.metadata.labels.clone().unwrap_or_default()
+/// What the node takes of a Namespace: its labels and its audit setting (the
+/// `ofnode.io/audit` annotation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceFacts {
+    pub labels: Labels,
+    pub audit: AuditSet,
+    /// Why its audit annotation was refused (it then audits nothing; the object is bad).
+    pub refused: Option<String>,
+}
+
+/// A Namespace's labels and audit setting: a bad annotation audits nothing, and says why.
+pub fn namespace_facts(ns: &Namespace) -> NamespaceFacts {
+    let labels = ns.metadata.labels.clone().unwrap_or_default();
+    match audit::annotated(ns.metadata.annotations.as_ref()) {
+        Ok(audit) => NamespaceFacts {
+            labels,
+            audit: audit.unwrap_or_default(),
+            refused: None,
+        },
+        Err(why) => NamespaceFacts {
+            labels,
+            audit: AuditSet::NONE,
+            refused: Some(why.to_string()),
+        },
+    }
 }
 
 /// A NetNamespace's VNID (`netid`).
@@ -217,6 +240,7 @@ pub fn fail_closed(policy: &NetworkPolicy) -> NetPol {
             pod_selector: Default::default(),
             ingress: Some(Vec::new()),
             egress: Some(Vec::new()),
+            audit: None,
         })
     })
 }
@@ -281,7 +305,7 @@ pub fn admin_policy(
     let object = json!({
         "apiVersion": crd::ADMIN_API_VERSION,
         "kind": kind,
-        "metadata": {"name": name_of(meta)},
+        "metadata": {"name": name_of(meta), "annotations": meta.annotations},
         "spec": spec,
     });
     parse_admin_policy(object.to_string().as_bytes())
@@ -327,6 +351,44 @@ pub fn egress_policy(enp: &crd::EgressNetworkPolicy) -> Result<EgressNetworkPoli
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_audit_annotation_is_read_from_namespaces_policies_and_admin_tiers() {
+        let namespace = |value: &str| -> Namespace {
+            serde_json::from_value(json!({
+                "metadata": {"name": "ns", "labels": {"team": "a"},
+                             "annotations": {"ofnode.io/audit": value}},
+            }))
+            .expect("a Namespace")
+        };
+        let good = namespace_facts(&namespace("allow, deny"));
+        assert_eq!(good.audit.to_string(), "allow,deny");
+        assert_eq!((good.labels.len(), good.refused), (1, None));
+        // A bad value audits nothing, and the object is bad.
+        let bad = namespace_facts(&namespace("all"));
+        assert_eq!((bad.audit, bad.labels.len()), (AuditSet::NONE, 1));
+        let why = bad.refused.expect("refused");
+        assert!(why.contains(r#"unknown value "all""#), "{why}");
+
+        let mut policy = netpol(json!({"podSelector": {}}));
+        policy.metadata.annotations = Some([(AUDIT.to_string(), "deny".to_string())].into());
+        assert_eq!(policy_facts(&policy).policy.audit, "deny".parse().ok());
+        policy.metadata.annotations = Some([(AUDIT.to_string(), "drop".to_string())].into());
+        let facts = policy_facts(&policy);
+        assert!(facts.refused.is_some(), "a bad annotation is a bad policy");
+        assert_eq!(facts.policy.audit, None);
+
+        let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("guard".into()),
+            annotations: Some([(AUDIT.to_string(), "pass".to_string())].into()),
+            ..Default::default()
+        };
+        let spec = json!({"priority": 3, "subject": {"namespaces": {}}});
+        let anp = admin_policy("AdminNetworkPolicy", &meta, &spec).expect("an ANP");
+        assert_eq!(anp.audit.to_string(), "pass");
+    }
+
+    const AUDIT: &str = crate::sdn::audit::AUDIT_ANNOTATION;
 
     fn netpol(spec: serde_json::Value) -> NetworkPolicy {
         serde_json::from_value(json!({

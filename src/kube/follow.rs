@@ -321,8 +321,8 @@ impl<S: Sink> Follower<S> {
             let mut mirror = self.shared.mirror();
 
             let result = match (object.kind, fact) {
-                (Kind::Namespace, Some(Fact::Namespace(labels))) => {
-                    (mirror.set_namespace(key, Some(labels)), false)
+                (Kind::Namespace, Some(Fact::Namespace(facts))) => {
+                    (mirror.set_namespace(key, Some(facts)), false)
                 }
                 (Kind::Namespace, _) => (mirror.set_namespace(key, None), false),
                 (Kind::NetNamespace, Some(Fact::NetNamespace(vnid))) => {

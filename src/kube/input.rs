@@ -111,6 +111,8 @@ pub enum Input {
     Namespace {
         name: String,
         want: Option<Namespace>,
+        /// Why its audit annotation was refused (`want` then audits nothing).
+        refused: Option<String>,
     },
     /// A pod: on this node (`local`: its attachment comes from CNI, its labels and ports from
     /// here) or another (what selectors see of it).

@@ -19,9 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use super::convert::{PodFacts, PolicyFacts, ServiceFacts};
+use super::convert::{NamespaceFacts, PodFacts, PolicyFacts, ServiceFacts};
 use super::input::{Expected, Input, Kind, ObjectRef, PodWant};
-use crate::sdn::labels::Labels;
 use crate::sdn::objects::Namespace;
 use crate::sdn::policy::admin::{AdminPolicy, Tier};
 use crate::sdn::state::EgressState;
@@ -32,7 +31,7 @@ use crate::value::{PodKey, Vnid};
 #[derive(Debug, Default)]
 pub struct Mirror {
     node: String,
-    namespaces: BTreeMap<String, Labels>,
+    namespaces: BTreeMap<String, NamespaceFacts>,
     vnids: BTreeMap<String, Vnid>,
     /// Known namespaces by VNID (the egress join).
     by_vnid: BTreeMap<Vnid, BTreeSet<String>>,
@@ -167,14 +166,14 @@ impl Mirror {
 
     // ----- namespaces -----
 
-    /// A Namespace created, changed (labels) or deleted (None).
-    pub fn set_namespace(&mut self, name: &str, labels: Option<Labels>) -> Vec<Input> {
-        if self.namespaces.get(name) == labels.as_ref() {
+    /// A Namespace created, changed (labels, audit setting) or deleted (None).
+    pub fn set_namespace(&mut self, name: &str, facts: Option<NamespaceFacts>) -> Vec<Input> {
+        if self.namespaces.get(name) == facts.as_ref() {
             return Vec::new();
         }
         let was = self.vnid(name);
-        match labels {
-            Some(labels) => drop(self.namespaces.insert(name.to_string(), labels)),
+        match facts {
+            Some(facts) => drop(self.namespaces.insert(name.to_string(), facts)),
             None => drop(self.namespaces.remove(name)),
         }
         self.namespace_changed(name, was)
@@ -248,14 +247,17 @@ impl Mirror {
 
     /// Namespace `name` as the store should hold it now (None: not at all).
     fn namespace_inputs(&self, name: &str) -> Vec<Input> {
+        let facts = self.namespaces.get(name).cloned().unwrap_or_default();
         let want = self.vnid(name).map(|vnid| Namespace {
             name: name.to_string(),
             vnid,
-            labels: self.namespaces.get(name).cloned().unwrap_or_default(),
+            labels: facts.labels,
+            audit: facts.audit,
         });
         vec![Input::Namespace {
             name: name.to_string(),
             want,
+            refused: facts.refused,
         }]
     }
 
@@ -616,6 +618,7 @@ mod tests {
                 pod_selector: Default::default(),
                 ingress: Some(Vec::new()),
                 egress: None,
+                audit: None,
             },
             refused: None,
         }
@@ -627,7 +630,7 @@ mod tests {
             .iter()
             .map(|input| {
                 let (what, key, set) = match input {
-                    Input::Namespace { name, want } => ("ns", name.clone(), want.is_some()),
+                    Input::Namespace { name, want, .. } => ("ns", name.clone(), want.is_some()),
                     Input::Pod { key, want, .. } => ("pod", key.to_string(), want.is_some()),
                     Input::NetPol { key, want } => ("np", key.clone(), want.is_some()),
                     Input::Service { name, want, .. } => ("svc", name.clone(), want.is_some()),
@@ -650,7 +653,9 @@ mod tests {
             .set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
             .is_empty());
         assert!(m.set_policy("a/deny", Some(policy("a", "deny"))).is_empty());
-        assert!(m.set_namespace("a", Some(Labels::new())).is_empty());
+        assert!(m
+            .set_namespace("a", Some(NamespaceFacts::default()))
+            .is_empty());
         let inputs = m.set_netnamespace("a", Some(vnid(7)));
         assert_eq!(names(&inputs), ["ns+a", "pod+a/p", "np+a/deny", "egress-7"]);
         // Gone: its objects first, then the namespace.
@@ -662,7 +667,7 @@ mod tests {
     #[test]
     fn the_same_facts_again_make_no_input() {
         let mut m = Mirror::new("node-0");
-        m.set_namespace("a", Some(Labels::new()));
+        m.set_namespace("a", Some(NamespaceFacts::default()));
         m.set_netnamespace("a", Some(vnid(7)));
         assert_eq!(
             m.set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
@@ -673,13 +678,15 @@ mod tests {
             .set_pod(key("a/p"), Some(pod("node-1", "10.128.2.5")))
             .is_empty());
         assert!(m.set_netnamespace("a", Some(vnid(7))).is_empty());
-        assert!(m.set_namespace("a", Some(Labels::new())).is_empty());
+        assert!(m
+            .set_namespace("a", Some(NamespaceFacts::default()))
+            .is_empty());
     }
 
     #[test]
     fn a_pod_is_local_when_scheduled_here_and_carries_its_namespaces_vnid() {
         let mut m = Mirror::new("node-0");
-        m.set_namespace("a", Some(Labels::new()));
+        m.set_namespace("a", Some(NamespaceFacts::default()));
         m.set_netnamespace("a", Some(vnid(7)));
         let inputs = m.set_pod(key("a/p"), Some(pod("node-0", "10.128.0.5")));
         let [Input::Pod {
@@ -701,7 +708,7 @@ mod tests {
     fn egress_joins_every_policy_of_a_vnids_namespaces() {
         let mut m = Mirror::new("node-0");
         for ns in ["a", "b"] {
-            m.set_namespace(ns, Some(Labels::new()));
+            m.set_namespace(ns, Some(NamespaceFacts::default()));
             m.set_netnamespace(ns, Some(vnid(5)));
         }
         let enp = |ns: &str| EgressNetworkPolicy {

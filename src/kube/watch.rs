@@ -16,7 +16,6 @@ use kube::{Api, Client, Resource};
 use super::convert::{self, PodFacts, PolicyFacts, Refused, ServiceFacts};
 use super::crd;
 use super::input::{Kind, ObjectRef};
-use crate::sdn::labels::Labels;
 use crate::sdn::policy::admin::AdminPolicy;
 use crate::sdn::types::{EgressNetworkPolicy, HostSubnet};
 use crate::value::Vnid;
@@ -24,7 +23,7 @@ use crate::value::Vnid;
 /// What one object is to the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fact {
-    Namespace(Labels),
+    Namespace(convert::NamespaceFacts),
     NetNamespace(Vnid),
     Pod(PodFacts),
     NetPol(PolicyFacts),
@@ -75,7 +74,7 @@ impl Watched for Namespace {
         name(&self.metadata)
     }
     fn fact(&self) -> Result<Option<Fact>, Refused> {
-        Ok(Some(Fact::Namespace(convert::namespace_labels(self))))
+        Ok(Some(Fact::Namespace(convert::namespace_facts(self))))
     }
 }
 

@@ -18,6 +18,7 @@
 //! table 24 (`layout::POLICY_AUDIT`), where the rule's flow sends a new connection's first
 //! packet to ofnode through the rule's meter.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -148,8 +149,8 @@ impl AuditSet {
         pass: false,
     };
 
-    pub fn is_empty(self) -> bool {
-        self == AuditSet::NONE
+    pub fn is_empty(&self) -> bool {
+        *self == AuditSet::NONE
     }
 
     /// Whether rules with `verdict` are audited.
@@ -215,6 +216,23 @@ impl<'de> Deserialize<'de> for AuditSet {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// The audit setting an object's annotations carry (None: no [`AUDIT_ANNOTATION`]); a bad
+/// value is refused, naming the annotation.
+pub fn annotated(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<Option<AuditSet>, crate::sdn::labels::FieldError> {
+    annotations
+        .and_then(|a| a.get(AUDIT_ANNOTATION))
+        .map(|value| value.parse())
+        .transpose()
+        .map_err(|e: AuditSetError| {
+            crate::sdn::labels::FieldError::new(
+                format!("metadata.annotations[{AUDIT_ANNOTATION:?}]"),
+                e.to_string(),
+            )
+        })
 }
 
 /// The cookie tag of a verdict flow (`OA`), in the cookie's top 16 bits.

@@ -70,6 +70,8 @@ pub struct NodeConfig {
     pub stale_megaflow_purge: bool,
     /// The policy audit log: where its lines go (`audit_log/config.rs`).
     pub audit_log: super::audit_log::AuditLogConfig,
+    /// The meter of every audited policy rule (`audit_rate`, `audit_burst`).
+    pub audit: AuditRate,
 }
 
 impl NodeConfig {
@@ -111,6 +113,32 @@ impl NodeConfig {
             audit_log: super::audit_log::AuditLogConfig::default(),
             rule_counters_interval: super::rule_counters::DEFAULT_RULE_COUNTERS_INTERVAL,
             rule_metrics_max: super::rule_counters::DEFAULT_RULE_METRICS_MAX,
+            audit: AuditRate::default(),
+        }
+    }
+}
+
+/// The rate of every audited rule's meter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditRate {
+    /// Packet-ins per second per rule.
+    pub rate: u32,
+    /// Packets the meter lets through at once above the rate.
+    pub burst: u32,
+}
+
+impl AuditRate {
+    /// The default burst of `rate`: a tenth of it, at least 1.
+    pub fn default_burst(rate: u32) -> u32 {
+        (rate / 10).max(1)
+    }
+}
+
+impl Default for AuditRate {
+    fn default() -> AuditRate {
+        AuditRate {
+            rate: 100,
+            burst: AuditRate::default_burst(100),
         }
     }
 }
@@ -121,5 +149,23 @@ pub fn detect_datapath_type() -> &'static str {
         "system"
     } else {
         "netdev"
+    }
+}
+
+#[cfg(test)]
+mod audit_rate_tests {
+    use super::AuditRate;
+
+    #[test]
+    fn the_default_burst_is_a_tenth_of_the_rate_and_never_zero() {
+        assert_eq!(AuditRate::default_burst(100), 10);
+        assert_eq!(AuditRate::default_burst(5), 1);
+        assert_eq!(
+            AuditRate::default(),
+            AuditRate {
+                rate: 100,
+                burst: 10
+            }
+        );
     }
 }

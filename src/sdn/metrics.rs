@@ -102,6 +102,8 @@ pub struct Metrics {
     pub megaflow_purges: PurgeCounters,
     /// The policy audit log (`audit_log/`).
     pub audit: std::sync::Arc<super::audit_log::AuditCounters>,
+    /// Audited rules' meters the switch refused (their packet-ins then go unmetered).
+    pub audit_meter_refusals: AtomicU64,
 }
 
 /// What the purges of the datapath's cached flows (`megaflows.rs`) cost so far, for /metrics
@@ -341,6 +343,12 @@ impl Metrics {
             "ofnode_switch_connects_total",
             "OpenFlow sessions established (connects and reconnects).",
             load(&self.switch_connects),
+        );
+        counter(
+            &mut out,
+            "ofnode_audit_meter_refusals_total",
+            "METER_MODs of audited rules' meters the switch refused (see the log and status).",
+            load(&self.audit_meter_refusals),
         );
         counter(
             &mut out,

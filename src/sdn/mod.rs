@@ -58,7 +58,7 @@ mod writer;
 
 pub use self::core::{AdminSummary, CoreError, LabelEdit, NetPolSummary, SetupOutcome};
 pub use crate::value::{Cidr, IfName, InvalidInput, MacAddr, PodKey, SandboxId, Vnid};
-pub use config::{detect_datapath_type, NodeConfig};
+pub use config::{detect_datapath_type, AuditRate, NodeConfig};
 pub use dns::DnsConfig;
 pub use drift::DriftTiming;
 pub use error::Error;

@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
+use super::audit::AuditSet;
 use super::labels::{check_dns_label, check_labels, check_port_name, Checked, FieldError, Labels};
 use crate::value::Vnid;
 
@@ -20,6 +21,9 @@ pub struct Namespace {
     pub vnid: Vnid,
     #[serde(default)]
     pub labels: Labels,
+    /// The verdicts its policies audit unless a policy says otherwise (`ofnode.io/audit`).
+    #[serde(default, skip_serializing_if = "AuditSet::is_empty")]
+    pub audit: AuditSet,
 }
 
 impl Namespace {

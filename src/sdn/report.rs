@@ -52,6 +52,32 @@ pub struct Status {
     /// The policy audit log: where it goes, events, lines, what was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<super::audit_log::AuditStatus>,
+    /// The audited policy rules' meters (in the networkpolicy mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_meters: Option<AuditMeterStatus>,
+}
+
+/// The audited rules' meters: one per rule, at the configured rate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditMeterStatus {
+    /// Packet-ins per second per rule, and the burst.
+    pub rate: u32,
+    pub burst: u32,
+    /// Audited rules (each has a meter on the switch, unless refused).
+    pub rules: usize,
+    /// Meters the switch refused: those rules' audit packet-ins are unmetered (the policy is
+    /// enforced all the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedMeter>,
+}
+
+/// A meter the switch refused, and its error.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RefusedMeter {
+    pub meter: u32,
+    /// The rule, as `tier direction verdict #id`.
+    pub rule: String,
+    pub error: String,
 }
 
 /// The bug and the mitigation, as `ofnode status` shows them.

@@ -30,14 +30,22 @@ pub fn start() -> (Cluster, Model) {
 }
 
 /// A `networking.k8s.io/v1` NetworkPolicy object as kubectl prints it (with the server-side
-/// fields a real one carries, which ofnode must tolerate).
+/// fields a real one carries, which ofnode must tolerate). Namespace x's policies audit allow
+/// and deny (the policy audit): its verdicts go through table 24 and the meters, and the
+/// cases' tables must not change for it.
 pub fn policy(namespace: &str, name: &str, spec: Value) -> Value {
+    let audit = if namespace == "x" {
+        "allow,deny"
+    } else {
+        "none"
+    };
     json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
             "name": name,
             "namespace": namespace,
+            "annotations": {"ofnode.io/audit": audit},
             "uid": "8d4b1d2e-0000-4000-8000-000000000014",
             "resourceVersion": "1",
             "generation": 1,
@@ -54,6 +62,8 @@ pub struct Session<'a> {
     pub model: &'a Model,
     failures: Vec<String>,
     passed: Vec<String>,
+    /// Cases during which a node held a table 24 (policy audit) flow.
+    pub audited: usize,
 }
 
 impl<'a> Session<'a> {
@@ -63,6 +73,7 @@ impl<'a> Session<'a> {
             model,
             failures: Vec::new(),
             passed: Vec::new(),
+            audited: 0,
         }
     }
 
@@ -90,11 +101,22 @@ impl<'a> Session<'a> {
         self.case(name, policies, &expected);
     }
 
-    fn run(&self, policies: &[Value], expected: &[(Probe, Reachability)]) -> Result<(), String> {
+    fn run(
+        &mut self,
+        policies: &[Value],
+        expected: &[(Probe, Reachability)],
+    ) -> Result<(), String> {
         for policy in policies {
             self.cluster
                 .netpol_apply(policy)
                 .map_err(|e| format!("netpol apply: {e}"))?;
+        }
+        let audits = |node: &ofnode_harness::cluster::Node| {
+            node.flows()
+                .is_ok_and(|flows| flows.iter().any(|f| f.contains("table=24,")))
+        };
+        if self.cluster.nodes().iter().any(audits) {
+            self.audited += 1;
         }
         let expected: Vec<(Probe, &Reachability)> = expected
             .iter()

@@ -228,10 +228,18 @@ impl Fixture {
     /// proxy, which counts at the switch side what the node sends. Not yet set up (setup
     /// adopts the bridge).
     pub async fn start_through_proxy() -> (Fixture, ofnode_harness::OfProxy) {
+        Fixture::start_through_proxy_with(|_, _| {}).await
+    }
+
+    /// `start_through_proxy` with the test's changes to the configuration.
+    pub async fn start_through_proxy_with(
+        change: impl FnOnce(&Ovs, &mut NodeConfig),
+    ) -> (Fixture, ofnode_harness::OfProxy) {
         let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
         let fixture = Fixture::start_with({
             let slot = slot.clone();
             move |ovs, cfg| {
+                change(ovs, cfg);
                 ovs.add_bridge("br0").expect("add br0");
                 let proxy = ofnode_harness::OfProxy::in_front_of(ovs, "br0").expect("proxy");
                 cfg.openflow = proxy.target();

@@ -26,7 +26,7 @@ mod sync;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use ofnode_proto::FlowMod;
 
@@ -40,7 +40,9 @@ pub use ops::{check_egress, check_multicast_local, check_multicast_vxlan, max_mu
 pub use repair::{PerTable, Repaired};
 pub use sync::{Reconcile, SetupOutcome, SetupPlan};
 
+use super::layout::POLICY_AUDIT;
 use super::produce::admin::AdminEngine;
+use super::produce::audit;
 use super::produce::netpol::{Engine, FlowChange};
 use super::state::{Change, Entity, NodeState};
 use super::store::{Delta, Store};
@@ -98,6 +100,29 @@ pub struct Effects {
     /// What OVSDB must do for pods' ports, at most one step per port, after the bundle and the
     /// journal: an operation that has a step is answered once its step is carried out.
     pub ports: Vec<PortStep>,
+    /// The audited rules (meter ids) whose table 24 flow the bundle adds, or removes.
+    pub meters: MeterChanges,
+}
+
+/// The audit meters a batch needs before its bundle (`added`) and no longer needs after it
+/// (`removed`): the keys of the table 24 flows it adds and deletes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MeterChanges {
+    pub added: BTreeSet<u32>,
+    pub removed: BTreeSet<u32>,
+}
+
+impl MeterChanges {
+    fn of(diff: &Diff) -> MeterChanges {
+        let keys = |flows: &[Flow]| -> BTreeSet<u32> {
+            flows.iter().filter_map(audit::audited_key).collect()
+        };
+        let (adds, deletes) = (keys(&diff.adds), keys(&diff.deletes));
+        MeterChanges {
+            added: adds.difference(&deletes).copied().collect(),
+            removed: deletes.difference(&adds).copied().collect(),
+        }
+    }
 }
 
 fn flow_error(flow: &str, e: impl std::fmt::Display) -> Error {
@@ -207,6 +232,15 @@ impl Core {
         &self.store
     }
 
+    /// The audited rules (meter ids) of the desired table: its table 24 flows'.
+    pub fn audited_keys(&self) -> BTreeSet<u32> {
+        self.table
+            .iter()
+            .filter(|flow| flow.table() == POLICY_AUDIT)
+            .filter_map(audit::audited_key)
+            .collect()
+    }
+
     /// The desired flow table.
     pub fn flows(&self) -> &FlowTable {
         &self.table
@@ -270,14 +304,17 @@ impl Core {
         engine.on_deltas(deltas, groups, world);
         let keys: Vec<String> = match (change, undo) {
             (Change::NetPol { key, .. }, _) => vec![key.clone()],
-            // A namespace's policies are computed with its VNID: they follow its coming, going
-            // or new VNID (its labels reach the flows through the groups alone).
+            // A namespace's policies are computed with its VNID and audit setting: they follow
+            // its coming, going, new VNID or new setting (its labels reach the flows through the
+            // groups alone).
             (
                 Change::Namespace { name, namespace },
                 Change::Namespace {
                     namespace: before, ..
                 },
-            ) if namespace.as_ref().map(|n| n.vnid) != before.as_ref().map(|n| n.vnid) => {
+            ) if namespace.as_ref().map(|n| (n.vnid, n.audit))
+                != before.as_ref().map(|n| (n.vnid, n.audit)) =>
+            {
                 let prefix = format!("{name}/");
                 self.store
                     .state()
@@ -409,8 +446,10 @@ impl Core {
                 .flat_map(|e| e.dns_names().map(str::to_string))
                 .collect()
         });
+        let flows = self.table.diff();
         Effects {
-            flows: self.table.diff(),
+            meters: MeterChanges::of(&flows),
+            flows,
             journal: std::mem::take(&mut self.batch.journal),
             vxlan_hosts,
             dns_names,

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use ofnode_proto::{format_flow_mod, FlowMod, FlowStatsRequest, OFPTT_ALL};
 
 use super::Node;
+use crate::sdn::audit::RuleRef;
 use crate::sdn::core::held_flow;
 use crate::sdn::error::Error;
 use crate::sdn::flows::{pod_flows, version_note};
@@ -14,7 +15,7 @@ use crate::sdn::megaflows::Exposure;
 use crate::sdn::policy;
 use crate::sdn::readback;
 use crate::sdn::report::PodStatus;
-use crate::sdn::report::Status;
+use crate::sdn::report::{AuditMeterStatus, RefusedMeter, Status};
 use crate::sdn::table::Flow;
 use crate::value::{PodKey, Vnid};
 
@@ -65,6 +66,20 @@ impl Node {
                     .audit
                     .status(self.inner.cfg.audit_log.describe()),
             ),
+            audit_meters: networkpolicy.then(|| AuditMeterStatus {
+                rate: self.inner.cfg.audit.rate,
+                burst: self.inner.cfg.audit.burst,
+                rules: p.audited_rules,
+                refused: p
+                    .refused_meters
+                    .iter()
+                    .map(|(meter, error)| RefusedMeter {
+                        meter: *meter,
+                        rule: RuleRef::of_key(*meter).map_or_else(String::new, |r| r.to_string()),
+                        error: error.clone(),
+                    })
+                    .collect(),
+            }),
         }
     }
 

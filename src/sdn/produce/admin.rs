@@ -28,8 +28,10 @@ use ofnode_proto::{
     Action as OfAction, Conjunction, Field, FlowMod, FlowModCommand, Instruction, Match,
 };
 
+use super::audit;
 use super::netpol::matches::{self, Dir};
 use super::netpol::{FlowChange, FlowKey};
+use crate::sdn::audit::{AuditTier, RuleRef, Verdict};
 use crate::sdn::flowmod::{table, Actions};
 use crate::sdn::labels::Selector;
 use crate::sdn::layout::{
@@ -172,16 +174,7 @@ pub fn verdict_flows(policy: &AdminPolicy) -> Vec<(FlowMod, Dir, usize)> {
     Plan::of(policy)
         .parts
         .iter()
-        .map(|part| {
-            let fm = verdict(
-                part.action,
-                part.dir,
-                part.table,
-                part.priority,
-                matches::conjunction(part.id),
-            );
-            (fm, part.dir, part.index)
-        })
+        .map(|part| (part.verdict_flow(), part.dir, part.index))
         .collect()
 }
 
@@ -233,11 +226,45 @@ struct PartPlan {
     priority: u16,
     id: u32,
     action: Action,
+    /// The rule its verdict flow names (both parts alike), and whether its verdict is audited.
+    rule: RuleRef,
+    audited: bool,
     peers: Vec<PeerPlan>,
     /// Numbered part: the port matches (empty: no port dimension).
     ports: Vec<Match>,
     /// Named part: the names.
     named: Vec<String>,
+}
+
+impl PartPlan {
+    /// The flow its satisfied conjunction runs, named by its rule (audited or not).
+    fn verdict_flow(&self) -> FlowMod {
+        let fm = verdict(
+            self.action,
+            self.dir,
+            self.table,
+            self.priority,
+            matches::conjunction(self.id),
+        );
+        audit::verdict_flow(fm, self.rule, self.audited)
+    }
+}
+
+/// The rule `index` of a policy in `tier` as the audit names it: its first part's id.
+fn rule_ref(tier: Tier, dir: Dir, index: usize, action: Action) -> RuleRef {
+    RuleRef {
+        tier: match tier {
+            Tier::Admin { .. } => AuditTier::Admin,
+            Tier::Baseline => AuditTier::Baseline,
+        },
+        dir,
+        verdict: match action {
+            Action::Allow => Verdict::Allow,
+            Action::Deny => Verdict::Deny,
+            Action::Pass => Verdict::Pass,
+        },
+        id: conjunction_id(tier, index, 0),
+    }
 }
 
 /// What a policy selects, as group keys and fixed matches.
@@ -311,7 +338,7 @@ impl Plan {
         ];
         for (dir, rules) in sides {
             for (index, rule) in rules.iter().enumerate() {
-                parts.extend(Self::rule_parts(policy.tier, dir, index, rule));
+                parts.extend(Self::rule_parts(policy, dir, index, rule));
             }
         }
         Plan {
@@ -321,7 +348,9 @@ impl Plan {
         }
     }
 
-    fn rule_parts(tier: Tier, dir: Dir, index: usize, rule: &AdminRule) -> Vec<PartPlan> {
+    fn rule_parts(policy: &AdminPolicy, dir: Dir, index: usize, rule: &AdminRule) -> Vec<PartPlan> {
+        let tier = policy.tier;
+        let named_rule = rule_ref(tier, dir, index, rule.action);
         let part = |id_part: u32, named: Vec<String>, ports: Vec<Match>| PartPlan {
             dir,
             index,
@@ -329,6 +358,8 @@ impl Plan {
             priority: rule_priority(tier, index),
             id: conjunction_id(tier, index, id_part),
             action: rule.action,
+            rule: named_rule,
+            audited: policy.audit.audits(named_rule.verdict),
             peers: rule
                 .peers
                 .iter()
@@ -441,14 +472,12 @@ impl Plan {
                     clauses.entry(key).or_default().insert((part.id, k, n));
                 }
             }
-            let fm = verdict(
-                part.action,
-                part.dir,
-                part.table,
-                part.priority,
-                matches::conjunction(part.id),
-            );
+            let fm = part.verdict_flow();
             flows.insert(key_of(&fm), fm);
+            if part.audited {
+                let fm = audit::audit_flow(part.rule);
+                flows.insert(key_of(&fm), fm);
+            }
         }
         for (key, conj) in clauses {
             let actions = conj

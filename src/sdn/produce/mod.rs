@@ -3,4 +3,5 @@
 //! each (`core/desired.rs`).
 
 pub mod admin;
+pub mod audit;
 pub mod netpol;

@@ -24,6 +24,7 @@ fn namespace(name: &str, vnid: u32, pairs: &[(&str, &str)]) -> Change {
             name: name.into(),
             vnid: Vnid::new(vnid).unwrap(),
             labels: labels(pairs),
+            audit: Default::default(),
         }),
     }
 }

@@ -40,15 +40,23 @@ impl Writer {
             dns_names,
             notices,
             ports,
+            meters,
         } = self.core.take_effects();
+        // A meter must exist before a flow naming it is translated, and may go only once no
+        // flow names it.
+        self.meters.add(meters.added.iter().copied()).await;
         let outcome = self.carry(&flows, journal).await;
         match &outcome {
             Ok(()) => {
                 self.core.commit();
                 say(&notices);
                 self.carry_out(vxlan_hosts, dns_names);
+                self.meters.delete(meters.removed).await;
             }
-            Err(_) => self.core.rollback(),
+            Err(_) => {
+                self.core.rollback();
+                self.meters.delete(meters.added).await;
+            }
         }
         // The switch may hold the rolled-back batch: back to the desired table before anyone
         // is answered (a failure leaves it for the next batch, which settles it first).

@@ -21,6 +21,7 @@
 
 mod batch;
 mod bundle;
+mod meters;
 mod persist;
 mod sync;
 
@@ -44,6 +45,7 @@ use super::state::{Change, NodeState};
 use super::types::{HostSubnet, SetupRequest};
 use crate::openflow::Switch;
 use bundle::{release_freed_memory, Bundles};
+use meters::Meters;
 use persist::Persistence;
 
 /// What the writer publishes for `Node::status` after every batch.
@@ -59,12 +61,17 @@ pub struct Published {
     pub in_sync: bool,
     pub netpols: usize,
     pub namespaces: usize,
+    /// The audited rules (each has a meter), and the meters the switch refused with its error.
+    pub audited_rules: usize,
+    pub refused_meters: Vec<(u32, String)>,
 }
 
 pub struct Writer {
     core: Core,
     /// Where every bundle goes to the switch.
     switch: Bundles,
+    /// The audited rules' meters, around the bundles.
+    meters: Meters,
     /// Where every journal record goes to disk.
     journal: Persistence,
     metrics: Arc<Metrics>,
@@ -102,6 +109,12 @@ impl Writer {
         let hosts = core.state().host_subnets.values().copied().collect();
         let writer = Writer {
             core,
+            meters: Meters::new(
+                switch.clone(),
+                metrics.clone(),
+                cfg.audit,
+                cfg.connect_timeout,
+            ),
             switch: Bundles::new(switch, metrics.clone(), cfg.connect_timeout),
             journal: Persistence::new(store),
             metrics,
@@ -226,6 +239,13 @@ impl Writer {
             in_sync: self.switch.in_sync,
             netpols: state.netpols.len(),
             namespaces: state.namespaces.len(),
+            audited_rules: self.core.audited_keys().len(),
+            refused_meters: self
+                .meters
+                .refused()
+                .iter()
+                .map(|(key, error)| (*key, error.clone()))
+                .collect(),
         };
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = published;
     }

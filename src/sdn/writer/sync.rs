@@ -44,6 +44,7 @@ impl Writer {
             } => (outcome, dropped, next, record),
         };
         let old = std::mem::replace(&mut self.core, *next);
+        self.meters.add_all(&self.core.audited_keys()).await;
         let result = match self.switch.install(self.core.flows()).await {
             Ok(()) => self.persist(vec![record]).await,
             Err(e) => Err(e),
@@ -105,6 +106,7 @@ impl Writer {
         }
         let flows = self.core.flows().len();
         if force {
+            self.meters.add_all(&self.core.audited_keys()).await;
             self.switch.install(self.core.flows()).await?;
             return Ok(Reconcile::InstallAll.repaired(flows));
         }
@@ -113,6 +115,13 @@ impl Writer {
         drop(current);
         release_freed_memory();
         let repaired = plan.repaired(flows);
+        // Meters first: the flows that name them must find them. A switch not known to be in
+        // line (a new session, a failed bundle, a meter mod that did not reach it) may lack
+        // them; one that lacks the version note (a restarted ovs-vswitchd) has none.
+        let meters_unknown = !self.switch.in_sync || self.meters.unsent;
+        if meters_unknown || matches!(plan, Reconcile::InstallAll) {
+            self.meters.add_all(&self.core.audited_keys()).await;
+        }
         match plan {
             Reconcile::NotSetUp => {}
             Reconcile::InstallAll => {

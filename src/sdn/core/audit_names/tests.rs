@@ -23,6 +23,7 @@ fn namespace(name: &str, vnid: u32) -> Namespace {
         name: name.into(),
         vnid: Vnid::new(vnid).unwrap(),
         labels: Labels::new(),
+        audit: Default::default(),
     }
 }
 

@@ -37,6 +37,7 @@ fn state_with(policies: impl IntoIterator<Item = StoredNetPol>) -> NodeState {
             name: "ns1".into(),
             vnid: vnid(11),
             labels: BTreeMap::new(),
+            audit: Default::default(),
         }),
     });
     let key = key_in("ns1", pod.ip);

@@ -7,6 +7,7 @@
 //! prints them.
 
 mod admin;
+mod audit;
 mod egress;
 mod flow_limits;
 mod netpol;

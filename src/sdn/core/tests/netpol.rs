@@ -26,6 +26,7 @@ fn namespace(ns: usize) -> Namespace {
         name: format!("ns{ns}"),
         vnid: vnid(100 + ns as u32),
         labels: labels(&[("team", format!("t{}", ns % TEAMS))]),
+        audit: Default::default(),
     }
 }
 
@@ -336,6 +337,8 @@ mod random_sequences {
     use crate::sdn::policy::networkpolicy::tests::reference::View;
 
     const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
+    /// Audit settings a namespace or policy may have.
+    const AUDITS: [&str; 5] = ["none", "allow", "deny", "allow,deny", "deny,pass"];
     const SPECS: [&str; 13] = [
         // Deny all ingress.
         r#"{"podSelector":{}}"#,
@@ -386,6 +389,7 @@ mod random_sequences {
             ns: usize,
             vnid: u32,
             team: Option<u8>,
+            audit: usize,
         },
         NamespaceDel {
             ns: usize,
@@ -429,10 +433,12 @@ mod random_sequences {
             remote: bool,
             ports: u8,
         },
+        /// Policy `p{name}` of spec `spec`, with an audit annotation from [`AUDITS`] or none.
         Apply {
             ns: usize,
             name: usize,
             spec: usize,
+            audit: Option<usize>,
         },
         Delete {
             ns: usize,
@@ -443,6 +449,7 @@ mod random_sequences {
             name: usize,
             spec: usize,
             priority: u16,
+            audit: usize,
         },
         AnpDel {
             name: usize,
@@ -450,6 +457,7 @@ mod random_sequences {
         /// The BaselineAdminNetworkPolicy of spec `spec`.
         BanpApply {
             spec: usize,
+            audit: usize,
         },
         BanpDel,
         /// Node `n` (an address of 192.0.2.0/24) with the label `os=linux` or none, or gone.
@@ -472,13 +480,20 @@ mod random_sequences {
         "  subject: {namespaces: {}}\n  ingress:\n  - {action: {action}, from: [{namespaces: {matchLabels: {team: a}}}]}\n  egress:\n  - {action: Allow, to: [{nodes: {matchLabels: {os: linux}}}], ports: [{portRange: {protocol: TCP, start: 34345, end: 34346}}]}\n  - {action: Deny, to: [{networks: [0.0.0.0/0]}, {nodes: {}}]}\n",
     ];
 
-    fn admin_yaml(kind: &str, name: &str, priority: Option<u16>, spec: usize) -> String {
+    fn admin_yaml(
+        kind: &str,
+        name: &str,
+        priority: Option<u16>,
+        spec: usize,
+        audit: usize,
+    ) -> String {
         let action = if priority.is_some() { "Pass" } else { "Deny" };
         let priority = priority
             .map(|p| format!("  priority: {p}\n"))
             .unwrap_or_default();
         format!(
-            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n{priority}{}",
+            "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}, annotations: {{ofnode.io/audit: \"{}\"}}}}\nspec:\n{priority}{}",
+            AUDITS[audit],
             ADMIN_SPECS[spec].replace("{action}", action)
         )
     }
@@ -487,8 +502,8 @@ mod random_sequences {
         let ns = 0..NAMESPACES.len();
         let app = proptest::option::of(0u8..2);
         prop_oneof![
-            1 => (ns.clone(), prop::sample::select(vec![11u32, 12, 13, 21]), proptest::option::of(0u8..2))
-                .prop_map(|(ns, vnid, team)| Op::Namespace { ns, vnid, team }),
+            2 => (ns.clone(), prop::sample::select(vec![11u32, 12, 13, 21]), proptest::option::of(0u8..2), 0..AUDITS.len())
+                .prop_map(|(ns, vnid, team, audit)| Op::Namespace { ns, vnid, team, audit }),
             1 => ns.clone().prop_map(|ns| Op::NamespaceDel { ns }),
             2 => (ns.clone(), proptest::option::of(0u8..2)).prop_map(|(ns, team)| Op::NamespaceLabel { ns, team }),
             4 => (ns.clone(), 0..3usize, 0u8..6, app.clone(), any::<bool>())
@@ -501,12 +516,13 @@ mod random_sequences {
             2 => (ns.clone(), 0..3usize).prop_map(|(ns, pod)| Op::RemoteDel { ns, pod }),
             3 => (ns.clone(), 0..3usize, any::<bool>(), 0u8..4)
                 .prop_map(|(ns, pod, remote, ports)| Op::PodPorts { ns, pod, remote, ports }),
-            4 => (ns.clone(), 0..3usize, 0..SPECS.len()).prop_map(|(ns, name, spec)| Op::Apply { ns, name, spec }),
+            4 => (ns.clone(), 0..3usize, 0..SPECS.len(), proptest::option::of(0..AUDITS.len()))
+                .prop_map(|(ns, name, spec, audit)| Op::Apply { ns, name, spec, audit }),
             2 => (ns, 0..3usize).prop_map(|(ns, name)| Op::Delete { ns, name }),
-            3 => (0..3usize, 0..ADMIN_SPECS.len(), 1u16..4)
-                .prop_map(|(name, spec, priority)| Op::AnpApply { name, spec, priority }),
+            3 => (0..3usize, 0..ADMIN_SPECS.len(), 1u16..4, 0..AUDITS.len())
+                .prop_map(|(name, spec, priority, audit)| Op::AnpApply { name, spec, priority, audit }),
             1 => (0..3usize).prop_map(|name| Op::AnpDel { name }),
-            2 => (0..ADMIN_SPECS.len()).prop_map(|spec| Op::BanpApply { spec }),
+            2 => (0..ADMIN_SPECS.len(), 0..AUDITS.len()).prop_map(|(spec, audit)| Op::BanpApply { spec, audit }),
             1 => Just(Op::BanpDel),
             2 => (0u8..3, any::<bool>()).prop_map(|(n, linux)| Op::NodeSet { n, linux }),
             1 => (0u8..3).prop_map(|n| Op::NodeDel { n }),
@@ -524,6 +540,8 @@ mod random_sequences {
                 ns,
                 vnid: 11 + ns as u32,
                 team: t,
+                // ns0 audits nothing, ns1 allow, ns2 deny.
+                audit: ns,
             });
             for pod in 0..2 {
                 let app = Some(((ns + pod) % 2) as u8);
@@ -555,24 +573,28 @@ mod random_sequences {
                 ns,
                 name: 0,
                 spec: 1 + ns,
+                audit: None,
             });
             ops.push(Op::Apply {
                 ns,
                 name: 1,
                 spec: 5 + ns,
+                audit: Some(3),
             });
             ops.push(Op::Apply {
                 ns,
                 name: 2,
                 spec: 10 + ns,
+                audit: None,
             });
             ops.push(Op::AnpApply {
                 name: ns,
                 spec: ns,
                 priority: 1 + ns as u16,
+                audit: ns + 2,
             });
         }
-        ops.push(Op::BanpApply { spec: 0 });
+        ops.push(Op::BanpApply { spec: 0, audit: 3 });
         ops.push(Op::NodeSet { n: 0, linux: true });
         ops.push(Op::NodeSet { n: 1, linux: false });
         for op in &ops {
@@ -621,10 +643,12 @@ mod random_sequences {
                 ns,
                 vnid: v,
                 team: t,
+                audit,
             } => core.namespace_set(Namespace {
                 name: NAMESPACES[ns].into(),
                 vnid: vnid(v),
                 labels: team(t),
+                audit: AUDITS[audit].parse().unwrap(),
             }),
             Op::NamespaceDel { ns } => core.namespace_del(NAMESPACES[ns]),
             Op::NamespaceLabel { ns, team: t } => {
@@ -708,9 +732,17 @@ mod random_sequences {
                 };
                 core.pod_ports(&key, ports(choice))
             }
-            Op::Apply { ns, name, spec } => {
+            Op::Apply {
+                ns,
+                name,
+                spec,
+                audit,
+            } => {
+                let annotations = audit
+                    .map(|a| format!(r#","annotations":{{"ofnode.io/audit":"{}"}}"#, AUDITS[a]))
+                    .unwrap_or_default();
                 let json = format!(
-                    r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"p{name}","namespace":"{}"}},"spec":{}}}"#,
+                    r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"p{name}","namespace":"{}"{annotations}}},"spec":{}}}"#,
                     NAMESPACES[ns], SPECS[spec]
                 );
                 core.netpol_apply(parse_netpol(json.as_bytes()).unwrap())
@@ -720,18 +752,20 @@ mod random_sequences {
                 name,
                 spec,
                 priority,
+                audit,
             } => {
                 let yaml = admin_yaml(
                     "AdminNetworkPolicy",
                     &format!("anp{name}"),
                     Some(priority),
                     spec,
+                    audit,
                 );
                 core.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
             }
             Op::AnpDel { name } => core.admin_del("anp", &format!("anp{name}")),
-            Op::BanpApply { spec } => {
-                let yaml = admin_yaml("BaselineAdminNetworkPolicy", "default", None, spec);
+            Op::BanpApply { spec, audit } => {
+                let yaml = admin_yaml("BaselineAdminNetworkPolicy", "default", None, spec, audit);
                 core.admin_apply(parse_admin_policy(yaml.as_bytes()).unwrap())
             }
             Op::BanpDel => core.admin_del("banp", "default"),
@@ -759,24 +793,42 @@ mod random_sequences {
         };
     }
 
-    /// The mode's policy flows the core holds (tables 21 and 80 at the policies' priorities).
+    /// A flow's text from its table on (a verdict flow's cookie left out).
+    fn from_table(flow: &str) -> &str {
+        flow.find("table=").map_or(flow, |at| &flow[at..])
+    }
+
+    /// Whether `flow` is table 24's flow of a rule of the NetworkPolicy tier (tier bits 0).
+    fn audits_networkpolicy(flow: &str) -> Option<bool> {
+        let key = flow.strip_prefix("table=24,")?.split("reg4=0x").nth(1)?;
+        let key = key.split(|c: char| !c.is_ascii_hexdigit()).next()?;
+        Some(u32::from_str_radix(key, 16).ok()? >> 30 == 0)
+    }
+
+    /// The mode's policy flows the core holds (tables 21 and 80 at the policies' priorities,
+    /// and table 24's flows of its rules).
     fn policy_flows(flows: impl Iterator<Item = String>) -> BTreeSet<String> {
         flows
             .filter(|f| {
+                let f = from_table(f);
                 let prio = |p: u16| f.contains(&format!("priority={p},"));
                 (f.starts_with("table=21,") || f.starts_with("table=80,"))
                     && (prio(100) || prio(210) || (111..=200).any(prio))
+                    || audits_networkpolicy(f) == Some(true)
             })
             .collect()
     }
 
-    /// The admin tiers' flows the core holds: their tables, and their jumps in 21 and 80.
+    /// The admin tiers' flows the core holds: their tables, their jumps in 21 and 80, and
+    /// table 24's flows of their rules.
     fn admin_flows(flows: impl Iterator<Item = String>) -> BTreeSet<String> {
         flows
             .filter(|f| {
-                ["table=22,", "table=23,", "table=82,", "table=83,"]
-                    .iter()
-                    .any(|t| f.starts_with(t))
+                let f = from_table(f);
+                audits_networkpolicy(f) == Some(false)
+                    || ["table=22,", "table=23,", "table=82,", "table=83,"]
+                        .iter()
+                        .any(|t| f.starts_with(t))
                     || (f.starts_with("table=21,")
                         && (f.contains("priority=250,") || f.contains("priority=1,")))
                     || (f.starts_with("table=80,")
@@ -835,7 +887,11 @@ mod random_sequences {
             let admin = admin_flows(held(&core).into_iter());
             prop_assert!(admin.len() > 20, "the world has admin flows");
             prop_assert_eq!(&admin, &admin_reference(&core), "the populated world");
-            for named in ["tcp,nw_dst=10.128.0.14,tp_dst=8080", "udp,nw_dst=10.128.2.11,tp_dst=53", "tcp,nw_dst=10.128.0.12,tp_dst=80 actions=goto"] {
+            let audits = |flows: &BTreeSet<String>| flows.iter().filter(|f| f.starts_with("table=24,")).count();
+            prop_assert!(audits(&start) > 2 && audits(&admin) > 2, "the world audits rules of every tier");
+            prop_assert!(start.iter().any(|f| f.contains("NXM_NX_REG4[],resubmit(,24),goto_table")), "an audited allow");
+            prop_assert!(start.iter().any(|f| f.contains("priority=100,") && f.contains("NXM_NX_REG4[],resubmit(,24)")), "an audited isolation");
+            for named in ["tcp,nw_dst=10.128.0.14,tp_dst=8080", "udp,nw_dst=10.128.2.11,tp_dst=53", "tcp,nw_dst=10.128.0.12,tp_dst=80 actions=load:"] {
                 prop_assert!(start.iter().any(|f| f.contains(named)), "a named port resolves to {}", named);
             }
             for (i, op) in ops.iter().enumerate() {

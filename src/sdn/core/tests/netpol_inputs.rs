@@ -18,6 +18,7 @@ fn namespace(name: &str, v: u32) -> Namespace {
         name: name.into(),
         vnid: vnid(v),
         labels: BTreeMap::new(),
+        audit: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn a_pod_brings_its_table_25_flow_and_takes_it_along() {
         name: "x".into(),
         vnid: vnid(11),
         labels: BTreeMap::new(),
+        audit: Default::default(),
     };
     run(&mut core, |c| c.namespace_set(x).unwrap());
     let ((), e) = run(&mut core, |c| {

@@ -53,6 +53,7 @@ fn a_pod_add_ovsdb_refused_is_taken_back_flows_journal_and_all() {
             name: "ns".into(),
             vnid: vnid(10),
             labels: Default::default(),
+            audit: Default::default(),
         })
         .unwrap()
     });

@@ -17,6 +17,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sdn::audit::AuditSet;
 use crate::sdn::labels::Selector;
 use crate::sdn::objects::L4;
 use crate::value::Cidr;
@@ -75,6 +76,9 @@ pub struct AdminPolicy {
     pub ingress: Vec<AdminRule>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<AdminRule>,
+    /// The verdicts of its rules audited (`ofnode.io/audit`).
+    #[serde(default, skip_serializing_if = "AuditSet::is_empty")]
+    pub audit: AuditSet,
 }
 
 impl AdminPolicy {

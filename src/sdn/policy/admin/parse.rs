@@ -11,6 +11,7 @@ use super::{
     Action, AdminPeer, AdminPolicy, AdminPort, AdminRule, Subject, Tier, BASELINE_NAME,
     MAX_NETWORKS, MAX_PEERS, MAX_PORTS, MAX_PRIORITY, MAX_RULES,
 };
+use crate::sdn::audit;
 use crate::sdn::labels::{check_dns_subdomain, check_port_name, Checked, FieldError, Selector};
 use crate::sdn::objects::L4;
 use crate::sdn::policy::networkpolicy::parse::RawSelector;
@@ -33,13 +34,16 @@ struct RawObject {
     status: Option<serde_json::Value>,
 }
 
-/// ObjectMeta: only the name matters (the objects are cluster-scoped); the rest is tolerated.
+/// ObjectMeta: the name and the audit annotation matter (the objects are cluster-scoped); the
+/// rest is tolerated.
 #[derive(Deserialize)]
 struct RawMeta {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +225,7 @@ impl RawObject {
                 format!("{ns:?}: {} is cluster-scoped", self.kind),
             ));
         }
+        let audit = audit::annotated(self.metadata.annotations.as_ref())?.unwrap_or_default();
         let spec = self.spec;
         let tier = match (baseline, spec.priority) {
             (true, Some(_)) => {
@@ -286,6 +291,7 @@ impl RawObject {
             subject,
             ingress,
             egress,
+            audit,
         })
     }
 }

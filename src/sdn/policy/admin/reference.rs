@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Action, AdminPeer, AdminPolicy, AdminRule, Subject, Tier};
+use crate::sdn::audit::{AuditTier, Dir as AuditDir, RuleRef, Verdict};
 use crate::sdn::labels::Selector;
 use crate::sdn::objects::{Namespace, NodeInfo, PodInfo};
 use crate::sdn::policy::networkpolicy::ranges;
@@ -57,6 +58,40 @@ fn verdict(action: Action, dir: Dir) -> &'static str {
     }
 }
 
+/// The rule `index` as the audit names it: its first part's id.
+fn rule_ref(tier: Tier, dir: Dir, index: usize, action: Action) -> RuleRef {
+    RuleRef {
+        tier: match tier {
+            Tier::Admin { .. } => AuditTier::Admin,
+            Tier::Baseline => AuditTier::Baseline,
+        },
+        dir: match dir {
+            Dir::Ingress => AuditDir::Ingress,
+            Dir::Egress => AuditDir::Egress,
+        },
+        verdict: match action {
+            Action::Allow => Verdict::Allow,
+            Action::Deny => Verdict::Deny,
+            Action::Pass => Verdict::Pass,
+        },
+        id: conj_id(tier, index, 0) as u32,
+    }
+}
+
+/// Table 24's flow of the audited rule `key`, as text.
+pub fn audit_flow_text(key: u32) -> String {
+    let userdata: Vec<String> = b"ofA1"
+        .iter()
+        .chain(&key.to_be_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "table=24, priority=100, ct_state=+new+trk, reg4={key:#x}, \
+         actions=controller(max_len=128,userdata={},meter_id={key})",
+        userdata.join(".")
+    )
+}
+
 /// A flow's table, priority and match text.
 type Identity = (u8, u32, String);
 /// A conjunction clause: (id, k, n).
@@ -98,6 +133,7 @@ impl View<'_> {
     pub fn flows(&self) -> Vec<String> {
         let mut clauses: BTreeMap<Identity, BTreeSet<Clause>> = BTreeMap::new();
         let mut out = Vec::new();
+        let mut audited_keys = BTreeSet::new();
         for policy in self.policies.values() {
             let (egress_table, ingress_table) = tables(policy.tier);
             let sides = [
@@ -156,14 +192,28 @@ impl View<'_> {
                                     .insert((id, k, n));
                             }
                         }
+                        let rule_ref = rule_ref(policy.tier, dir, index, rule.action);
+                        let key = rule_ref.key();
+                        let audited = policy.audit.audits(rule_ref.verdict);
+                        let prefix = if audited {
+                            audited_keys.insert(key);
+                            format!("load:{key:#x}->NXM_NX_REG4[],resubmit(,24),")
+                        } else {
+                            String::new()
+                        };
+                        let actions = match verdict(rule.action, dir) {
+                            "drop" if audited => prefix.trim_end_matches(',').to_string(),
+                            v => format!("{prefix}{v}"),
+                        };
                         out.push(format!(
-                            "table={table}, priority={prio}, conj_id={id}, ip, actions={}",
-                            verdict(rule.action, dir)
+                            "cookie={:#x}, table={table}, priority={prio}, conj_id={id}, ip, actions={actions}",
+                            rule_ref.cookie()
                         ));
                     }
                 }
             }
         }
+        out.extend(audited_keys.into_iter().map(audit_flow_text));
         for ((table, prio, m), set) in clauses {
             let actions: Vec<String> = set
                 .iter()

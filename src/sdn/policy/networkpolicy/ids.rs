@@ -181,6 +181,7 @@ mod tests {
             pod_selector: Selector::default(),
             ingress: Some(rules(ingress)),
             egress: egress.map(rules),
+            audit: None,
         }
     }
 

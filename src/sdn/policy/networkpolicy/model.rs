@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::sdn::audit::AuditSet;
 use crate::sdn::labels::Selector;
 use crate::sdn::objects::L4;
 use crate::value::Cidr;
@@ -18,6 +19,9 @@ pub struct NetPol {
     pub ingress: Option<Vec<Rule>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Vec<Rule>>,
+    /// Its `ofnode.io/audit` annotation (None: its namespace's setting applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditSet>,
 }
 
 impl NetPol {

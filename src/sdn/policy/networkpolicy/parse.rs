@@ -3,10 +3,13 @@
 //! (`spec.ingress[0].ports[1].port: …`), into the validated [`NetPol`] with the server
 //! defaults applied (policyTypes, protocol).
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use super::limits::{check_len, MAX_EXCEPTS, MAX_PEERS, MAX_PORTS, MAX_RULES};
 use super::model::{NetPol, Peer, Port, Rule};
+use crate::sdn::audit;
 use crate::sdn::labels::{
     check_dns_label, check_dns_subdomain, check_label_key, check_label_value, check_labels,
     check_port_name, Checked, Expression, FieldError, Labels, Operator, Selector,
@@ -28,14 +31,16 @@ struct RawPolicy {
     status: Option<serde_json::Value>,
 }
 
-/// ObjectMeta: only name and namespace matter; uid, labels, annotations, managedFields and the
-/// rest are tolerated and ignored.
+/// ObjectMeta: name, namespace and the audit annotation matter; uid, labels, the other
+/// annotations, managedFields and the rest are tolerated and ignored.
 #[derive(Deserialize)]
 struct RawMeta {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -165,6 +170,7 @@ impl RawPolicy {
             .namespace
             .ok_or_else(|| FieldError::new("metadata.namespace", "required"))?;
         check_dns_label("metadata.namespace", &namespace)?;
+        let audit = audit::annotated(self.metadata.annotations.as_ref())?;
         let spec = self.spec;
         let (has_ingress, has_egress) = policy_types(&spec)?;
         let pod_selector = spec.pod_selector.validated("spec.podSelector")?;
@@ -198,6 +204,7 @@ impl RawPolicy {
             pod_selector,
             ingress,
             egress,
+            audit,
         })
     }
 }

@@ -16,6 +16,7 @@
 //! A rule is *active* (has flows) while it has targets on this node and, when it names
 //! peers, at least one peer: a rule that can allow nothing here costs nothing.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
@@ -27,6 +28,8 @@ pub(crate) mod matches;
 
 pub use matches::Dir;
 
+use super::audit;
+use crate::sdn::audit::{AuditSet, AuditTier, RuleRef, Verdict};
 use crate::sdn::labels::FieldError;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
 use crate::sdn::objects::{Namespace, L4};
@@ -50,6 +53,11 @@ pub fn band_priority(id: u32) -> Option<u16> {
         .ok()
         .filter(|b| u32::from(*b) < BANDS)
         .map(|b| PRIO_CONJUNCTION - b)
+}
+
+/// The priority of conjunction `id`'s flows (a checked policy's ids are all in a band).
+fn conjunction_priority(id: u32) -> u16 {
+    band_priority(id).unwrap_or(PRIO_CONJUNCTION)
 }
 
 /// The highest conjunction id a node can hold.
@@ -100,36 +108,77 @@ impl FlowKey {
     }
 }
 
-/// What rules contribute to one flow: conjunction clauses, isolation drops or allows, each
-/// with the number of its contributors.
+/// What rules contribute to one flow: conjunction clauses, isolation drops (by the VNID of
+/// the isolated pods' namespace, and whether the isolating policy audits deny) or allows (by
+/// the rule's id, and whether its policy audits allow), each with the number of its
+/// contributors.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Contributions {
     clauses: BTreeMap<(u32, u8, u8), u32>,
-    drops: u32,
-    allows: u32,
+    drops: BTreeMap<(u32, bool), u32>,
+    allows: BTreeMap<(u32, bool), u32>,
+}
+
+/// One contributor more (`add`) or fewer under `key`; a key with none left goes.
+fn count_in<K: Ord>(map: &mut BTreeMap<K, u32>, key: K, add: bool) {
+    match map.entry(key) {
+        Entry::Occupied(count) if !add && *count.get() <= 1 => drop(count.remove()),
+        Entry::Occupied(mut count) if !add => *count.get_mut() -= 1,
+        Entry::Occupied(mut count) => *count.get_mut() += 1,
+        Entry::Vacant(slot) if add => drop(slot.insert(1)),
+        Entry::Vacant(_) => {}
+    }
+}
+
+/// The rule a verdict flow's contributors name, and whether any audits it: among audited
+/// contributors the smallest id, else the smallest of all (a plain allow is shared by every
+/// rule that allows its target outright; the log then names one of them).
+fn named_rule(contributors: &BTreeMap<(u32, bool), u32>) -> Option<(u32, bool)> {
+    let audited = contributors
+        .keys()
+        .filter(|(_, a)| *a)
+        .map(|(id, _)| *id)
+        .min();
+    match audited {
+        Some(id) => Some((id, true)),
+        None => contributors.keys().map(|(id, _)| (*id, false)).min(),
+    }
 }
 
 impl Contributions {
     fn is_empty(&self) -> bool {
-        self.clauses.is_empty() && self.drops == 0 && self.allows == 0
+        self.clauses.is_empty() && self.drops.is_empty() && self.allows.is_empty()
     }
 
     fn count(&mut self, part: Part, add: bool) {
-        let count = match part {
-            Part::Clause { id, k, n } => self.clauses.entry((id, k, n)).or_default(),
-            Part::Drop => &mut self.drops,
-            Part::Allow => &mut self.allows,
+        match part {
+            Part::Clause { id, k, n } => count_in(&mut self.clauses, (id, k, n), add),
+            Part::Drop { vnid, audited } => count_in(&mut self.drops, (vnid, audited), add),
+            Part::Allow { id, audited } => count_in(&mut self.allows, (id, audited), add),
+        }
+    }
+
+    /// The rule whose verdict the flow is (None: a clause flow), and whether it is audited.
+    fn verdict(&self, dir: Dir) -> Option<(RuleRef, bool)> {
+        if !self.clauses.is_empty() {
+            return None;
+        }
+        let rule = |verdict, id| RuleRef {
+            tier: AuditTier::NetworkPolicy,
+            dir,
+            verdict,
+            id,
         };
-        if add {
-            *count += 1;
-        } else {
-            *count = count.saturating_sub(1);
+        if let Some((id, audited)) = named_rule(&self.allows) {
+            return Some((rule(Verdict::Allow, id), audited));
         }
-        if let Part::Clause { id, k, n } = part {
-            if self.clauses.get(&(id, k, n)) == Some(&0) {
-                self.clauses.remove(&(id, k, n));
-            }
-        }
+        named_rule(&self.drops).map(|(vnid, audited)| (rule(Verdict::Deny, vnid), audited))
+    }
+
+    /// The audited rule the flow hands to table 24, if any.
+    fn audited(&self, dir: Dir) -> Option<RuleRef> {
+        self.verdict(dir)
+            .and_then(|(rule, audited)| audited.then_some(rule))
     }
 
     fn flow_mod(&self, key: &FlowKey) -> Option<FlowMod> {
@@ -146,31 +195,36 @@ impl Contributions {
                 })
                 .collect();
             vec![Instruction::ApplyActions(actions)]
-        } else if self.allows > 0 {
+        } else if !self.allows.is_empty() {
             vec![Instruction::GotoTable(
                 Dir::of_table(key.table).next_table(),
             )]
-        } else if self.drops > 0 {
+        } else if !self.drops.is_empty() {
             Vec::new()
         } else {
             return None;
         };
-        Some(FlowMod {
+        let fm = FlowMod {
             table_id: key.table,
             priority: key.priority,
             match_: key.match_.clone(),
             instructions,
             ..FlowMod::new(FlowModCommand::Add)
+        };
+        Some(match self.verdict(Dir::of_table(key.table)) {
+            Some((rule, audited)) => audit::verdict_flow(fm, rule, audited),
+            None => fm,
         })
     }
 }
 
-/// What one contribution is.
+/// What one contribution is: a clause, an isolation drop of a pod of the namespace with
+/// VNID `vnid`, an allow of the rule with (first conjunction) id `id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Part {
     Clause { id: u32, k: u8, n: u8 },
-    Drop,
-    Allow,
+    Drop { vnid: u32, audited: bool },
+    Allow { id: u32, audited: bool },
 }
 
 /// One flow of the mode changed: as it was and as it is (None: absent).
@@ -302,6 +356,8 @@ impl Clauses {
 #[derive(Debug, Clone)]
 struct RulePlan {
     id: u32,
+    /// What its verdict flows count (the rule's first id, both parts alike).
+    allow: Part,
     priority: u16,
     peers: Option<Vec<PeerPlan>>,
     ports: Vec<Match>,
@@ -326,6 +382,8 @@ fn named_on(dir: Dir, named: &NamedPorts) -> (&NamedPorts, &NamedPorts) {
 #[derive(Debug, Clone)]
 struct SidePlan {
     dir: Dir,
+    /// What its isolation drops count.
+    drop: Part,
     targets: TargetPlan,
     rules: Vec<RulePlan>,
 }
@@ -352,6 +410,7 @@ impl Plan {
             .into_iter()
             .filter_map(|(dir, rules, ids)| {
                 let rules = rules.as_ref()?;
+                let audit = policy.audit.unwrap_or(ns.audit);
                 let targets = TargetPlan {
                     key: GroupKey::pods(
                         Scope::Named(policy.namespace.clone()),
@@ -364,11 +423,15 @@ impl Plan {
                 let rules = rules
                     .iter()
                     .flat_map(|rule| {
-                        RulePlan::of(cluster, dir, &policy.namespace, ns, rule, &mut ids)
+                        RulePlan::of(cluster, dir, &policy.namespace, ns, rule, &mut ids, audit)
                     })
                     .collect();
                 Some(SidePlan {
                     dir,
+                    drop: Part::Drop {
+                        vnid: ns.vnid.get(),
+                        audited: audit.deny,
+                    },
                     targets,
                     rules,
                 })
@@ -434,7 +497,7 @@ impl Plan {
                 for (key, _) in rule_parts(
                     dir,
                     rule.id,
-                    rule.priority,
+                    rule.allow,
                     rule.clauses,
                     &rule_targets,
                     peers.as_deref(),
@@ -449,7 +512,8 @@ impl Plan {
 }
 
 impl RulePlan {
-    /// A rule's conjunctions, each taking its id from `ids` (its numbered part first).
+    /// A rule's conjunctions, each taking its id from `ids` (its numbered part first); its
+    /// verdict flows are audited when `audit` has allow.
     fn of(
         cluster: Cidr,
         dir: Dir,
@@ -457,6 +521,7 @@ impl RulePlan {
         ns: &Namespace,
         rule: &Rule,
         ids: &mut impl Iterator<Item = u32>,
+        audit: AuditSet,
     ) -> Vec<RulePlan> {
         let peers_of = |named: bool| {
             rule.peers.as_ref().map(|peers| {
@@ -468,7 +533,11 @@ impl RulePlan {
         };
         let plan = |id: u32, peers: Option<Vec<PeerPlan>>, ports: Vec<Match>, named| RulePlan {
             id,
-            priority: band_priority(id).unwrap_or(PRIO_CONJUNCTION),
+            allow: Part::Allow {
+                id,
+                audited: audit.allow,
+            },
+            priority: conjunction_priority(id),
             clauses: Clauses::of(dir, peers.is_some(), !ports.is_empty()),
             peers,
             ports,
@@ -495,6 +564,12 @@ impl RulePlan {
             };
             if let Some(id) = ids.next() {
                 parts.push(plan(id, peers, Vec::new(), named));
+            }
+        }
+        // Both parts of a rule are one rule to the audit: named by its first id.
+        if let Some(first) = parts.first().map(|p| p.allow) {
+            for part in &mut parts {
+                part.allow = first;
             }
         }
         parts
@@ -585,22 +660,17 @@ fn target_matches(
 fn rule_parts(
     dir: Dir,
     id: u32,
-    priority: u16,
+    allow: Part,
     clauses: Clauses,
     targets: &[Match],
     peers: Option<&[Match]>,
     ports: &[Match],
 ) -> Vec<(FlowKey, Part)> {
-    let table = dir.table();
+    let (table, priority) = (dir.table(), conjunction_priority(id));
     if clauses.n == 1 {
         return targets
             .iter()
-            .map(|m| {
-                (
-                    FlowKey::new(table, PRIO_PLAIN_ALLOW, m.clone()),
-                    Part::Allow,
-                )
-            })
+            .map(|m| (FlowKey::new(table, PRIO_PLAIN_ALLOW, m.clone()), allow))
             .collect();
     }
     let clause = |k: u8| Part::Clause {
@@ -624,7 +694,7 @@ fn rule_parts(
         .collect();
     parts.push((
         FlowKey::new(table, priority, matches::conjunction(id)),
-        Part::Allow,
+        allow,
     ));
     parts
 }
@@ -666,6 +736,8 @@ enum PeerSource {
 struct RuleState {
     dir: Dir,
     id: u32,
+    /// What its verdict flows count.
+    allow: Part,
     priority: u16,
     targets: Targets,
     /// What its peers are (None: every peer), as keys; kept for when it has targets.
@@ -712,7 +784,7 @@ impl RuleState {
     /// Where a target match of this rule goes, and what it contributes.
     fn target_part(&self) -> (u16, Part) {
         if self.clauses.n == 1 {
-            (PRIO_PLAIN_ALLOW, Part::Allow)
+            (PRIO_PLAIN_ALLOW, self.allow)
         } else {
             let part = Part::Clause {
                 id: self.id,
@@ -763,7 +835,7 @@ impl RuleState {
         rule_parts(
             self.dir,
             self.id,
-            self.priority,
+            self.allow,
             self.clauses,
             &targets,
             peers.as_deref(),
@@ -776,6 +848,8 @@ impl RuleState {
 #[derive(Debug)]
 struct SideState {
     dir: Dir,
+    /// What its isolation drops count.
+    drop: Part,
     targets: Targets,
     /// Its drops are in: the namespace-wide one while it has targets (targets by VNID), or
     /// one per target since it was applied (targets by address).
@@ -809,6 +883,12 @@ pub struct Engine {
     flows: HashMap<FlowKey, Contributions>,
     /// The flows touched since the last [`Engine::take_changes`], as they were.
     touched: HashMap<FlowKey, Option<FlowMod>>,
+    /// The audited rules, by key, with the number of verdict flows handing packets to each:
+    /// table 24 has one flow per rule here.
+    audits: HashMap<u32, (RuleRef, u32)>,
+    /// The audited rules touched since the last [`Engine::take_changes`], and whether each
+    /// had its table 24 flow then.
+    touched_audits: HashMap<u32, bool>,
 }
 
 impl Engine {
@@ -822,43 +902,91 @@ impl Engine {
             uses: HashMap::new(),
             flows: HashMap::new(),
             touched: HashMap::new(),
+            audits: HashMap::new(),
+            touched_audits: HashMap::new(),
         }
     }
 
     /// How many flows it holds.
     pub fn len(&self) -> usize {
-        self.flows.len()
+        self.flows.len() + self.audits.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.flows.is_empty()
+        self.flows.is_empty() && self.audits.is_empty()
     }
 
     /// Every flow it holds.
     pub fn flow_mods(&self) -> impl Iterator<Item = FlowMod> + '_ {
-        self.flows.iter().filter_map(|(key, c)| c.flow_mod(key))
+        let audit_flows = self
+            .audits
+            .values()
+            .map(|(rule, _)| audit::audit_flow(*rule));
+        self.flows
+            .iter()
+            .filter_map(|(key, c)| c.flow_mod(key))
+            .chain(audit_flows)
     }
 
     fn contribute(&mut self, key: FlowKey, part: Part, add: bool) {
+        let dir = Dir::of_table(key.table);
         let entry = self.flows.entry(key.clone()).or_default();
         if !self.touched.contains_key(&key) {
             let before = entry.flow_mod(&key);
             self.touched.insert(key.clone(), before);
         }
+        let was = entry.audited(dir);
         entry.count(part, add);
+        let now = entry.audited(dir);
         if entry.is_empty() {
             self.flows.remove(&key);
+        }
+        if was != now {
+            if let Some(rule) = was {
+                self.audit_use(rule, false);
+            }
+            if let Some(rule) = now {
+                self.audit_use(rule, true);
+            }
+        }
+    }
+
+    /// One more (or one fewer) verdict flow hands packets to `rule`'s table 24 flow.
+    fn audit_use(&mut self, rule: RuleRef, add: bool) {
+        let key = rule.key();
+        let present = self.audits.contains_key(&key);
+        self.touched_audits.entry(key).or_insert(present);
+        let count = &mut self.audits.entry(key).or_insert((rule, 0)).1;
+        if add {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+        }
+        if *count == 0 {
+            self.audits.remove(&key);
         }
     }
 
     /// The flows that changed since the last call, each once, as before and after.
     pub fn take_changes(&mut self) -> Vec<FlowChange> {
+        let audits = std::mem::take(&mut self.touched_audits)
+            .into_iter()
+            .filter_map(|(key, was)| {
+                let now = self.audits.contains_key(&key);
+                let flow = || RuleRef::of_key(key).map(audit::audit_flow);
+                (was != now).then(|| FlowChange {
+                    before: if was { flow() } else { None },
+                    after: if now { flow() } else { None },
+                })
+            });
+        let audits: Vec<FlowChange> = audits.collect();
         std::mem::take(&mut self.touched)
             .into_iter()
             .filter_map(|(key, before)| {
                 let after = self.flows.get(&key).and_then(|c| c.flow_mod(&key));
                 (before != after).then_some(FlowChange { before, after })
             })
+            .chain(audits)
             .collect()
     }
 
@@ -916,6 +1044,7 @@ impl Engine {
             };
             let side = self.sides.insert(SideState {
                 dir: side_plan.dir,
+                drop: side_plan.drop,
                 targets,
                 present: false,
             });
@@ -926,6 +1055,7 @@ impl Engine {
                 let state = RuleState {
                     dir: side_plan.dir,
                     id: rule.id,
+                    allow: rule.allow,
                     priority: rule.priority,
                     targets,
                     peer_plan: rule.peers,
@@ -975,15 +1105,15 @@ impl Engine {
         release_all(groups, release);
         for index in applied.sides {
             let side = self.sides.remove(index);
-            let dir = side.dir;
+            let (dir, drop) = (side.dir, side.drop);
             match side.targets.namespace_vnid {
                 Some(vnid) if side.present => {
-                    self.drop_flow(dir, matches::target_namespace(dir, vnid), false)
+                    self.drop_flow(dir, drop, matches::target_namespace(dir, vnid), false)
                 }
                 Some(_) => {}
                 None => {
                     for m in side.targets.matches(dir, groups, world) {
-                        self.drop_flow(dir, m, false);
+                        self.drop_flow(dir, drop, m, false);
                     }
                 }
             }
@@ -994,19 +1124,15 @@ impl Engine {
         }
     }
 
-    fn drop_flow(&mut self, dir: Dir, m: Match, add: bool) {
-        self.contribute(
-            FlowKey::new(dir.table(), PRIO_ISOLATION, m),
-            Part::Drop,
-            add,
-        );
+    fn drop_flow(&mut self, dir: Dir, drop: Part, m: Match, add: bool) {
+        self.contribute(FlowKey::new(dir.table(), PRIO_ISOLATION, m), drop, add);
     }
 
     /// A side's drops follow whether it has targets (namespace-wide), or are all put in
     /// when it is applied (by address; later member by member).
     fn refresh_side(&mut self, index: usize, groups: &Groups, world: World) {
         let side = &self.sides[index];
-        let (dir, targets, present) = (side.dir, side.targets, side.present);
+        let (dir, drop, targets, present) = (side.dir, side.drop, side.targets, side.present);
         let now = match targets.namespace_vnid {
             Some(_) => groups.len_of(targets.group) > 0,
             None => true,
@@ -1015,10 +1141,10 @@ impl Engine {
             return;
         }
         match targets.namespace_vnid {
-            Some(vnid) => self.drop_flow(dir, matches::target_namespace(dir, vnid), now),
+            Some(vnid) => self.drop_flow(dir, drop, matches::target_namespace(dir, vnid), now),
             None => {
                 for m in targets.matches(dir, groups, world) {
-                    self.drop_flow(dir, m, true);
+                    self.drop_flow(dir, drop, m, true);
                 }
             }
         }
@@ -1105,9 +1231,9 @@ impl Engine {
                         sides.insert(index);
                         let side = &self.sides[index];
                         if side.targets.namespace_vnid.is_none() && side.present {
-                            let dir = side.dir;
+                            let (dir, drop) = (side.dir, side.drop);
                             for m in member_targets(dir, &delta.member, &[]) {
-                                self.drop_flow(dir, m, delta.joined);
+                                self.drop_flow(dir, drop, m, delta.joined);
                             }
                         }
                     }

@@ -25,6 +25,7 @@ fn ns(name: &str, vnid: u32, pairs: &[(&str, &str)]) -> Namespace {
         name: name.into(),
         vnid: Vnid::new(vnid).unwrap(),
         labels: labels(pairs),
+        audit: Default::default(),
     }
 }
 

@@ -8,9 +8,11 @@ use std::net::Ipv4Addr;
 use super::super::model::{NetPol, Peer, Port, Rule};
 use super::super::{ranges, StoredNetPol};
 use super::super::{PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN_ALLOW};
+use crate::sdn::audit::{AuditTier, Dir as AuditDir, RuleRef, Verdict};
 use crate::sdn::labels::Labels;
 use crate::sdn::layout::{POLICY, POLICY_COMMIT, POLICY_CONNTRACK, ROUTING};
 use crate::sdn::objects::{NamedPort, Namespace, L4};
+use crate::sdn::policy::admin::reference::audit_flow_text;
 use crate::sdn::produce::netpol::band_priority;
 use crate::sdn::types::SetupRequest;
 use crate::value::{Cidr, Vnid};
@@ -115,6 +117,9 @@ type Key = (u8, u16, String);
 struct Flows {
     flows: BTreeMap<Key, Body>,
     limit: usize,
+    /// The rule whose flows are being added: its first id, and whether its policy audits
+    /// allow (what its verdict flows are named by).
+    rule: (u32, bool),
 }
 
 /// A policy needs more flows than the limit it was computed with.
@@ -130,6 +135,7 @@ impl Flows {
         Flows {
             flows: BTreeMap::new(),
             limit,
+            rule: (0, false),
         }
     }
 
@@ -146,15 +152,28 @@ impl Flows {
 enum Body {
     /// Clause flows of conjunctions: (id, clause k, of n), sorted.
     Conjunctions(BTreeSet<(u32, u8, u8)>),
-    Actions(String),
+    /// A verdict flow: its actions, its verdict, and who contributes it: (rule id or VNID,
+    /// audited).
+    Verdict(String, Verdict, BTreeSet<(u32, bool)>),
 }
 
 impl Flows {
-    fn add(&mut self, table: u8, priority: u16, match_: String, actions: String) {
+    /// A verdict flow, contributed by `by` (rule id or VNID, audited).
+    fn add(
+        &mut self,
+        (table, priority, match_): Key,
+        verdict: Verdict,
+        by: (u32, bool),
+        actions: String,
+    ) {
         // Equal identities from several rules carry equal actions (allow or drop at one priority).
-        self.flows
+        let body = self
+            .flows
             .entry((table, priority, match_))
-            .or_insert(Body::Actions(actions));
+            .or_insert_with(|| Body::Verdict(actions, verdict, BTreeSet::new()));
+        if let Body::Verdict(_, _, contributors) = body {
+            contributors.insert(by);
+        }
     }
 
     fn clause(&mut self, table: u8, match_: String, id: u32, k: u8, n: u8) {
@@ -340,13 +359,18 @@ impl<'a> View<'a> {
         ];
         for (dir, rules, ids) in sides {
             let Some(rules) = rules else { continue };
+            let audit = policy.audit.unwrap_or(ns.audit);
             let targets = self.target_matches(dir, policy, ns.vnid);
             for t in &targets {
-                out.add(dir.table(), PRIO_ISOLATION, t.clone(), "drop".into());
+                let key = (dir.table(), PRIO_ISOLATION, t.clone());
+                let by = (ns.vnid.get(), audit.deny);
+                out.add(key, Verdict::Deny, by, "drop".into());
             }
             out.check(out.flows.len())?;
             let mut ids = ids.iter().copied();
             for rule in rules {
+                // Both parts of a rule are named by its first id.
+                out.rule = (ids.clone().next().unwrap_or_default(), audit.allow);
                 if rule.has_numbered_part() {
                     let id = ids.next().unwrap_or_default();
                     self.rule_flows(dir, policy, ns.vnid, rule, id, &targets, out)?;
@@ -484,20 +508,58 @@ impl<'a> View<'a> {
             // Never exceeded: there is no limit.
             let _ = self.policy_flows(stored, &mut out);
         }
-        out.flows
+        let mut audited = BTreeSet::new();
+        let mut flows: Vec<String> = out
+            .flows
             .into_iter()
-            .map(|((table, priority, match_), body)| {
-                let actions = match body {
-                    Body::Conjunctions(set) => set
+            .map(|((table, priority, match_), body)| match body {
+                Body::Conjunctions(set) => {
+                    let actions = set
                         .iter()
                         .map(|(id, k, n)| format!("conjunction({id},{k}/{n})"))
                         .collect::<Vec<_>>()
-                        .join(","),
-                    Body::Actions(actions) => actions,
-                };
-                format!("table={table}, priority={priority}, {match_}, actions={actions}")
+                        .join(",");
+                    format!("table={table}, priority={priority}, {match_}, actions={actions}")
+                }
+                Body::Verdict(actions, verdict, contributors) => {
+                    // Named by the smallest audited contributor, else the smallest.
+                    let (id, is_audited) = contributors
+                        .iter()
+                        .filter(|(_, a)| *a)
+                        .chain(&contributors)
+                        .copied()
+                        .next()
+                        .unwrap_or_default();
+                    let dir = if table == POLICY {
+                        AuditDir::Ingress
+                    } else {
+                        AuditDir::Egress
+                    };
+                    let rule = RuleRef {
+                        tier: AuditTier::NetworkPolicy,
+                        dir,
+                        verdict,
+                        id,
+                    };
+                    let actions = if is_audited {
+                        audited.insert(rule.key());
+                        let key = rule.key();
+                        match actions.as_str() {
+                            "drop" => format!("load:{key:#x}->NXM_NX_REG4[],resubmit(,24)"),
+                            _ => format!("load:{key:#x}->NXM_NX_REG4[],resubmit(,24),{actions}"),
+                        }
+                    } else {
+                        actions
+                    };
+                    format!(
+                        "cookie={:#x}, table={table}, priority={priority}, {match_}, actions={actions}",
+                        rule.cookie()
+                    )
+                }
             })
-            .collect()
+            .collect();
+        flows.extend(audited.into_iter().map(audit_flow_text));
+        flows
     }
 }
 
@@ -505,9 +567,11 @@ impl<'a> View<'a> {
 /// dimension, its matches allowed outright.
 fn conjunction(dir: Dir, id: u32, dims: &[&BTreeSet<String>], out: &mut Flows) {
     let table = dir.table();
+    let by = out.rule;
     if dims.len() == 1 {
         for t in dims[0] {
-            out.add(table, PRIO_PLAIN_ALLOW, t.clone(), dir.allow());
+            let key = (table, PRIO_PLAIN_ALLOW, t.clone());
+            out.add(key, Verdict::Allow, by, dir.allow());
         }
         return;
     }
@@ -517,7 +581,8 @@ fn conjunction(dir: Dir, id: u32, dims: &[&BTreeSet<String>], out: &mut Flows) {
             out.clause(table, m.clone(), id, k as u8 + 1, n);
         }
     }
-    out.add(table, band(id), format!("conj_id={id}, ip"), dir.allow());
+    let key = (table, band(id), format!("conj_id={id}, ip"));
+    out.add(key, Verdict::Allow, by, dir.allow());
 }
 
 /// The priority of conjunction `id`'s flows (as the engine bands them).

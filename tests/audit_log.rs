@@ -9,7 +9,7 @@
 //! 5424 messages to a unix datagram socket; a bad packet is counted; `ofnode status` and
 //! /metrics say so.
 //!
-//! Ignored until the audit flows are merged (`needs audit-flows`): real packets between pods
+//! And real packets between pods
 //! judged by real policies with `ofnode.io/audit` set — a denied probe logged once, an allowed
 //! connection logged when allow is audited, a burst folded with its count, a flood on one
 //! rule not stopping another rule's events within the second, and the truth tables identical
@@ -567,7 +567,6 @@ fn pod<'a>(model: &'a Model, id: &str) -> &'a Pod {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn a_denied_probe_is_logged_once_with_its_rule_and_5_tuple() {
     let (cluster, model, log) = audited_cluster();
     let isolate_a = netpol(
@@ -609,7 +608,6 @@ fn a_denied_probe_is_logged_once_with_its_rule_and_5_tuple() {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn an_allowed_connection_is_logged_when_allow_is_audited() {
     let (cluster, model, log) = audited_cluster();
     let allow_y = netpol(
@@ -643,7 +641,6 @@ fn an_allowed_connection_is_logged_when_allow_is_audited() {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn a_burst_of_one_denied_connection_is_folded_into_a_line_with_its_count() {
     let (cluster, model, log) = audited_cluster();
     let isolate_a = netpol(
@@ -676,7 +673,6 @@ fn a_burst_of_one_denied_connection_is_folded_into_a_line_with_its_count() {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn a_flood_on_one_rule_does_not_stop_another_rules_events_within_the_second() {
     let (cluster, model, log) = audited_cluster();
     let isolate_a = netpol(
@@ -741,7 +737,6 @@ fn seconds_apart(a: &str, b: &str) -> i64 {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn the_truth_tables_are_identical_with_the_audit_on_and_off() {
     let (cluster, model, log) = audited_cluster();
     let policies = [

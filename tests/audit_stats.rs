@@ -172,7 +172,6 @@ impl World {
 }
 
 #[test]
-#[ignore = "needs audit-flows"]
 fn real_connections_count_on_the_rule_that_decided_them() {
     let world = World::start(&["--rule-counters-interval", "1"]);
     let cluster = &world.cluster;
@@ -184,7 +183,8 @@ fn real_connections_count_on_the_rule_that_decided_them() {
     }
 
     // Each allowed connection's forward packets (SYN, ACK, FIN/ACK at least) meet ingress[0];
-    // each denied one's SYN (and its retransmissions) meets x's isolation.
+    // each denied one's SYN (and its retransmissions) meets y's egress isolation (y/out lets
+    // y's pods out to x on UDP 81 only, so TCP 80 is dropped as it leaves y/c).
     let allowed = |rule: &Value| {
         rule["tier"] == "networkpolicy"
             && rule["namespace"] == "x"
@@ -194,9 +194,9 @@ fn real_connections_count_on_the_rule_that_decided_them() {
     };
     let isolated = |rule: &Value| {
         rule["tier"] == "networkpolicy"
-            && rule["namespace"] == "x"
+            && rule["namespace"] == "y"
             && rule["rule"] == "default-deny"
-            && rule["direction"] == "ingress"
+            && rule["direction"] == "egress"
             && rule["verdict"] == "deny"
     };
     wait_at_least("ingress[0] in netpol list --stats", 3 * CONNECTIONS, || {
@@ -223,7 +223,7 @@ fn real_connections_count_on_the_rule_that_decided_them() {
     wait_at_least("isolation on /metrics", CONNECTIONS, || {
         metric(
             &api,
-            r#"ofnode_policy_rule_packets_total{namespace="x",policy="",rule="ingress:default-deny",verdict="deny"} "#,
+            r#"ofnode_policy_rule_packets_total{namespace="y",policy="",rule="egress:default-deny",verdict="deny"} "#,
         )
     });
     let bytes = metric(

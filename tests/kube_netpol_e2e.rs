@@ -343,7 +343,9 @@ fn the_audit_follows_the_annotations_set_with_kubectl() {
         let named = bad.as_array().into_iter().flatten().any(|b| {
             b["kind"] == "Namespace"
                 && b["name"] == "x"
-                && b["reason"].as_str().unwrap_or_default().contains("drop")
+                && b["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("\"drop\"") && r.contains("audits nothing"))
         });
         assert!(named, "node {}: {bad}", node.index);
     }

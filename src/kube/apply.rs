@@ -81,7 +81,9 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
             ..
         } => match (core.namespace_set(ns.clone()), refused) {
             (Ok(()), Some(why)) => {
-                Outcome::Complaint(format!("{why}: its policies audit nothing instead"))
+                Outcome::Complaint(format!(
+                    "{why}: the namespace audits nothing instead (a policy's own annotation still holds)"
+                ))
             }
             (result, _) => Outcome::of(result),
         },

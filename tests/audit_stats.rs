@@ -5,8 +5,8 @@
 //! `ofnode_policy_rule_packets_total` (the slow poll). The oracle for the verdicts is the
 //! probes themselves: the allowed connection answered, the denied one did not.
 //!
-//! The verdict flows carry their rule's cookie once the audit's flows are in (branch
-//! audit-flows); until then no flow is counted, hence the `ignore`.
+//! `ofnode trace` names the rule of the verdict flow a packet meets, by that flow's cookie: on
+//! the same world, the allowed and denied packets' rules.
 //!
 //! `ofnode netpol explain` answers from the node's state without a packet: on the same world,
 //! its verdict for every ordered pair of pods and probe must be what real packets get.
@@ -363,7 +363,7 @@ fn explain_agrees_with_real_packets_and_refuses_bad_questions() {
         "{text}"
     );
     assert!(
-        text.contains("=> deny by networkpolicy x default-deny: deny (isolated by x/web)"),
+        text.contains("=> deny by networkpolicy x ingress default-deny: deny (isolated by x/web)"),
         "{text}"
     );
     let err = node
@@ -389,4 +389,109 @@ fn explain_agrees_with_real_packets_and_refuses_bad_questions() {
     );
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("expected PORT/PROTOCOL"), "{body}");
+}
+
+/// The policy rules `ofnode trace --json` names, in the order the packet met them.
+fn traced_rules(trace: &Value) -> Vec<&Value> {
+    trace["passes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|pass| pass["steps"].as_array().into_iter().flatten())
+        .flat_map(|step| step["owners"].as_array().into_iter().flatten())
+        .filter(|owner| owner["kind"] == "policy_rule")
+        .collect()
+}
+
+/// `ofnode trace` on the real switch names the NetworkPolicy rule that decided, by the cookie
+/// of the verdict flow the packet met: in its text's `policy:` line and in its JSON.
+#[test]
+fn trace_names_the_networkpolicy_rule_that_decided_on_real_ovs() {
+    let world = World::start(&[]);
+    let node = world.cluster.node(0);
+    let a_ip = world.pod("x/a").ip.to_string();
+    let trace = |from: &str, proto: &str, port: &str| {
+        let args = [
+            "trace", "--from", from, "--to", &a_ip, "--proto", proto, "--dport", port,
+        ];
+        let text = node.cli(&args).unwrap();
+        println!("$ ofnode {}\n{text}", args.join(" "));
+        let json = node.cli(&[&args[..], &["--json"]].concat()).unwrap();
+        (text, serde_json::from_str::<Value>(&json).expect("JSON"))
+    };
+    let named = |rule: &Value, want: &[(&str, Value)]| {
+        for (field, value) in want {
+            assert_eq!(&rule[*field], value, "{field} in {rule}");
+        }
+    };
+
+    // Allowed: x/web's ingress rule admits x/b.
+    let (text, json) = trace("x/b", "tcp", "80");
+    assert!(
+        text.contains("policy: networkpolicy x/web ingress[0]: allow\n"),
+        "{text}"
+    );
+    let rules = traced_rules(&json);
+    assert_eq!(rules.len(), 1, "{json}");
+    named(
+        rules[0],
+        &[
+            ("tier", json!("networkpolicy")),
+            ("direction", json!("ingress")),
+            ("namespace", json!("x")),
+            ("policy", json!("web")),
+            ("rule", json!("ingress[0]")),
+            ("verdict", json!("allow")),
+        ],
+    );
+
+    // Denied as it leaves y/c: y/out lets y out to x on UDP 81 only.
+    let (text, json) = trace("y/c", "tcp", "80");
+    assert!(
+        text.contains("policy: networkpolicy y egress default-deny: deny (isolated by y/out)\n"),
+        "{text}"
+    );
+    let rules = traced_rules(&json);
+    assert_eq!(rules.len(), 1, "{json}");
+    named(
+        rules[0],
+        &[
+            ("direction", json!("egress")),
+            ("namespace", json!("y")),
+            ("policy", Value::Null),
+            ("rule", json!("default-deny")),
+            ("verdict", json!("deny")),
+            ("isolated_by", json!(["y/out"])),
+        ],
+    );
+
+    // Let out by y/out, then denied into x/a by x's isolation (x/web admits only x/b).
+    let (text, json) = trace("y/c", "udp", "81");
+    assert!(
+        text.contains(
+            "policy: networkpolicy y/out egress[0]: allow; \
+             then networkpolicy x ingress default-deny: deny (isolated by x/web)\n"
+        ),
+        "{text}"
+    );
+    let rules = traced_rules(&json);
+    assert_eq!(rules.len(), 2, "{json}");
+    named(
+        rules[0],
+        &[
+            ("direction", json!("egress")),
+            ("policy", json!("out")),
+            ("rule", json!("egress[0]")),
+        ],
+    );
+    named(
+        rules[1],
+        &[
+            ("direction", json!("ingress")),
+            ("namespace", json!("x")),
+            ("rule", json!("default-deny")),
+            ("verdict", json!("deny")),
+            ("isolated_by", json!(["x/web"])),
+        ],
+    );
 }

@@ -80,9 +80,10 @@ pub fn apply(core: &mut Core, input: &Input) -> Outcome {
             refused,
             ..
         } => match (core.namespace_set(ns.clone()), refused) {
-            (Ok(()), Some(why)) => {
-                Outcome::Complaint(format!("{why}: its policies audit nothing instead"))
-            }
+            (Ok(()), Some(why)) => Outcome::Complaint(format!(
+                "{why}: the namespace keeps its audit setting ({}) until the annotation is fixed",
+                ns.audit
+            )),
             (result, _) => Outcome::of(result),
         },
         Input::Namespace {

@@ -78,11 +78,13 @@ pub fn namespaced_key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 pub struct NamespaceFacts {
     pub labels: Labels,
     pub audit: AuditSet,
-    /// Why its audit annotation was refused (it then audits nothing; the object is bad).
+    /// Why its audit annotation was refused (the object is bad; the mirror keeps the audit
+    /// setting the namespace had).
     pub refused: Option<String>,
 }
 
-/// A Namespace's labels and audit setting: a bad annotation audits nothing, and says why.
+/// A Namespace's labels and audit setting: a bad annotation gives none here, and says why
+/// (the mirror then keeps the namespace's previous setting).
 pub fn namespace_facts(ns: &Namespace) -> NamespaceFacts {
     let labels = ns.metadata.labels.clone().unwrap_or_default();
     match audit::annotated(ns.metadata.annotations.as_ref()) {

@@ -167,7 +167,15 @@ impl Mirror {
     // ----- namespaces -----
 
     /// A Namespace created, changed (labels, audit setting) or deleted (None).
-    pub fn set_namespace(&mut self, name: &str, facts: Option<NamespaceFacts>) -> Vec<Input> {
+    /// A bad audit annotation changes nothing: the namespace keeps the audit it had (none when
+    /// it is new), and the refusal is reported.
+    pub fn set_namespace(&mut self, name: &str, mut facts: Option<NamespaceFacts>) -> Vec<Input> {
+        if let Some(facts) = facts.as_mut().filter(|f| f.refused.is_some()) {
+            facts.audit = self
+                .namespaces
+                .get(name)
+                .map_or(facts.audit, |old| old.audit);
+        }
         if self.namespaces.get(name) == facts.as_ref() {
             return Vec::new();
         }
@@ -662,6 +670,31 @@ mod tests {
         let inputs = m.set_namespace("a", None);
         assert_eq!(names(&inputs), ["pod-a/p", "np-a/deny", "egress-7", "ns-a"]);
         assert_eq!(m.vnid("a"), None);
+    }
+
+    #[test]
+    fn a_bad_audit_annotation_keeps_the_namespaces_audit_and_is_reported() {
+        let mut m = Mirror::new("node-0");
+        m.set_netnamespace("a", Some(vnid(7)));
+        let facts = |audit: &str, refused: Option<&str>| NamespaceFacts {
+            audit: audit.parse().unwrap(),
+            refused: refused.map(str::to_string),
+            ..NamespaceFacts::default()
+        };
+        let audit_of = |inputs: &[Input]| match inputs {
+            [Input::Namespace {
+                want: Some(ns),
+                refused,
+                ..
+            }, ..] => (ns.audit.to_string(), refused.clone()),
+            _ => panic!("not a namespace input: {}", names(inputs).join(" ")),
+        };
+        let inputs = m.set_namespace("a", Some(facts("deny", None)));
+        assert_eq!(audit_of(&inputs), ("deny".into(), None));
+        let inputs = m.set_namespace("a", Some(facts("none", Some("bad value"))));
+        assert_eq!(audit_of(&inputs), ("deny".into(), Some("bad value".into())));
+        let inputs = m.set_namespace("a", Some(facts("none", None)));
+        assert_eq!(audit_of(&inputs), ("none".into(), None));
     }
 
     #[test]

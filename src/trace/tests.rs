@@ -393,7 +393,8 @@ fn a_verdict_flows_cookie_names_the_policy_rule_that_decided() {
     let mut trace = parse(&isolated_capture(isolation.cookie())).unwrap();
     trace.attribute(&OwnerIndex::from_state(core.state()).unwrap());
     trace.name_rules(&core.rule_namer());
-    let decided = "networkpolicy ns1 default-deny: deny (isolated by ns1/ingress-only, ns1/web)";
+    let decided =
+        "networkpolicy ns1 ingress default-deny: deny (isolated by ns1/ingress-only, ns1/web)";
     assert_eq!(
         trace.verdict_text(),
         format!(

@@ -92,6 +92,10 @@ impl std::fmt::Display for RuleNames {
         if let Some(p) = self.priority {
             write!(f, " (priority {p})")?;
         }
+        // A policy's rule says its side (`ingress[0]`); the isolation drop does not.
+        if self.policy.is_none() && self.rule == ISOLATION_RULE {
+            write!(f, " {}", self.direction.as_str())?;
+        }
         write!(f, " {}", self.rule)?;
         if let Some(name) = &self.rule_name {
             write!(f, " {name:?}")?;

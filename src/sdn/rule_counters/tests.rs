@@ -142,7 +142,7 @@ fn rules_are_named_in_the_order_the_tiers_judge() {
         shown,
         [
             "admin anp/first (priority 3) ingress[0] \"deny-ns2\": deny = 1",
-            "networkpolicy ns1 default-deny: deny (isolated by ns1/ingress-only, ns1/web) = 4",
+            "networkpolicy ns1 ingress default-deny: deny (isolated by ns1/ingress-only, ns1/web) = 4",
             "networkpolicy ns1/web egress[0]: allow = 3",
             "baseline banp/default egress[0] \"deny-all\": deny = 5",
             "networkpolicy - #9999: allow = 2",

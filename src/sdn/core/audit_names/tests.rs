@@ -148,7 +148,7 @@ fn isolation_names_the_namespace_and_the_policies_isolating_it() {
     assert_eq!(egress.isolated_by, ["ns1/web"]);
     assert_eq!(
         egress.to_string(),
-        "networkpolicy ns1 default-deny: deny (isolated by ns1/web)"
+        "networkpolicy ns1 egress default-deny: deny (isolated by ns1/web)"
     );
     // No namespace has VNID 999.
     let unknown = RuleRef {

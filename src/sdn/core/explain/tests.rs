@@ -50,11 +50,11 @@ fn networkpolicy_rules_allow_and_isolation_denies_each_side() {
     let e = explain(&core, "ns1/c", "ns1/a", "80/tcp");
     assert_eq!(
         said(&e.egress),
-        "deny by networkpolicy ns1 default-deny: deny (isolated by ns1/web)"
+        "deny by networkpolicy ns1 egress default-deny: deny (isolated by ns1/web)"
     );
     assert_eq!(
         said(&e.ingress),
-        "deny by networkpolicy ns1 default-deny: deny (isolated by ns1/ingress-only, ns1/web)"
+        "deny by networkpolicy ns1 ingress default-deny: deny (isolated by ns1/ingress-only, ns1/web)"
     );
     assert_eq!(e.verdict, Verdict::Deny);
     let ingress = e.ingress.as_ref().unwrap();

@@ -22,6 +22,8 @@ use crate::netns::Netns;
 
 /// Where Debian's reference CNI plugins (the `static` IPAM plugin) are.
 const CNI_PATH: &str = "/usr/lib/cni";
+/// Each node's config file, in its OVS directory.
+const KUBE_CONFIG: &str = "ofnode-kube.toml";
 /// How long a CNI ADD may wait for the pod's objects to reach the node.
 const POD_WAIT_SECS: u64 = 10;
 
@@ -110,6 +112,30 @@ impl Cluster {
         cluster.wait_kube_synced(Duration::from_secs(60))?;
         cluster.seed_tunnel_arp()?;
         Ok(cluster)
+    }
+
+    /// Restarts node `index`'s daemon with `top_level` (config keys outside any section, e.g.
+    /// `audit_log = "…"`) ahead of its `[kubernetes]` section; waits until every node is
+    /// synced again.
+    pub fn restart_kube_node_with(
+        &mut self,
+        index: usize,
+        top_level: &str,
+    ) -> Result<(), ClusterError> {
+        let node = self
+            .nodes
+            .get_mut(index)
+            .ok_or_else(|| ClusterError::Invalid(format!("no node {index}")))?;
+        let path = node.ovs.dir().join(KUBE_CONFIG);
+        let read = |e: std::io::Error| ClusterError::Invalid(format!("{}: {e}", path.display()));
+        let kube = std::fs::read_to_string(&path).map_err(read)?;
+        std::fs::write(&path, format!("{top_level}\n{kube}")).map_err(read)?;
+        node.daemon
+            .as_mut()
+            .ok_or_else(|| ClusterError::Invalid(format!("node {index} has no daemon")))?
+            .restart_with(&[])
+            .context(|| format!("node {index}: restart ofnode"))?;
+        self.wait_kube_synced(Duration::from_secs(60))
     }
 
     /// kubectl as the cluster admin.
@@ -450,7 +476,7 @@ fn write_config(node: &Node, kubeconfig: &Path, mode: Mode) -> Result<PathBuf, C
         node.name(),
         mode.as_str(),
     );
-    let path = node.ovs.dir().join("ofnode-kube.toml");
+    let path = node.ovs.dir().join(KUBE_CONFIG);
     std::fs::write(&path, text)
         .map_err(|e| ClusterError::Invalid(format!("write {}: {e}", path.display())))?;
     Ok(path)

@@ -366,7 +366,7 @@ mod tests {
         let good = namespace_facts(&namespace("allow, deny"));
         assert_eq!(good.audit.to_string(), "allow,deny");
         assert_eq!((good.labels.len(), good.refused), (1, None));
-        // A bad value audits nothing, and the object is bad.
+        // A bad value gives no setting here (the mirror keeps the last one), and the object is bad.
         let bad = namespace_facts(&namespace("all"));
         assert_eq!((bad.audit, bad.labels.len()), (AuditSet::NONE, 1));
         let why = bad.refused.expect("refused");

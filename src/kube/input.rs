@@ -111,7 +111,7 @@ pub enum Input {
     Namespace {
         name: String,
         want: Option<Namespace>,
-        /// Why its audit annotation was refused (`want` then audits nothing).
+        /// Why its audit annotation was refused (`want` then keeps the namespace's previous setting).
         refused: Option<String>,
     },
     /// A pod: on this node (`local`: its attachment comes from CNI, its labels and ports from

@@ -130,14 +130,14 @@ fn following_kubernetes(binary: PathBuf, report: &mut Report) -> Result<(), Box<
     heading("a 3-node cluster in networkpolicy mode following a real kube-apiserver (https://192.0.2.1:6443)");
     println!("  each node's config is only [kubernetes]: its subnet, the other nodes, pods and policies come from the API");
     let started = Instant::now();
-    let cluster = Cluster::start_following_kube(ClusterOptions {
+    let mut cluster = Cluster::start_following_kube(ClusterOptions {
         nodes: NODES,
         mode: Mode::NetworkPolicy,
         control: Control::Ofnode(binary),
         echo: false,
     })?;
     let mut made = Inventory::of_cluster(&cluster);
-    if let Err(err) = kube_steps(&cluster, &mut made, report, started) {
+    if let Err(err) = kube_steps(&mut cluster, &mut made, report, started) {
         report.check(false, &format!("the Kubernetes part stopped early: {err}"));
         eprintln!("{}", cluster.diagnostics());
     }
@@ -159,7 +159,7 @@ fn following_kubernetes(binary: PathBuf, report: &mut Report) -> Result<(), Box<
 }
 
 fn kube_steps(
-    cluster: &Cluster,
+    cluster: &mut Cluster,
     made: &mut Inventory,
     report: &mut Report,
     started: Instant,
@@ -265,6 +265,7 @@ fn kube_steps(
         ],
     )?;
     kube_pings(report, &[("web -> db", &web, db.pod.ip, Reach)])?;
+    audit_steps(cluster, report, (&web, &db, &client))?;
     heading("each node's `ofnode status` (kubernetes) and `ofnode netpol list`");
     for node in cluster.nodes() {
         let status = status_json(node)?;
@@ -302,6 +303,88 @@ fn kube_steps(
             .is_err_and(|e| e.to_string().contains("follows the Kubernetes API server")),
         "`ofnode netpol del` on a node is refused: the truth lives in the API server",
     );
+    Ok(())
+}
+
+/// Issue 30: node 1 (db's) writes the policy audit log; `kubectl annotate` turns the audit on
+/// for shop; a denied and an allowed ping are logged with the rule that decided; `netpol
+/// explain` and `netpol list --stats` say the same from the node's state and the switch.
+fn audit_steps(
+    cluster: &mut Cluster,
+    report: &mut Report,
+    (web, db, client): (
+        &ofnode_harness::cluster::KubePod,
+        &ofnode_harness::cluster::KubePod,
+        &ofnode_harness::cluster::KubePod,
+    ),
+) -> Result<(), Box<dyn Error>> {
+    let log = cluster.node(1).ovs().dir().join("policy-audit.log");
+    heading("node 1 restarted with `audit_log` and `audit_log_format = \"text\"` in its config");
+    cluster.restart_kube_node_with(
+        1,
+        &format!(
+            "audit_log = \"{}\"\naudit_log_format = \"text\"",
+            log.display()
+        ),
+    )?;
+    heading("$ kubectl annotate namespace shop ofnode.io/audit=allow,deny");
+    cluster.kube_change(
+        "Namespace",
+        &[
+            "annotate",
+            "namespace",
+            "shop",
+            "ofnode.io/audit=allow,deny",
+            "--overwrite",
+        ],
+    )?;
+    cluster.wait_kube_synced(std::time::Duration::from_secs(30))?;
+    let denied = client.ping(db.pod.ip, PINGS)?;
+    let allowed = web.ping(db.pod.ip, PINGS)?;
+    report.check(
+        denied.received == 0 && allowed.received == allowed.transmitted,
+        &format!(
+            "with the audit on: client -> db {}/{} replies, web -> db {}/{}; expected the same verdicts as without it",
+            denied.received, denied.transmitted, allowed.received, allowed.transmitted
+        ),
+    );
+    let wants = [
+        (client.pod.ip, "default-deny deny"),
+        (web.pod.ip, "shop/web-to-db ingress[0] allow"),
+    ];
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let found = wants.iter().all(|(src, rule)| {
+            text.lines()
+                .any(|l| l.contains(&format!(" {src} ")) && l.contains(rule))
+        });
+        if found || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    println!("$ tail {}   (node 1's audit log)", log.display());
+    for line in lines.lines() {
+        println!("  {line}");
+    }
+    for (src, rule) in wants {
+        report.check(
+            lines
+                .lines()
+                .any(|l| l.contains(&format!(" {src} ")) && l.contains(rule)),
+            &format!("the audit log has the ping from {src} by `{rule}`"),
+        );
+    }
+    let from = format!("{}/{}", client.pod.namespace, client.pod.name);
+    let to = format!("{}/{}", db.pod.namespace, db.pod.name);
+    let explain = [
+        "netpol", "explain", "--from", &from, "--to", &to, "--port", "80/tcp",
+    ];
+    println!("$ ofnode {}   (node 1)", explain.join(" "));
+    print!("{}", cluster.node(1).cli(&explain)?);
+    println!("$ ofnode netpol list --stats   (node 1)");
+    print!("{}", cluster.node(1).cli(&["netpol", "list", "--stats"])?);
     Ok(())
 }
 

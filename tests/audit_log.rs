@@ -12,8 +12,8 @@
 //! And real packets between pods
 //! judged by real policies with `ofnode.io/audit` set — a denied probe logged once, an allowed
 //! connection logged when allow is audited, a burst folded with its count, a flood on one
-//! rule not stopping another rule's events within the second, and the truth tables identical
-//! with the audit on and off.
+//! rule not stopping another rule's events within the second, the truth tables identical
+//! with the audit on and off, and an AdminNetworkPolicy's Deny logged with its rule's name.
 
 mod daemon_common;
 
@@ -817,4 +817,55 @@ fn the_packet_in_format_is_asked_for_again_after_ovs_vswitchd_restarts() {
     assert_eq!(after["rule"], "default-deny", "{after}");
     let status = daemon.status_json().expect("status");
     assert_eq!(status["audit"]["bad_packets"], 0, "{status}");
+}
+
+#[test]
+fn an_admin_tier_deny_is_logged_with_its_policy_and_rule_name() {
+    let (cluster, model, log) = audited_cluster();
+    let anp = serde_json::json!({
+        "apiVersion": "policy.networking.k8s.io/v1alpha1",
+        "kind": "AdminNetworkPolicy",
+        "metadata": {"name": "no-z", "annotations": {"ofnode.io/audit": "deny"}},
+        "spec": {
+            "priority": 10,
+            "subject": {"namespaces": {"matchLabels": {"ns": "x"}}},
+            "ingress": [{"name": "deny-from-z", "action": "Deny",
+                         "from": [{"namespaces": {"matchLabels": {"ns": "z"}}}]}]
+        }
+    });
+    cluster
+        .node(0)
+        .admin_apply(&anp.to_string())
+        .expect("anp apply");
+    let (from, to) = (pod(&model, "z/c"), pod(&model, "x/b"));
+    udp_once(from, to.ip, 40004, 80);
+    let (src, dst) = (from.ip.to_string(), to.ip.to_string());
+    let lines = log.wait_for("the admin tier's deny", |lines| {
+        !lines_between(lines, &src, &dst, 80).is_empty()
+    });
+    let line = lines_between(&lines, &src, &dst, 80)[0];
+    for (field, want) in [
+        ("direction", serde_json::json!("ingress")),
+        ("tier", serde_json::json!("admin")),
+        ("namespace", Value::Null),
+        ("policy", serde_json::json!("no-z")),
+        ("verdict", serde_json::json!("deny")),
+        ("src_pod", serde_json::json!("z/c")),
+        ("dst_pod", serde_json::json!("x/b")),
+    ] {
+        assert_eq!(line[field], want, "{field} in {line}");
+    }
+    assert_eq!(
+        line["rule"], "deny-from-z",
+        "the rule by its own name: {line}"
+    );
+    // A pod of y is not the ANP's: it is not denied, and nothing is logged for it.
+    let other = pod(&model, "y/c");
+    udp_once(other, to.ip, 40005, 80);
+    std::thread::sleep(Duration::from_secs(2));
+    let lines = log.lines();
+    assert!(
+        lines_between(&lines, &other.ip.to_string(), &dst, 80).is_empty(),
+        "{lines:?}"
+    );
 }

@@ -70,7 +70,11 @@ impl<'a> Line<'a> {
 
     fn rule_label(&self) -> String {
         match self.rule_names() {
-            Some(names) => names.rule.clone(),
+            // An admin rule is known by its own name where it has one.
+            Some(names) => names
+                .rule_name
+                .clone()
+                .unwrap_or_else(|| names.rule.clone()),
             None => format!("key={:#010x}", self.folded.event.rule.key()),
         }
     }

@@ -35,6 +35,9 @@ pub(super) struct Meters {
     rate: AuditRate,
     /// How long a meter mod waits for the switch's session when there is none.
     connect_timeout: Duration,
+    /// Meters the table's flows name (the audited rules), kept here so that status counts
+    /// them without a look through the table.
+    desired: BTreeSet<u32>,
     /// Meters the switch refused, with its error (until one is added or no longer wanted).
     refused: BTreeMap<u32, String>,
     /// A meter mod did not reach the switch (no session): the next resync adds every meter.
@@ -53,9 +56,15 @@ impl Meters {
             metrics,
             rate,
             connect_timeout,
+            desired: BTreeSet::new(),
             refused: BTreeMap::new(),
             unsent: false,
         }
+    }
+
+    /// How many audited rules have a meter (or should: see `refused`).
+    pub fn count(&self) -> usize {
+        self.desired.len()
     }
 
     /// The meters the switch refused, each with its error.
@@ -78,6 +87,7 @@ impl Meters {
     /// refusal is recorded, never returned: the flows go all the same.
     pub async fn add(&mut self, keys: impl IntoIterator<Item = u32>) {
         for key in keys {
+            self.desired.insert(key);
             // A session lost on the way is waited for once more: the meter must be there
             // before the bundle that follows names it.
             let mut added = self.add_one(key).await;
@@ -109,6 +119,7 @@ impl Meters {
     /// Deletes the meters of `keys` (their flows are gone).
     pub async fn delete(&mut self, keys: impl IntoIterator<Item = u32>) {
         for key in keys {
+            self.desired.remove(&key);
             self.refused.remove(&key);
             if let Err(e) = self.send(MeterMod::delete(key)).await {
                 tracing::warn!(meter = key, error = %e, "an audit meter no flow names any more could not be deleted; it stays, unused");
@@ -120,6 +131,7 @@ impl Meters {
     /// have none, e.g. a restarted ovs-vswitchd); forgets the refusals of the others.
     pub async fn add_all(&mut self, desired: &BTreeSet<u32>) {
         self.refused.retain(|key, _| desired.contains(key));
+        self.desired.clone_from(desired);
         self.unsent = false;
         self.add(desired.iter().copied()).await;
     }

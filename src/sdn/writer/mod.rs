@@ -239,7 +239,7 @@ impl Writer {
             in_sync: self.switch.in_sync,
             netpols: state.netpols.len(),
             namespaces: state.namespaces.len(),
-            audited_rules: self.core.audited_keys().len(),
+            audited_rules: self.meters.count(),
             refused_meters: self
                 .meters
                 .refused()

@@ -17,7 +17,7 @@
 //!   `GET /v1/netpols?stats=true` against the seed's way of getting the same numbers, `ovs-ofctl
 //!   dump-flows` of the verdict flows by their cookie tag, on the same bridge (median of 20).
 //!
-//! Run: `cargo bench --bench audit` (as root; about 3 minutes). `AUDIT_BENCH_WORLD=2000x5000`
+//! Run: `cargo bench --bench audit` (as root; under a minute). `AUDIT_BENCH_WORLD=2000x5000`
 //! builds a smaller world for the stats dump (`PODSxPOLICIES`; default 10000x5000).
 
 #[path = "common/api_world.rs"]
@@ -470,6 +470,8 @@ struct StatsDump {
     seed_ms: f64,
     rules: usize,
     verdict_flows: usize,
+    /// The policies the answer listed: the world was built whole when it is `world.policies`.
+    listed: usize,
 }
 
 fn stats_dump(world: World) -> StatsDump {
@@ -500,13 +502,15 @@ fn stats_dump(world: World) -> StatsDump {
     all(&runtime, policies);
     let build = started.elapsed();
     let query = wire::NetPolsQuery { stats: true };
-    let (mut ours, mut seed, mut rules, mut verdict_flows) = (Vec::new(), Vec::new(), 0, 0);
+    let (mut ours, mut seed) = (Vec::new(), Vec::new());
+    let (mut rules, mut verdict_flows, mut listed) = (0, 0, 0);
     for _ in 0..SAMPLES {
         let started = Instant::now();
         let answer = runtime
             .block_on(client.netpols_with(&query))
             .expect("GET /v1/netpols?stats=true");
         ours.push(ms(started.elapsed()));
+        listed = answer.netpols.len();
         rules = answer.rule_stats.map_or(0, |s| s.rules.len());
         let started = Instant::now();
         let dump = node
@@ -523,6 +527,7 @@ fn stats_dump(world: World) -> StatsDump {
         seed_ms: median(seed),
         rules,
         verdict_flows,
+        listed,
     }
 }
 
@@ -562,13 +567,14 @@ fn main() {
     print_outcome("ten busy rules", &ten, &ten_outcome);
     let dump = stats_dump(world());
     println!(
-        "audit stats dump at {} pods / {} policies in {} namespaces of {} teams (world built in {:.0} s): ofnode GET /v1/netpols?stats=true median {:.2} ms ({} rules with counters); seed way `ovs-ofctl dump-flows br0 {VERDICT_COOKIES}` median {:.2} ms ({} verdict flows); ratio {:.1}x",
+        "audit stats dump at {} pods / {} policies in {} namespaces of {} teams (world built in {:.0} s): ofnode GET /v1/netpols?stats=true median {:.2} ms ({} policies listed, {} rules with counters); seed way `ovs-ofctl dump-flows br0 {VERDICT_COOKIES}` median {:.2} ms ({} verdict flows); ratio {:.1}x",
         dump.world.pods,
         dump.world.policies,
         dump.world.namespaces(),
         dump.world.teams(),
         dump.build.as_secs_f64(),
         dump.ours_ms,
+        dump.listed,
         dump.rules,
         dump.seed_ms,
         dump.verdict_flows,

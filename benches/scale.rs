@@ -23,13 +23,15 @@
 //! runs the worlds given (comma-separated `PODSxPOLICIES`); `SCALE_BENCH_ONLY=relabel` only the
 //! changes so named, `SCALE_BENCH_SAMPLES=200` more samples of each (for a profiler).
 
+#[path = "common/api_world.rs"]
+mod api_world;
 #[path = "common/store_world.rs"]
 mod store_world;
 
-use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use api_world::{all, build_pods, remote_pod, IN_FLIGHT};
 use ofnode::api::client::Client;
 use ofnode::api::wire;
 use ofnode::sdn::LabelEdit;
@@ -39,8 +41,6 @@ use ofnode_harness::{OperationTotals, PurgeTotals};
 use store_world::*;
 
 const SAMPLES: usize = 20;
-/// Requests in flight while the world is built (the build is not what is measured).
-const IN_FLIGHT: usize = 64;
 
 impl World {
     /// The namespace and app of the `i`th local pod a change picks: a policy for them has
@@ -65,25 +65,6 @@ fn cpu_time(pid: u32) -> Duration {
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
     Duration::from_nanos(nanos)
-}
-
-/// Runs `requests` through the API, `IN_FLIGHT` at a time; panics on the first refusal.
-fn all<F>(runtime: &tokio::runtime::Runtime, requests: Vec<F>)
-where
-    F: std::future::Future<Output = Result<(), ofnode::api::client::ClientError>> + Send + 'static,
-{
-    runtime.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for request in requests {
-            if set.len() >= IN_FLIGHT {
-                set.join_next().await.map(|r| r.expect("a request task"));
-            }
-            set.spawn(request);
-        }
-        while let Some(done) = set.join_next().await {
-            done.expect("a request task").expect("building the world");
-        }
-    });
 }
 
 /// One node in the networkpolicy mode holding `world`, and the seed's node beside it.
@@ -135,45 +116,7 @@ impl Bench {
     }
 
     fn build_pods(&self) {
-        let world = self.world;
-        let client = &self.client;
-        let namespaces = (0..world.namespaces())
-            .map(|ns| {
-                let (client, namespace) = (client.clone(), namespace(ns));
-                async move { client.namespace_set(&namespace).await }
-            })
-            .collect();
-        all(&self.runtime, namespaces);
-        let node = self.ours.node(0);
-        node.netns()
-            .add_veth_pairs("sp", 0..LOCAL_PODS)
-            .expect("creating veths");
-        let local = (0..LOCAL_PODS)
-            .map(|i| {
-                let client = client.clone();
-                let add = wire::PodAdd {
-                    pod: pod_key(i, world.namespaces()),
-                    veth: format!("sp{i}").parse().expect("a veth name"),
-                    ip: Ipv4Addr::from(u32::from(node.subnet) + 10 + i as u32),
-                    mac: format!("0a:58:00:00:{:02x}:{:02x}", i >> 8, i & 0xff)
-                        .parse()
-                        .expect("a MAC"),
-                    sandbox: format!("{:064x}", 0xc000 + i).parse().expect("a sandbox"),
-                    vnid: Default::default(),
-                    labels: pod_labels(i, world.namespaces(), 0),
-                };
-                async move { client.pod_add(&add).await.map(|_| ()) }
-            })
-            .collect();
-        all(&self.runtime, local);
-        let remote = (LOCAL_PODS..world.pods)
-            .map(|i| {
-                let client = client.clone();
-                let pod = remote_pod(&world, i, 0);
-                async move { client.remote_pod_set(&pod).await }
-            })
-            .collect();
-        all(&self.runtime, remote);
+        build_pods(self.world, self.ours.node(0), &self.client, &self.runtime);
     }
 
     /// Installs the policies (timed, one request at a time) and the same flows the seed's way.
@@ -374,14 +317,6 @@ impl Bench {
                 self.measure(what, change).print(what);
             }
         }
-    }
-}
-
-/// Pod `i` of `world`, known on this node as another node's.
-fn remote_pod(world: &World, i: usize, variant: usize) -> wire::KnownPod {
-    wire::KnownPod {
-        pod: pod_key(i, world.namespaces()),
-        info: remote_info(i, world.namespaces(), variant),
     }
 }
 

@@ -43,8 +43,10 @@ run cargo bench -q -p ofnode-proto --bench codec -- --noplot
 # drift is repaired and a standby takes over (faults), what one change costs the core (store)
 # and the daemon through its API (scale) at 1,000 to 50,000 pods, nodes following a real
 # kube-apiserver at scale: 3 real + 100 and 500 simulated (kube), and the Kubernetes
-# controller's allocation latency and failover against a real kube-apiserver (controller).
-for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol anp faults store scale kube controller; do
+# controller's allocation latency and failover against a real kube-apiserver (controller), and
+# the policy audit: events logged per second with one and ten busy rules through their meters,
+# ofnode's CPU per 1,000 events, and a per-rule stats dump at 5,000 policies (audit).
+for bench in openflow ovsdb sdn cni cluster netlink e2e cli netpol anp faults store scale kube controller audit; do
   if [ -f "benches/$bench.rs" ]; then
     run cargo bench -q --bench "$bench"
   fi

@@ -27,10 +27,10 @@ use bytes::Bytes;
 use daemon_common::http;
 use ofnode::openflow::{Switch, SwitchConfig};
 use ofnode::sdn::audit::{AuditTier, Dir, RuleRef, Verdict};
-use ofnode_harness::probe::Connection;
+use ofnode_harness::probe::{flood, Connection};
 use ofnode_harness::reachability::{Model, Probe, Reachability};
 use ofnode_harness::{
-    Cluster, ClusterOptions, Control, Daemon, Endpoint, Mode, Netns, Ovs, Pod, ONE_NODE_SETUP,
+    Cluster, ClusterOptions, Control, Daemon, Endpoint, Mode, Ovs, Pod, ONE_NODE_SETUP,
 };
 use ofnode_proto::{Action, Controller, Message, PacketOut, NO_BUFFER};
 use serde_json::Value;
@@ -41,7 +41,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 /// OFPP_CONTROLLER: a packet-out's packet comes from the controller.
 const OFPP_CONTROLLER: u32 = 0xffff_fffd;
 
-// ---- harness: the log file, a syslog receiver, a flood of new connections ----
+// ---- harness: the log file, a syslog receiver ----
 
 /// The audit log file, read as JSON lines.
 struct LogFile {
@@ -126,35 +126,6 @@ impl SyslogReceiver {
         }
         got
     }
-}
-
-/// New UDP connections from inside `netns` to `dst:port`, each from a fresh source port, at
-/// about `per_second` for `duration`; returns how many were sent. Blocks: run it on a thread
-/// of its own beside the rest of the test.
-fn flood(netns: &Netns, dst: Ipv4Addr, port: u16, per_second: u32, duration: Duration) -> u64 {
-    netns
-        .run_in(|| {
-            let gap = Duration::from_secs(1) / per_second.max(1);
-            let start = Instant::now();
-            let mut sent = 0;
-            let mut n: u32 = 0;
-            while start.elapsed() < duration {
-                if let Ok(socket) = UdpSocket::bind("0.0.0.0:0") {
-                    if socket
-                        .send_to(b"flood", SocketAddrV4::new(dst, port))
-                        .is_ok()
-                    {
-                        sent += 1;
-                    }
-                }
-                n += 1;
-                if let Some(wait) = (start + gap * n).checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-            }
-            sent
-        })
-        .expect("flood from the pod's namespace")
 }
 
 // ---- packets made for the switch ----

@@ -10,17 +10,20 @@
 //! - [`UdpStream`]: numbered datagrams from a pod, one every few milliseconds, to a
 //!   [`UdpEcho`]: which came back, sent when. Traffic that keeps hitting the datapath flow a
 //!   change should have replaced (Open vSwitch's stale-megaflow bug).
+//! - [`flood`]: new UDP connections from fresh source ports at a given rate, for as long as
+//!   asked (a noisy rule for the audit's meters).
 //!
 //! And [`Node::dnat`], a stand-in for kube-proxy: a DNAT rule in the node's namespace.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::cluster::{ClusterError, Endpoint, Node, Pod};
+use crate::netns::Netns;
 use crate::reachability::enter_netns;
 
 impl Node {
@@ -384,4 +387,33 @@ fn take_echoes(socket: &UdpSocket, stop: &AtomicBool, log: &Mutex<UdpLog>) {
             Err(_) => {}
         }
     }
+}
+
+/// New UDP connections from inside `netns` to `dst:port`, each from a fresh source port, at
+/// about `per_second` for `duration`; returns how many were sent. Blocks: run it on a thread
+/// of its own beside the rest of the test (or bench).
+pub fn flood(netns: &Netns, dst: Ipv4Addr, port: u16, per_second: u32, duration: Duration) -> u64 {
+    netns
+        .run_in(|| {
+            let gap = Duration::from_secs(1) / per_second.max(1);
+            let start = Instant::now();
+            let mut sent = 0;
+            let mut n: u32 = 0;
+            while start.elapsed() < duration {
+                if let Ok(socket) = UdpSocket::bind("0.0.0.0:0") {
+                    if socket
+                        .send_to(b"flood", SocketAddrV4::new(dst, port))
+                        .is_ok()
+                    {
+                        sent += 1;
+                    }
+                }
+                n += 1;
+                if let Some(wait) = (start + gap * n).checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            sent
+        })
+        .expect("flood from the pod's namespace")
 }

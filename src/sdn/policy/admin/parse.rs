@@ -14,7 +14,7 @@ use super::{
 use crate::sdn::audit;
 use crate::sdn::labels::{check_dns_subdomain, check_port_name, Checked, FieldError, Selector};
 use crate::sdn::objects::L4;
-use crate::sdn::policy::networkpolicy::parse::RawSelector;
+use crate::sdn::policy::networkpolicy::parse::{RawMeta, RawSelector};
 use crate::value::Cidr;
 
 const API_VERSION: &str = "policy.networking.k8s.io/v1alpha1";
@@ -26,24 +26,13 @@ const MAX_RULE_NAME: usize = 100;
 struct RawObject {
     api_version: String,
     kind: String,
+    /// The objects are cluster-scoped: a namespace is refused.
     metadata: RawMeta,
     spec: RawSpec,
     /// Written by controllers; ignored.
     #[serde(default)]
     #[allow(dead_code)]
     status: Option<serde_json::Value>,
-}
-
-/// ObjectMeta: the name and the audit annotation matter (the objects are cluster-scoped); the
-/// rest is tolerated.
-#[derive(Deserialize)]
-struct RawMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]

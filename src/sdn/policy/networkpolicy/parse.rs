@@ -31,16 +31,17 @@ struct RawPolicy {
     status: Option<serde_json::Value>,
 }
 
-/// ObjectMeta: name, namespace and the audit annotation matter; uid, labels, the other
-/// annotations, managedFields and the rest are tolerated and ignored.
+/// ObjectMeta, as the policy kinds read it (the admin tiers' parser too): name, namespace and
+/// the audit annotation matter; uid, labels, the other annotations, managedFields and the rest
+/// are tolerated and ignored.
 #[derive(Deserialize)]
-struct RawMeta {
+pub(crate) struct RawMeta {
     #[serde(default)]
-    name: Option<String>,
+    pub name: Option<String>,
     #[serde(default)]
-    namespace: Option<String>,
+    pub namespace: Option<String>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]

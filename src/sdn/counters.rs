@@ -28,6 +28,7 @@ use ofnode_proto::FlowStats;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{ARP_TO_LOCAL, FROM_POD, TO_LOCAL};
+use super::metrics::{gauge, header};
 use super::readback::{pod_flow, PodFlow};
 use super::types::Pod;
 use crate::value::PodKey;
@@ -170,8 +171,7 @@ impl Snapshot {
     }
 
     fn polled_at_unix_ms(&self) -> Option<u64> {
-        let since = self.polled_at?.duration_since(UNIX_EPOCH).ok()?;
-        u64::try_from(since.as_millis()).ok()
+        unix_ms(self.polled_at?)
     }
 
     /// The pod's counters, if the last poll saw it.
@@ -192,8 +192,7 @@ impl Snapshot {
         let omitted = exported.len().saturating_sub(max);
         exported.truncate(max);
         for Series { name, help, value } in SERIES {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
+            header(out, name, help, "counter");
             for (labels, traffic) in &exported {
                 let _ = writeln!(
                     out,
@@ -204,20 +203,27 @@ impl Snapshot {
                 );
             }
         }
-        let name = "ofnode_pod_metrics_omitted";
-        let _ = writeln!(
+        gauge(
             out,
-            "# HELP {name} Pods whose counters are not exported: more pods than pod_metrics_max."
+            "ofnode_pod_metrics_omitted",
+            "Pods whose counters are not exported: more pods than pod_metrics_max.",
+            omitted,
         );
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name} {omitted}");
         if let Some(ms) = self.polled_at_unix_ms() {
-            let name = "ofnode_pod_counters_polled_timestamp_seconds";
-            let _ = writeln!(out, "# HELP {name} When the pod counters were last polled.");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            let _ = writeln!(out, "{name} {}", ms as f64 / 1e3);
+            gauge(
+                out,
+                "ofnode_pod_counters_polled_timestamp_seconds",
+                "When the pod counters were last polled.",
+                ms as f64 / 1e3,
+            );
         }
     }
+}
+
+/// Milliseconds since the Unix epoch (None before it).
+pub fn unix_ms(at: SystemTime) -> Option<u64> {
+    let since = at.duration_since(UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_millis()).ok()
 }
 
 /// A label value as the Prometheus text format wants it.

@@ -187,11 +187,12 @@ fn render_audit(audit: &super::audit_log::AuditCounters, out: &mut String) {
     use super::audit::Verdict;
     use super::audit_log::counters::DropPlace;
     let name = "ofnode_audit_events_total";
-    let _ = writeln!(
+    header(
         out,
-        "# HELP {name} Packet-ins of audited policy rules (new connections), by verdict, before dedup."
+        name,
+        "Packet-ins of audited policy rules (new connections), by verdict, before dedup.",
+        "counter",
     );
-    let _ = writeln!(out, "# TYPE {name} counter");
     for verdict in [Verdict::Allow, Verdict::Deny, Verdict::Pass] {
         let n = audit.events(verdict);
         let _ = writeln!(out, "{name}{{verdict=\"{}\"}} {n}", verdict.as_str());
@@ -203,11 +204,12 @@ fn render_audit(audit: &super::audit_log::AuditCounters, out: &mut String) {
         audit.lines(),
     );
     let name = "ofnode_audit_dropped_total";
-    let _ = writeln!(
+    header(
         out,
-        "# HELP {name} Audit events or lines lost: switch_channel (the packet-in channel was full), queue (the dedup window or the line queue was full), file, syslog (could not be written)."
+        name,
+        "Audit events or lines lost: switch_channel (the packet-in channel was full), queue (the dedup window or the line queue was full), file, syslog (could not be written).",
+        "counter",
     );
-    let _ = writeln!(out, "# TYPE {name} counter");
     for place in DropPlace::ALL {
         let n = audit.drops(place);
         let _ = writeln!(out, "{name}{{where=\"{}\"}} {n}", place.as_str());
@@ -220,17 +222,21 @@ fn render_audit(audit: &super::audit_log::AuditCounters, out: &mut String) {
     );
 }
 
+/// A metric family's `# HELP` and `# TYPE` lines (`kind`: counter, gauge); its series follow.
+pub(crate) fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
 /// One counter in Prometheus text exposition format (the controller's /metrics writes these too).
 pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} counter");
+    header(out, name, help, "counter");
     let _ = writeln!(out, "{name} {value}");
 }
 
 /// One gauge in Prometheus text exposition format.
-pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} gauge");
+pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+    header(out, name, help, "gauge");
     let _ = writeln!(out, "{name} {value}");
 }
 

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ofnode_proto::{FlowStats, FlowStatsRequest};
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use super::audit::{AuditTier, RuleRef, COOKIE_TAG, COOKIE_TAG_MASK};
 use super::core::audit_names::{RuleNamer, RuleNames, ISOLATION_RULE};
 use super::counters::escape;
+pub use super::counters::unix_ms;
+use super::metrics::{gauge, header};
 
 /// How many rule series /metrics exports at most, unless `rule_metrics_max` says otherwise.
 pub const DEFAULT_RULE_METRICS_MAX: usize = 1_000;
@@ -158,12 +160,6 @@ pub struct RuleSnapshot {
     pub rules: Vec<RuleCounters>,
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn unix_ms(at: SystemTime) -> Option<u64> {
-    let since = at.duration_since(UNIX_EPOCH).ok()?;
-    u64::try_from(since.as_millis()).ok()
-}
-
 /// A series' name, help, and the count it shows.
 type Series = (&'static str, &'static str, fn(&RuleTraffic) -> u64);
 
@@ -211,8 +207,7 @@ impl RuleSnapshot {
             verdict: String::new(),
         };
         for (name, help, value) in SERIES {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
+            header(out, name, help, "counter");
             for (labels, traffic) in exported.iter().copied().chain([(&other_labels, &other)]) {
                 let _ = writeln!(
                     out,
@@ -225,21 +220,19 @@ impl RuleSnapshot {
                 );
             }
         }
-        let name = "ofnode_policy_rule_metrics_omitted";
-        let _ = writeln!(
+        gauge(
             out,
-            "# HELP {name} Policy rules summed into the policy=\"(other)\" series: more rules than rule_metrics_max, or rules deleted since the poll."
+            "ofnode_policy_rule_metrics_omitted",
+            "Policy rules summed into the policy=\"(other)\" series: more rules than rule_metrics_max, or rules deleted since the poll.",
+            omitted,
         );
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name} {omitted}");
         if let Some(ms) = self.polled_at_unix_ms {
-            let name = "ofnode_policy_rule_counters_polled_timestamp_seconds";
-            let _ = writeln!(
+            gauge(
                 out,
-                "# HELP {name} When the policy rule counters were last polled."
+                "ofnode_policy_rule_counters_polled_timestamp_seconds",
+                "When the policy rule counters were last polled.",
+                ms as f64 / 1e3,
             );
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            let _ = writeln!(out, "{name} {}", ms as f64 / 1e3);
         }
     }
 }

@@ -2,6 +2,8 @@
 //! of the core's own policies, given the cookies their producer gives them), named, ordered
 //! as the tiers judge, and exported with a bounded number of series.
 
+use std::time::UNIX_EPOCH;
+
 use ofnode_proto::Field;
 
 use super::*;

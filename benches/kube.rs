@@ -925,22 +925,9 @@ fn rss_mb(pid: u32) -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
+/// CPU seconds of process `pid` so far (all threads), as the harness reads them.
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of /proc/PID/stat (11 and 12 after the name).
-    (ticks(11) + ticks(12)) / 100.0
+    ofnode_harness::cpu::process_cpu(pid).as_secs_f64()
 }
 
 /// Every simulated node holds 7 watch connections: raise the open-file limit to the hard one.

@@ -28,7 +28,7 @@ use ofnode_proto::FlowStats;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{ARP_TO_LOCAL, FROM_POD, TO_LOCAL};
-use super::metrics::{gauge, header};
+use super::prometheus::{escape, gauge, header};
 use super::readback::{pod_flow, PodFlow};
 use super::types::Pod;
 use crate::value::PodKey;
@@ -224,20 +224,6 @@ impl Snapshot {
 pub fn unix_ms(at: SystemTime) -> Option<u64> {
     let since = at.duration_since(UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
-}
-
-/// A label value as the Prometheus text format wants it.
-pub(crate) fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The last poll's snapshot, shared by the poller, the pod lookup and /metrics.

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::prometheus::{counter, gauge, header};
+
 /// Upper bounds (seconds) of the operation latency histogram's buckets.
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -220,24 +222,6 @@ fn render_audit(audit: &super::audit_log::AuditCounters, out: &mut String) {
         "Audit packet-ins whose packet or userdata could not be read.",
         audit.bad_packets(),
     );
-}
-
-/// A metric family's `# HELP` and `# TYPE` lines (`kind`: counter, gauge); its series follow.
-pub(crate) fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// One counter in Prometheus text exposition format (the controller's /metrics writes these too).
-pub(crate) fn counter(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
-    header(out, name, help, "counter");
-    let _ = writeln!(out, "{name} {value}");
-}
-
-/// One gauge in Prometheus text exposition format.
-pub(crate) fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
-    header(out, name, help, "gauge");
-    let _ = writeln!(out, "{name} {value}");
 }
 
 impl Metrics {

@@ -29,9 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use super::audit::{AuditTier, RuleRef, COOKIE_TAG, COOKIE_TAG_MASK};
 use super::core::audit_names::{RuleNamer, RuleNames, ISOLATION_RULE};
-use super::counters::escape;
 pub use super::counters::unix_ms;
-use super::metrics::{gauge, header};
+use super::prometheus::{escape, gauge, header};
 
 /// How many rule series /metrics exports at most, unless `rule_metrics_max` says otherwise.
 pub const DEFAULT_RULE_METRICS_MAX: usize = 1_000;
